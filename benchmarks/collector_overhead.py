@@ -1,0 +1,717 @@
+"""Step-time overhead of the gradwatch collector against plain training and a lower bound.
+
+Three variants of the same training step are timed, interleaved in one process:
+
+* ``plain``       zero_grad, forward, cross-entropy, backward, Adam step;
+* ``lower_bound`` the plain step plus the least work that yields the same per-step
+  quantities as gradwatch: gradient norms and non-finite gradient counts (fused
+  ``torch._foreach_norm``), a pre-step parameter snapshot (``torch._foreach_copy_``),
+  parameter norms and exact update norms after the step, written with ``torch.stack`` +
+  ``copy_`` into a preallocated ``(steps, T, 4)`` float64 buffer, and perf_counter phase
+  timings (forward, backward, step). No I/O, no hooks, no Python bookkeeping;
+* ``gradwatch``   the plain step with ``gradwatch.watch(model, optimizer, every=1)``
+  attached (a fresh run per block, in a temporary data directory, closed after the block).
+
+Per repetition, each variant runs one block of ``--steps`` steps; the order of the three
+blocks rotates from one repetition to the next, so drifts of the machine hit every
+variant alike. Each variant trains its own copy of the model (same seed, same synthetic
+batches, generated up front), so all three follow the same trajectory.
+
+Usage::
+
+    python benchmarks/collector_overhead.py                       # full run (a few minutes)
+    python benchmarks/collector_overhead.py --quick --out /tmp/x.json   # smoke run (< 30 s)
+    python benchmarks/collector_overhead.py --models cnn --reps 5 --steps 20
+    python benchmarks/collector_overhead.py --profile transformer  # cProfile of gradwatch
+
+See benchmarks/README.md for what the numbers mean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import cProfile
+import datetime as dt
+import io
+import itertools
+import json
+import os
+import platform
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gradwatch
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import nn
+
+VARIANTS: tuple[str, ...] = ("plain", "lower_bound", "gradwatch")
+MODELS: tuple[str, ...] = ("mlp", "cnn", "transformer")
+GOAL = 1.5  # gradwatch's added time must be at most GOAL x the lower bound's added time
+SEED = 1234
+N_BATCHES = 8  # distinct synthetic batches per model, cycled through
+SEQ_LEN = 32  # tokens per sequence of the transformer
+# default batch per model: a one-thread step of ~10-75 ms keeps blocks short (interleaving)
+BATCH_SIZE = {"mlp": 64, "cnn": 64, "transformer": 32}
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "collector_overhead.json"
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+StepFn = Callable[[int, torch.Tensor, torch.Tensor], None]
+
+
+# -- workloads ------------------------------------------------------------------------------
+
+
+class MLP(nn.Module):
+    """784 -> 1024 -> 256 -> 10, ReLU: about 1.07 M parameters in 6 tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 256), nn.ReLU(), nn.Linear(256, 10)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class SmallCNN(nn.Module):
+    """Three conv(3x3)+BatchNorm+ReLU+maxpool stages (16, 32, 64 channels) on 3x32x32,
+    then a linear classifier: about 34 k parameters in 14 tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        channels = [3, 16, 32, 64]
+        for c_in, c_out in itertools.pairwise(channels):
+            layers += [
+                nn.Conv2d(c_in, c_out, 3, padding=1),
+                nn.BatchNorm2d(c_out),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+            ]
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Linear(64 * 4 * 4, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).flatten(1))
+
+
+class Encoder(nn.Module):
+    """Token embedding + 2-layer ``nn.TransformerEncoder`` (d=128, 4 heads, ff=512,
+    batch_first, dropout 0.1) + mean pooling + linear classifier: about 526 k parameters
+    in 27 tensors."""
+
+    def __init__(self, vocab: int = 1000, d: int = 128) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        layer = nn.TransformerEncoderLayer(
+            d, nhead=4, dim_feedforward=512, dropout=0.1, batch_first=True
+        )
+        self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
+
+
+@dataclass
+class Workload:
+    """One model, its synthetic batches and a description for the report."""
+
+    name: str
+    model: nn.Module
+    batches: list[Batch]
+    description: str
+
+    @property
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    @property
+    def n_tensors(self) -> int:
+        return sum(1 for _ in self.model.parameters())
+
+
+def make_workload(name: str, batch_size: int) -> Workload:
+    """The model (seeded) and ``N_BATCHES`` synthetic batches generated up front."""
+    torch.manual_seed(SEED)
+    gen = torch.Generator().manual_seed(SEED + 1)
+    model: nn.Module
+    if name == "mlp":
+        model = MLP()
+        xs = [torch.randn(batch_size, 784, generator=gen) for _ in range(N_BATCHES)]
+        desc = f"MLP 784-1024-256-10, batch {batch_size}x784"
+    elif name == "cnn":
+        model = SmallCNN()
+        xs = [torch.randn(batch_size, 3, 32, 32, generator=gen) for _ in range(N_BATCHES)]
+        desc = f"3x(conv3x3+BN+ReLU+pool) 16-32-64 + linear, batch {batch_size}x3x32x32"
+    elif name == "transformer":
+        model = Encoder()
+        shape = (batch_size, SEQ_LEN)
+        xs = [torch.randint(0, 1000, shape, generator=gen) for _ in range(N_BATCHES)]
+        desc = (
+            f"embedding + TransformerEncoder 2 layers d=128 h=4 ff=512 + linear, "
+            f"batch {batch_size}x{SEQ_LEN} tokens"
+        )
+    else:
+        raise SystemExit(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
+    ys = [torch.randint(0, 10, (batch_size,), generator=gen) for _ in range(N_BATCHES)]
+    return Workload(name, model, list(zip(xs, ys, strict=True)), desc)
+
+
+# -- the three variants -----------------------------------------------------------------------
+
+
+def plain_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> StepFn:
+    """The training step every variant runs (gradwatch sees it through its hooks)."""
+
+    def step(i: int, x: torch.Tensor, y: torch.Tensor) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+class LowerBound:
+    """The plain step plus the per-step quantities computed as cheaply as we know how.
+
+    Rows of ``buffer[i]`` (one per parameter tensor): grad norm, param norm (after the
+    step), update norm ‖θ_after − θ_before‖ (exact, from the snapshot), non-finite count
+    of the gradient. ``phases[i]`` holds the forward, backward and step seconds.
+    """
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, steps: int) -> None:
+        self.model = model
+        self.optimizer = optimizer
+        self.params = [p for g in optimizer.param_groups for p in g["params"]]
+        self.snapshot = [p.detach().clone() for p in self.params]
+        self.buffer = torch.zeros((steps, len(self.params), 4), dtype=torch.float64)
+        self.phases: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)] * steps
+
+    def step(self, i: int, x: torch.Tensor, y: torch.Tensor) -> None:
+        """One training step with collection; ``i`` indexes the preallocated buffer."""
+        t0 = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(x), y)
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        with torch.no_grad():
+            params = [p.detach() for p in self.params]
+            grads = [p.grad for p in self.params if p.grad is not None]
+            grad_norm = torch._foreach_norm(grads)
+            nonfinite = torch._foreach_norm(torch._foreach_mul(grads, 0.0), 0)
+            torch._foreach_copy_(self.snapshot, params)
+            self.optimizer.step()
+            param_norm = torch._foreach_norm(params)
+            torch._foreach_sub_(self.snapshot, params)
+            update_norm = torch._foreach_norm(self.snapshot)
+            row = torch.stack(
+                [
+                    torch.stack(grad_norm),
+                    torch.stack(param_norm),
+                    torch.stack(update_norm),
+                    torch.stack(nonfinite),
+                ],
+                dim=1,
+            )
+            self.buffer[i % len(self.phases)].copy_(row)
+        t3 = time.perf_counter()
+        self.phases[i % len(self.phases)] = (t1 - t0, t2 - t1, t3 - t2)
+
+
+METRICS: tuple[str, ...] = ("wall", "thread_cpu", "process_cpu")
+METRIC_DOC = {
+    "wall": "wall time of the step (perf_counter), median of the block",
+    "thread_cpu": "CPU time of the training thread (thread_time), median of the block",
+    "process_cpu": "CPU time of the whole process (all threads, gradwatch's writer included;"
+    " for gradwatch the block includes close(), which writes what is still queued) / steps",
+}
+
+
+@dataclass
+class VariantState:
+    """One variant's own copy of the model and optimizer, and what was measured on it."""
+
+    name: str
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    step_fn: StepFn
+    steps_done: int = 0
+    #: per metric, one value (seconds per step) per repetition
+    blocks: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in METRICS})
+    block_means: list[float] = field(default_factory=list)  # wall, seconds
+    peak_rss_kib: list[int] = field(default_factory=list)
+    watch_s: list[float] = field(default_factory=list)  # gradwatch only
+    fingerprint_s: list[float] = field(default_factory=list)
+    close_s: list[float] = field(default_factory=list)
+
+
+def make_variants(work: Workload, steps: int) -> dict[str, VariantState]:
+    """Three identical copies of the seeded model, each with its own Adam."""
+    out: dict[str, VariantState] = {}
+    for name in VARIANTS:
+        model = copy.deepcopy(work.model).train()
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        if name == "lower_bound":
+            step_fn = LowerBound(model, optimizer, steps).step
+        else:
+            step_fn = plain_step(model, optimizer)
+        out[name] = VariantState(name, model, optimizer, step_fn)
+    return out
+
+
+def lower_bound_parts(model: nn.Module, n: int = 20) -> dict[str, float]:
+    """Training-thread CPU ms of each part of the lower bound's collection on ``model``'s
+    parameters (median of ``n``), and of the cheaper host-side non-finite check gradwatch
+    uses on the CPU (``isfinite`` of the norms, exact counts only where one is not finite)."""
+    params = [p.detach() for p in model.parameters()]
+    grads = [torch.randn_like(p) for p in params]
+    snap = [p.clone() for p in params]
+    norms = torch._foreach_norm
+    grad_norms = torch.stack(norms(grads))
+    parts: dict[str, Callable[[], object]] = {
+        "grad_norms": lambda: torch.stack(norms(grads)),
+        "nonfinite_fused_l0": lambda: torch.stack(norms(torch._foreach_mul(grads, 0.0), 0)),
+        "nonfinite_isfinite_check": lambda: bool(torch.isfinite(grad_norms).all()),
+        "snapshot_copy": lambda: torch._foreach_copy_(snap, params),
+        "param_norms": lambda: torch.stack(norms(params)),
+        "update_sub_and_norms": lambda: (torch._foreach_sub_(snap, params), norms(snap)),
+    }
+    out: dict[str, float] = {}
+    with torch.no_grad():
+        for key, fn in parts.items():
+            fn()
+            times = []
+            for _ in range(n):
+                c0 = time.thread_time()
+                fn()
+                times.append(time.thread_time() - c0)
+            out[key] = statistics.median(times) * 1e3
+    return out
+
+
+# -- measurement ----------------------------------------------------------------------------
+
+
+def _reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS counter (VmHWM) of this process; False if not allowed."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def _peak_rss_kib() -> int:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return -1
+
+
+def timed_steps(
+    state: VariantState, batches: Sequence[Batch], n: int
+) -> tuple[list[float], list[float]]:
+    """Run ``n`` steps of one variant; the wall and training-thread CPU seconds of each."""
+    wall: list[float] = []
+    cpu: list[float] = []
+    perf, thread_time = time.perf_counter, time.thread_time
+    for j in range(n):
+        x, y = batches[(state.steps_done + j) % len(batches)]
+        c0 = thread_time()
+        t0 = perf()
+        state.step_fn(j, x, y)
+        t1 = perf()
+        c1 = thread_time()
+        wall.append(t1 - t0)
+        cpu.append(c1 - c0)
+    state.steps_done += n
+    return wall, cpu
+
+
+@contextlib.contextmanager
+def attached(state: VariantState, data_dir: Path) -> Iterator[None]:
+    """A fresh gradwatch run around one block; its setup and teardown are timed apart."""
+    t0 = time.perf_counter()
+    run = gradwatch.watch(state.model, state.optimizer, every=1, data_dir=data_dir)
+    t1 = time.perf_counter()
+    # the slow half of the fingerprint (git, installed packages) runs once per run on a
+    # helper thread: let it finish so that it does not count as per-step cost
+    for thread in run.background:
+        thread.join()
+    t2 = time.perf_counter()
+    try:
+        yield
+    finally:
+        t3 = time.perf_counter()
+        run.close()
+        t4 = time.perf_counter()
+        state.watch_s.append(t1 - t0)
+        state.fingerprint_s.append(t2 - t1)
+        state.close_s.append(t4 - t3)
+        if run.internal_errors:
+            raise RuntimeError(f"gradwatch reported {run.internal_errors} internal errors")
+
+
+def run_block(
+    state: VariantState, work: Workload, steps: int, data_dir: Path, record: bool
+) -> None:
+    """One block of one variant (gradwatch: attached for exactly this block)."""
+    rss_ok = _reset_peak_rss()
+    ctx = attached(state, data_dir) if state.name == "gradwatch" else contextlib.nullcontext()
+    with ctx:
+        p0 = time.process_time()
+        wall, cpu = timed_steps(state, work.batches, steps)
+    process_cpu = (time.process_time() - p0) / steps
+    if record:
+        state.blocks["wall"].append(statistics.median(wall))
+        state.blocks["thread_cpu"].append(statistics.median(cpu))
+        state.blocks["process_cpu"].append(process_cpu)
+        state.block_means.append(statistics.fmean(wall))
+        state.peak_rss_kib.append(_peak_rss_kib() if rss_ok else -1)
+    else:  # warm-up: forget the setup timings too
+        state.watch_s.clear()
+        state.fingerprint_s.clear()
+        state.close_s.clear()
+
+
+def bench_model(
+    name: str, reps: int, steps: int, warmup: int, batch_size: int, data_dir: Path
+) -> dict[str, Any]:
+    """All repetitions of one model; returns its JSON section."""
+    work = make_workload(name, batch_size)
+    states = make_variants(work, steps)
+    print(
+        f"[{name}] {work.description}: {work.n_params:,} parameters in {work.n_tensors} tensors",
+        flush=True,
+    )
+    t_start = time.perf_counter()
+    for state in states.values():  # warm-up: allocator, Adam state, first hooks
+        run_block(state, work, warmup, data_dir, record=False)
+    load: list[float] = []
+    for rep in range(reps):
+        order = VARIANTS[rep % 3 :] + VARIANTS[: rep % 3]
+        for v in order:
+            run_block(states[v], work, steps, data_dir, record=True)
+        load.append(os.getloadavg()[0])
+        line = "  ".join(f"{v} {states[v].blocks['wall'][-1] * 1e3:7.3f}" for v in VARIANTS)
+        print(
+            f"[{name}] rep {rep + 1}/{reps}  wall median ms: {line}  (load {load[-1]:.2f})",
+            flush=True,
+        )
+    result = summarize(work, states, time.perf_counter() - t_start)
+    result["batch_size"] = batch_size
+    result["lower_bound_parts_cpu_ms"] = lower_bound_parts(work.model)
+    result["loadavg_1min_per_rep"] = load
+    return result
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def _added_factor(variants: dict[str, Any], metric: str) -> float | None:
+    """gradwatch's median added time / the lower bound's; None when the lower bound's is not
+    above zero (below the noise: the factor means nothing)."""
+    lb = variants["lower_bound"][metric]["added_ms"]["median"]
+    gw = variants["gradwatch"][metric]["added_ms"]["median"]
+    return gw / lb if lb > 0 else None
+
+
+def summarize(work: Workload, states: dict[str, VariantState], seconds: float) -> dict[str, Any]:
+    """Per variant and metric: medians over repetitions, and ratios and added times paired
+    with the plain block of the same repetition (median, min, max over repetitions)."""
+    variants: dict[str, Any] = {}
+    for v, s in states.items():
+        entry: dict[str, Any] = {}
+        for metric in METRICS:
+            blocks = s.blocks[metric]
+            plain = states["plain"].blocks[metric]
+            m: dict[str, Any] = {
+                "per_rep_ms": [t * 1e3 for t in blocks],
+                "median_ms": statistics.median(blocks) * 1e3,
+            }
+            if v != "plain":
+                ratios = [t / p for t, p in zip(blocks, plain, strict=True)]
+                added = [(t - p) * 1e3 for t, p in zip(blocks, plain, strict=True)]
+                m["ratio_to_plain"] = {**_stats(ratios), "per_rep": ratios}
+                m["added_ms"] = {**_stats(added), "per_rep": added}
+            entry[metric] = m
+        entry["wall_block_mean_ms"] = [t * 1e3 for t in s.block_means]
+        entry["peak_rss_mib"] = [k / 1024 if k >= 0 else None for k in s.peak_rss_kib]
+        if v == "gradwatch":
+            entry["watch_ms"] = _stats([t * 1e3 for t in s.watch_s])
+            entry["fingerprint_thread_ms"] = _stats([t * 1e3 for t in s.fingerprint_s])
+            entry["close_ms"] = _stats([t * 1e3 for t in s.close_s])
+        variants[v] = entry
+    factors = {metric: _added_factor(variants, metric) for metric in METRICS}
+    return {
+        "description": work.description,
+        "params": work.n_params,
+        "tensors": work.n_tensors,
+        "seconds": seconds,
+        "variants": variants,
+        "added_factor": factors,
+        "goal_holds": {metric: None if f is None else f <= GOAL for metric, f in factors.items()},
+    }
+
+
+# -- report ---------------------------------------------------------------------------------
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, core count, versions, threads and date of this run."""
+    cpu = platform.processor() or "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cpu_model": cpu,
+        "logical_cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "gradwatch": gradwatch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch_num_threads": torch.get_num_threads(),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _range(entry: dict[str, float], fmt: str = "{:.3f}") -> str:
+    return f"{fmt.format(entry['median'])} [{fmt.format(entry['min'])}, {fmt.format(entry['max'])}]"
+
+
+def _verdict(holds: bool | None) -> str:
+    return {True: "yes", False: "**no**", None: "n/a (LB added ≤ 0)"}[holds]
+
+
+def _factor(f: float | None) -> str:
+    return "n/a" if f is None else f"{f:.2f}×"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The results as a Markdown document: wall-time table, CPU-time table, setup costs."""
+    m, cfg = result["machine"], result["config"]
+    models = result["models"]
+    loads = [x for r in models.values() for x in r["loadavg_1min_per_rep"]]
+    lines = [
+        "# gradwatch collector overhead",
+        "",
+        f"{m['date']} · {m['cpu_model']} ({m['logical_cpus']} logical CPUs) · torch {m['torch']}"
+        f" · gradwatch {m['gradwatch']} · `torch.set_num_threads({m['torch_num_threads']})`"
+        f" · 1-min load average during the run {min(loads):.2f}–{max(loads):.2f}",
+        "",
+        f"`{cfg['command']}` — {cfg['reps']} repetitions × {cfg['steps']} steps per variant"
+        f" (+{cfg['warmup']} warm-up steps), Adam, every=1, interleaved in rotating order.",
+        "",
+        "## Wall time per step",
+        "",
+        "Step times: median over repetitions of each block's median (ms). Ratio and added"
+        " time are paired with the plain block of the same repetition: median [min, max]"
+        " over repetitions. GW added / LB added is the ratio of the two median added times.",
+        "",
+        "| model | params / tensors | plain ms | lower bound ms | gradwatch ms "
+        "| lower bound / plain | gradwatch / plain | LB added ms | GW added ms "
+        f"| GW added / LB added | ≤ {GOAL}× |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in models.items():
+        v = {k: e["wall"] for k, e in r["variants"].items()}
+        lines.append(
+            f"| {name} | {r['params']:,} / {r['tensors']} "
+            f"| {v['plain']['median_ms']:.3f} "
+            f"| {v['lower_bound']['median_ms']:.3f} "
+            f"| {v['gradwatch']['median_ms']:.3f} "
+            f"| {_range(v['lower_bound']['ratio_to_plain'])} "
+            f"| {_range(v['gradwatch']['ratio_to_plain'])} "
+            f"| {_range(v['lower_bound']['added_ms'])} "
+            f"| {_range(v['gradwatch']['added_ms'])} "
+            f"| {_factor(r['added_factor']['wall'])} "
+            f"| {_verdict(r['goal_holds']['wall'])} |"
+        )
+    lines += [
+        "",
+        "## CPU time per step",
+        "",
+        "Less sensitive to other processes on the machine than wall time. Training thread:"
+        f" {METRIC_DOC['thread_cpu']}. Process: {METRIC_DOC['process_cpu']}."
+        " Added: median [min, max] over repetitions, paired with plain.",
+        "",
+        "| model | metric | plain ms | lower bound ms | gradwatch ms | LB added ms "
+        f"| GW added ms | GW added / LB added | ≤ {GOAL}× |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in models.items():
+        for metric, label in (("thread_cpu", "training thread"), ("process_cpu", "process")):
+            v = {k: e[metric] for k, e in r["variants"].items()}
+            lines.append(
+                f"| {name} | {label} "
+                f"| {v['plain']['median_ms']:.3f} "
+                f"| {v['lower_bound']['median_ms']:.3f} "
+                f"| {v['gradwatch']['median_ms']:.3f} "
+                f"| {_range(v['lower_bound']['added_ms'])} "
+                f"| {_range(v['gradwatch']['added_ms'])} "
+                f"| {_factor(r['added_factor'][metric])} "
+                f"| {_verdict(r['goal_holds'][metric])} |"
+            )
+    lines += [
+        "",
+        "## One-time costs of each gradwatch run",
+        "",
+        "Wall ms, median [min, max] over runs; not in the step times above.",
+        "",
+        "| model | watch() | fingerprint helper thread | close() |",
+        "|---|---|---|---|",
+    ]
+    for name, r in models.items():
+        g = r["variants"]["gradwatch"]
+        lines.append(
+            f"| {name} | {_range(g['watch_ms'], '{:.1f}')} "
+            f"| {_range(g['fingerprint_thread_ms'], '{:.1f}')} "
+            f"| {_range(g['close_ms'], '{:.1f}')} |"
+        )
+    parts = list(next(iter(models.values()))["lower_bound_parts_cpu_ms"])
+    lines += [
+        "",
+        "## Parts of the lower bound",
+        "",
+        "Training-thread CPU ms of each part of the lower bound's collection, measured alone"
+        " on the model's parameters (random gradients), median of 20. `nonfinite_fused_l0` is"
+        " what the lower bound runs (`_foreach_norm(_foreach_mul(g, 0), 0)`);"
+        " `nonfinite_isfinite_check` is the cheaper CPU path gradwatch takes instead"
+        " (`isfinite` of the already computed gradient norms; exact counts only when one is"
+        " not finite).",
+        "",
+        "| model | " + " | ".join(parts) + " |",
+        "|---|" + "---|" * len(parts),
+    ]
+    for name, r in models.items():
+        cells = " | ".join(f"{r['lower_bound_parts_cpu_ms'][k]:.3f}" for k in parts)
+        lines.append(f"| {name} | {cells} |")
+    lines += ["", "## Models", ""]
+    lines += [
+        f"- **{name}**: {r['description']} ({r['params']:,} parameters, {r['tensors']} tensors)"
+        for name, r in models.items()
+    ]
+    lines += [
+        "",
+        "Peak RSS is not compared: the three variants share one process, so memory freed by"
+        " one block stays mapped for the next (the per-block VmHWM is in the JSON for"
+        " reference only). The extra memory both collectors hold is one copy of the"
+        " parameters (the pre-step snapshot).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# -- profiling ------------------------------------------------------------------------------
+
+
+def profile(name: str, steps: int, batch_size: int, data_dir: Path, top: int) -> None:
+    """cProfile of the training thread over ``steps`` gradwatch steps (after a warm-up)."""
+    work = make_workload(name, batch_size)
+    state = make_variants(work, steps)["gradwatch"]
+    run_block(state, work, 5, data_dir, record=False)
+    with attached(state, data_dir):
+        prof = cProfile.Profile()
+        prof.enable()
+        timed_steps(state, work.batches, steps)
+        prof.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out).strip_dirs()
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    print(out.getvalue())
+
+
+# -- command line ---------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--reps", type=int, default=20, help="repetitions (default 20)")
+    p.add_argument("--steps", type=int, default=20, help="steps per block (default 20)")
+    p.add_argument("--warmup", type=int, default=10, help="warm-up steps per variant")
+    p.add_argument(
+        "--batch-size", type=int, default=None, help=f"override the per-model batch {BATCH_SIZE}"
+    )
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON path (.md beside it)")
+    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
+    p.add_argument("--quick", action="store_true", help="smoke run: 2 reps x 3 steps")
+    p.add_argument("--profile", metavar="MODEL", help="cProfile gradwatch on MODEL and exit")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.reps, args.steps, args.warmup = 2, 3, 2
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = sorted(set(args.models) - set(MODELS))
+    if unknown or args.reps < 1 or args.steps < 1:
+        p.error(f"need --reps >= 1, --steps >= 1 and models among {MODELS}; got {unknown}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark, print progress, write the JSON and the Markdown table."""
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory(prefix="gradwatch-bench-") as tmp:
+        data_dir = Path(tmp)
+        if args.profile:
+            batch = args.batch_size or BATCH_SIZE[args.profile]
+            profile(args.profile, max(args.steps, 50), batch, data_dir, top=30)
+            return 0
+        result: dict[str, Any] = {
+            "machine": machine_info(),
+            "config": {
+                "command": " ".join(["python", "benchmarks/collector_overhead.py", *sys.argv[1:]]),
+                "reps": args.reps,
+                "steps": args.steps,
+                "warmup": args.warmup,
+                "batch_size": {m: args.batch_size or BATCH_SIZE[m] for m in args.models},
+                "seed": SEED,
+                "optimizer": "Adam(lr=1e-3)",
+                "gradwatch_options": {"every": 1},
+                "goal": f"gradwatch added time <= {GOAL} x lower-bound added time",
+            },
+            "models": {},
+        }
+        t0 = time.perf_counter()
+        for name in args.models:
+            result["models"][name] = bench_model(
+                name,
+                args.reps,
+                args.steps,
+                args.warmup,
+                args.batch_size or BATCH_SIZE[name],
+                data_dir,
+            )
+        result["seconds"] = time.perf_counter() - t0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    md_path = args.out.with_suffix(".md")
+    md = markdown(result)
+    md_path.write_text(md)
+    print(md)
+    print(f"wrote {args.out} and {md_path} in {result['seconds']:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+"""Follows one optimizer through its lifecycle: backward passes, gradient clearing, steps.
+
+Hooks used (all removable, all kept in ``handles``):
+
+* a post-accumulate-grad hook on each trainable parameter: counts backward passes that
+  reached this optimizer (one per autograd graph task) and remembers each gradient's
+  identity and version, so clearing done by hand (``p.grad = None``) is seen at ``step``;
+* a wrapper of the *instance's* ``zero_grad`` (the class is untouched);
+* ``register_step_pre_hook`` / ``register_step_post_hook``: statistics around the update.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils.hooks import RemovableHandle
+
+from gradwatch import backward_tap
+from gradwatch.stats import PreStep, StepStats
+from gradwatch.transfer import Reader, Transfer
+
+if TYPE_CHECKING:
+    from gradwatch.run import Run
+
+Event = tuple[str, float, str]  # (kind, seconds since the previous step ended, detail)
+LEADING = 3  # loss, batch checksum (2): the columns before the (T, 4) statistics
+
+
+@dataclass
+class StepMeta:
+    """Host-side facts of one optimizer step (the device side is its transfer row)."""
+
+    step: int
+    n_backward: int
+    lr: list[float]
+    wall_time: float
+    phases: tuple[float, float, float]  # forward, backward, step seconds (host clock)
+    events: list[Event]
+    has_grad: list[bool]
+    has_loss: bool
+    batch: list[str]
+
+
+@dataclass
+class Pending:
+    """What happened since the previous step of this optimizer."""
+
+    n_backward: int = 0
+    events: list[Event] = field(default_factory=list)
+    loss: torch.Tensor | None = None
+    batch: torch.Tensor | None = None
+    batch_sig: list[str] = field(default_factory=list)
+    forward_time: float = 0.0
+    backward_time: float = 0.0
+
+
+class OptimizerWatch:
+    """Everything gradwatch attaches to one optimizer."""
+
+    def __init__(
+        self, run: Run, index: int, optimizer: torch.optim.Optimizer, device: torch.device
+    ) -> None:
+        self.run = run
+        self.index = index
+        self.optimizer = optimizer
+        self.params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
+        self.stats = StepStats(self.params, device)
+        self.transfer: Transfer[StepMeta] = Transfer(
+            LEADING + 4 * len(self.params), device, run.transfer_every
+        )
+        self.step = 0
+        self.pending = Pending()
+        self.handles: list[RemovableHandle] = []
+        # per parameter: (weak reference to its gradient, the gradient's version) as seen
+        # by the last backward pass; tells clearing by hand and in-place edits apart
+        self._grads: list[tuple[weakref.ref[torch.Tensor], int] | None] = [None] * len(self.params)
+        self._task_replaced = -1
+        self._task_root: torch.Tensor | None = None
+        self._last_task = -1
+        self._pre: PreStep | None = None
+        self._t_step_start = 0.0
+        self._t_last = time.perf_counter()
+        self._zero_grad: Callable[..., Any] | None = None
+
+    # -- attach / detach -------------------------------------------------------------------
+    def attach(self) -> None:
+        """Register every hook; the caller removes them with :meth:`detach`."""
+        guard = self.run.guard
+        for i, p in enumerate(self.params):
+            if p.requires_grad:
+                self.handles.append(
+                    p.register_post_accumulate_grad_hook(  # type: ignore[no-untyped-call]
+                        guard(self._accumulated_hook(i), "backward hook")
+                    )
+                )
+        self.handles.append(
+            self.optimizer.register_step_pre_hook(guard(self._before_step, "step pre-hook"))
+        )
+        self.handles.append(
+            self.optimizer.register_step_post_hook(guard(self._after_step, "step post-hook"))
+        )
+        original = self.optimizer.zero_grad
+        note = guard(lambda: self.note_zero_grad("optimizer"), "zero_grad wrapper")
+
+        def zero_grad(*args: Any, **kwargs: Any) -> Any:
+            note()
+            return original(*args, **kwargs)
+
+        self._zero_grad = zero_grad
+        self.optimizer.zero_grad = zero_grad  # type: ignore[method-assign]
+
+    def detach(self) -> None:
+        """Remove every hook and restore ``zero_grad``; free the parameter snapshot."""
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+        if self.optimizer.__dict__.get("zero_grad") is self._zero_grad:
+            del self.optimizer.__dict__["zero_grad"]
+        self.stats.release()
+
+    # -- events -----------------------------------------------------------------------------
+    def _now(self) -> float:
+        return time.perf_counter() - self._t_last
+
+    def note_zero_grad(self, source: str) -> None:
+        """Record a gradient clearing by ``zero_grad`` (``source``: optimizer or model)."""
+        self.pending.events.append(("zero_grad", self._now(), source))
+        self.pending.loss = None  # the recorded loss is the one whose gradient gets applied
+        self._grads = [None] * len(self.params)
+
+    def note_forward(self, checksum: torch.Tensor | None, sig: list[str], took: float) -> None:
+        """Record one forward pass of a watched model that owns these parameters."""
+        pending = self.pending
+        pending.forward_time += took
+        if checksum is not None:
+            pending.batch = checksum if pending.batch is None else pending.batch + checksum
+        if len(pending.batch_sig) < 64:
+            pending.batch_sig.extend(sig)
+
+    def _accumulated_hook(self, i: int) -> Callable[[torch.Tensor], None]:
+        def hook(param: torch.Tensor) -> None:
+            task = torch._C._current_graph_task_id()
+            if task != self._last_task:
+                self._last_task = task
+                self._new_backward()
+            grad, seen = param.grad, self._grads[i]
+            if seen is not None and seen[0]() is not grad and self._task_replaced != task:
+                # the gradient object was replaced since the previous backward pass without
+                # zero_grad: cleared by hand (``p.grad = None``) before this backward
+                self._task_replaced = task
+                self.pending.loss = self._task_root
+                self.pending.events.insert(
+                    len(self.pending.events) - 1, ("zero_grad", self._now(), "by hand")
+                )
+            self._grads[i] = None if grad is None else (weakref.ref(grad), grad._version)
+
+        return hook
+
+    def _new_backward(self) -> None:
+        pending = self.pending
+        pending.n_backward += 1
+        pending.events.append(("backward", self._now(), ""))
+        current = backward_tap.current_pass()
+        self._task_root = None
+        if current is None:
+            return
+        if current.root is not None:
+            root = self._task_root = current.root.to(torch.float64)
+            pending.loss = root if pending.loss is None else pending.loss + root
+        current.on_done.append(self._backward_done)
+
+    def _backward_done(self, took: float) -> None:
+        self.pending.backward_time += took
+
+    def _manual_clearing(self) -> None:
+        """Between the last backward and ``step``: gradients replaced or set to None by
+        hand (the update then applies nothing), or edited in place (clipping, ``zero_()``)."""
+        cleared = modified = 0
+        for p, seen in zip(self.params, self._grads, strict=True):
+            if seen is None:
+                continue
+            grad = p.grad
+            if grad is None or seen[0]() is not grad:
+                cleared += 1
+            elif grad._version != seen[1]:
+                modified += 1
+        if cleared:
+            self.pending.events.append(("zero_grad", self._now(), f"by hand: {cleared} tensors"))
+        if modified:
+            self.pending.events.append(("grad_modified", self._now(), f"{modified} tensors"))
+
+    # -- the step ---------------------------------------------------------------------------
+    def _refresh_grads(self) -> None:
+        # the optimizer may legitimately touch gradients during step: start the next
+        # window from what it left
+        for i, p in enumerate(self.params):
+            if self._grads[i] is not None and p.grad is not None:
+                self._grads[i] = (weakref.ref(p.grad), p.grad._version)
+
+    def collecting(self) -> bool:
+        """Whether the step about to happen is one whose statistics are collected."""
+        return self.step % self.run.options.every == 0
+
+    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._t_step_start = time.perf_counter()
+        self._manual_clearing()
+        self._pre = self.stats.before_step() if self.collecting() else None
+
+    def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        end = time.perf_counter()
+        pending, pre = self.pending, self._pre
+        self.step += 1
+        pending.events.append(("step", end - self._t_last, ""))
+        if pre is not None:
+            self._pre = None
+            self._collect(pre, pending, end)
+        self.pending = Pending()
+        self._refresh_grads()
+        self._t_last = end
+        self.run.after_step(self)
+
+    def _collect(self, pre: PreStep, pending: Pending, end: float) -> None:
+        matrix = self.stats.after_step(pre)
+        device = matrix.device
+        loss = pending.loss
+        loss_vec = (
+            torch.zeros(1, dtype=torch.float64, device=device)
+            if loss is None
+            else loss.reshape(1).to(device, non_blocking=True)
+        )
+        batch = (
+            torch.zeros(2, dtype=torch.float64, device=device)
+            if pending.batch is None
+            else pending.batch.to(device, non_blocking=True)
+        )
+        row = torch.cat([loss_vec, batch, matrix.flatten()])
+        meta = StepMeta(
+            step=self.step,
+            n_backward=pending.n_backward,
+            lr=self.learning_rates(),
+            wall_time=end - self._t_last,
+            phases=(pending.forward_time, pending.backward_time, end - self._t_step_start),
+            events=pending.events,
+            has_grad=pre.has_grad,
+            has_loss=loss is not None,
+            batch=pending.batch_sig,
+        )
+        reader = self.transfer.add(row, meta)
+        if reader is not None:
+            self.run.emit_steps(self, reader)
+
+    def learning_rates(self) -> list[float]:
+        """The learning rate of every param group (NaN where it is not a plain number)."""
+        out: list[float] = []
+        for group in self.optimizer.param_groups:
+            lr = group.get("lr", float("nan"))
+            if isinstance(lr, torch.Tensor):
+                lr = float(lr) if lr.device.type == "cpu" else float("nan")
+            out.append(float(lr) if isinstance(lr, int | float) else float("nan"))
+        return out
+
+    def drain(self) -> Reader[StepMeta] | None:
+        """Hand over the rows still waiting for a transfer (flush and close)."""
+        return self.transfer.drain()

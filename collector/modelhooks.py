@@ -1,0 +1,101 @@
+"""Hooks on the watched models: forward timing, the batch checksum and ``zero_grad``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils.hooks import RemovableHandle
+
+from gradwatch import batch
+
+if TYPE_CHECKING:
+    from gradwatch.lifecycle import OptimizerWatch
+    from gradwatch.run import Run
+
+
+class ModelHooks:
+    """Forward pre/post hooks and a ``zero_grad`` wrapper on each watched root module."""
+
+    def __init__(
+        self, run: Run, models: Mapping[str, torch.nn.Module], watches: list[OptimizerWatch]
+    ) -> None:
+        self.run = run
+        self.models = dict(models)
+        self.handles: list[RemovableHandle] = []
+        self._wrapped: list[tuple[torch.nn.Module, object]] = []
+        self._owners: dict[str, list[OptimizerWatch]] = {}
+        for key, model in self.models.items():
+            ids = {id(p) for p in model.parameters()}
+            self._owners[key] = [w for w in watches if any(id(p) in ids for p in w.params)]
+        self._started: dict[str, tuple[float, torch.Tensor | None, list[str]]] = {}
+
+    def attach(self) -> None:
+        """Register the hooks on every model."""
+        guard = self.run.guard
+        for key, model in self.models.items():
+            owners = self._owners[key]
+            if not owners:
+                continue
+            self.handles.append(
+                model.register_forward_pre_hook(
+                    guard(self._pre_hook(key), "forward pre-hook"), with_kwargs=True
+                )
+            )
+            self.handles.append(
+                model.register_forward_hook(guard(self._post_hook(key), "forward hook"))
+            )
+            self._wrap_zero_grad(model, owners)
+
+    def detach(self) -> None:
+        """Remove every hook and restore ``zero_grad``."""
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+        for model, wrapper in self._wrapped:
+            if model.__dict__.get("zero_grad") is wrapper:
+                del model.__dict__["zero_grad"]
+        self._wrapped.clear()
+
+    def _pre_hook(self, key: str) -> Any:
+        want_checksum = self.run.options.batch_checksum
+
+        def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            if not torch.is_grad_enabled():  # evaluation or inference: not a training forward
+                return None
+            checksum = batch.checksum(args, kwargs) if want_checksum else None
+            sig = batch.signature(args, kwargs) if want_checksum else []
+            self._started[key] = (time.perf_counter(), checksum, sig)
+            return None
+
+        return hook
+
+    def _post_hook(self, key: str) -> Any:
+        def hook(module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
+            started = self._started.pop(key, None)
+            if started is None:
+                return
+            t0, checksum, sig = started
+            took = time.perf_counter() - t0
+            for watch in self._owners[key]:
+                watch.note_forward(checksum, sig, took)
+
+        return hook
+
+    def _wrap_zero_grad(self, model: torch.nn.Module, owners: list[OptimizerWatch]) -> None:
+        original = model.zero_grad
+
+        def note() -> None:
+            for watch in owners:
+                watch.note_zero_grad("model")
+
+        guarded = self.run.guard(note, "zero_grad wrapper")
+
+        def zero_grad(*args: Any, **kwargs: Any) -> Any:
+            guarded()
+            return original(*args, **kwargs)
+
+        model.zero_grad = zero_grad  # type: ignore[method-assign]
+        self._wrapped.append((model, zero_grad))

@@ -1,0 +1,280 @@
+"""The run handle returned by :func:`gradwatch.watch`."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import ParamSpec, TypeVar
+
+import torch
+
+from gradwatch import backward_tap, records
+from gradwatch.errors import IntegrityError
+from gradwatch.io import RunIO
+from gradwatch.lifecycle import OptimizerWatch, StepMeta
+from gradwatch.modelhooks import ModelHooks
+from gradwatch.options import WatchOptions
+from gradwatch.transfer import Reader
+from gradwatch.wire import Kind, Record
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+HEARTBEAT_SECONDS = 5.0
+_SCALARS_PER_RECORD = 512
+_live: weakref.WeakSet[Run] = weakref.WeakSet()
+
+
+def _disable_after_fork() -> None:
+    for run in list(_live):
+        run._forked = True
+
+
+os.register_at_fork(after_in_child=_disable_after_fork)
+
+
+class Run:
+    """One watched training run. Use :func:`gradwatch.watch` to make one.
+
+    It is a context manager; :meth:`close` detaches every hook and flushes the spool::
+
+        with gradwatch.watch(model, optimizer, project="demo") as run:
+            for x, y in loader:
+                ...
+                run.log({"accuracy": acc})
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        run_dir: Path,
+        options: WatchOptions,
+        models: Mapping[str, torch.nn.Module],
+        optimizers: list[torch.optim.Optimizer],
+        names: dict[int, str],
+        device: torch.device,
+    ) -> None:
+        self.id = run_id
+        self.dir = run_dir
+        self.options = options
+        self.device = device
+        self.transfer_every = options.transfer_every or (1 if device.type == "cpu" else 10)
+        self.names = names
+        self.internal_errors = 0
+        self.status = "running"
+        self._closed = False
+        self._forked = False
+        self._lock = threading.Lock()
+        self._reported: set[str] = set()
+        self._scalars: list[tuple[int, str, float | torch.Tensor]] = []
+        self._last_heartbeat = time.monotonic()
+        #: helper threads (the slow fingerprint) that close() waits for, within its timeout
+        self.background: list[threading.Thread] = []
+        self.io = RunIO(run_dir, server=options.server, token=options.token)
+        self.watches = [OptimizerWatch(self, i, opt, device) for i, opt in enumerate(optimizers)]
+        self.model_hooks = ModelHooks(self, models, self.watches)
+
+    # -- public API ---------------------------------------------------------------------------
+    @property
+    def step(self) -> int:
+        """Completed steps of the first optimizer (the run's step counter)."""
+        return self.watches[0].step
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has run."""
+        return self._closed
+
+    def log(self, values: Mapping[str, float | int | bool | torch.Tensor]) -> None:
+        """Add user scalars to the current step (``run.step``). Never raises: a value that is
+        not a number or a one-element tensor is reported once and dropped."""
+        if self._closed or self._forked:
+            return
+        for key, value in dict(values).items():
+            if isinstance(value, torch.Tensor) and value.numel() == 1:
+                self._scalars.append((self.step, str(key), value.detach().reshape(())))
+            elif isinstance(value, int | float):
+                self._scalars.append((self.step, str(key), float(value)))
+            else:
+                self.report_once(
+                    f"log:{key}",
+                    f"run.log({key!r}=...) needs a number or a "
+                    f"one-element tensor, got {type(value).__name__}; dropped",
+                )
+        if len(self._scalars) >= _SCALARS_PER_RECORD:
+            self._emit_scalars()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Move everything collected so far to the spool (and the server when one is set)."""
+        if self._forked:
+            return False
+        for watch in self.watches:
+            reader = watch.drain()
+            if reader is not None:
+                self.emit_steps(watch, reader)
+        self._emit_scalars()
+        return self.io.flush(timeout)
+
+    def close(
+        self, status: str = "finished", *, error: str | None = None, timeout: float = 10.0
+    ) -> None:
+        """Detach every hook, write the end record and flush. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        atexit.unregister(self._at_exit)
+        _live.discard(self)
+        if self._forked:
+            return
+        for watch in self.watches:
+            watch.detach()
+        self.model_hooks.detach()
+        backward_tap.uninstall()
+        deadline = time.monotonic() + timeout / 2
+        for thread in self.background:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.flush(timeout)
+        self.status = status
+        self.io.submit(
+            Record(
+                Kind.END,
+                {
+                    "status": status,
+                    "error": error,
+                    "ended_at": time.time(),
+                    "steps": [w.step for w in self.watches],
+                    "internal_errors": self.internal_errors,
+                    "io": self.io.stats.__dict__.copy(),
+                },
+            )
+        )
+        self.io.close(timeout)
+        stats = self.io.stats
+        lost = stats.dropped_queue + stats.dropped_disk
+        if lost:
+            self.report_once(
+                "lost",
+                f"{lost} records could not be written to {self.dir} "
+                f"({stats.last_error}); the run's data there is incomplete",
+            )
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.close()
+        else:
+            self.close("failed", error=f"{type(exc).__name__}: {exc}")
+
+    def __repr__(self) -> str:
+        return f"<gradwatch.Run {self.id} project={self.options.project!r} step={self.step}>"
+
+    # -- used by the hooks --------------------------------------------------------------------
+    def start(self, first_records: list[Record]) -> None:
+        """Register the hooks and queue the first records (called once by ``watch``)."""
+        for record in first_records:
+            self.io.submit(record)
+        backward_tap.install()
+        for watch in self.watches:
+            watch.attach()
+        self.model_hooks.attach()
+        _live.add(self)
+        _uncaught.install()
+        atexit.register(self._at_exit)
+
+    def guard(self, fn: Callable[P, R], where: str) -> Callable[P, R | None]:
+        """Wrap a hook so that nothing but a requested ``IntegrityError`` escapes it."""
+
+        @functools.wraps(fn)
+        def guarded(*args: P.args, **kwargs: P.kwargs) -> R | None:
+            if self._closed or self._forked:
+                return None
+            try:
+                return fn(*args, **kwargs)
+            except IntegrityError:
+                raise
+            except Exception as exc:
+                self.internal_errors += 1
+                self.report_once(
+                    where,
+                    f"internal error in {where} ({type(exc).__name__}: "
+                    f"{exc}); training continues, collection may be incomplete",
+                )
+                return None
+
+        return guarded
+
+    def report_once(self, key: str, message: str) -> None:
+        """One line on stderr per ``key`` for the life of the run."""
+        if key not in self._reported:
+            self._reported.add(key)
+            sys.stderr.write(f"gradwatch: {message}\n")
+
+    def after_step(self, watch: OptimizerWatch) -> None:
+        """Called at the end of every optimizer step."""
+        now = time.monotonic()
+        if now - self._last_heartbeat >= HEARTBEAT_SECONDS:
+            self._last_heartbeat = now
+            self.io.submit(
+                Record(Kind.HEARTBEAT, {"t": time.time(), "steps": [w.step for w in self.watches]})
+            )
+
+    def emit_steps(self, watch: OptimizerWatch, reader: Reader[StepMeta]) -> None:
+        """Queue a STEPS record; the transfer is waited for on the I/O thread."""
+        index, n_tensors = watch.index, len(watch.params)
+
+        def build() -> Record:
+            data, metas = reader()
+            return records.steps_record(index, n_tensors, data, metas)
+
+        self.io.submit(build)
+        if index == 0 and self._scalars:
+            self._emit_scalars()
+
+    def _emit_scalars(self) -> None:
+        if self._scalars:
+            entries, self._scalars = self._scalars, []
+            self.io.submit(lambda: records.scalars_record(entries))
+
+    def _at_exit(self) -> None:
+        self.close("failed" if _uncaught.seen else "finished", error=_uncaught.seen)
+
+
+class _Uncaught:
+    """Remembers an uncaught exception so that an unclosed run ends as ``failed``."""
+
+    seen: str | None = None
+    installed = False
+
+    def install(self) -> None:
+        if self.installed:
+            return
+        self.installed = True
+        previous = sys.excepthook
+
+        def hook(
+            exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+        ) -> None:
+            self.seen = f"{exc_type.__name__}: {exc}"
+            previous(exc_type, exc, tb)
+
+        sys.excepthook = hook
+
+
+_uncaught = _Uncaught()
