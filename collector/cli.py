@@ -87,7 +87,7 @@ def _add_sync(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--attempts",
         type=int,
-        default=6,
+        default=4,
         metavar="N",
         help="give a run up after N failed requests in a row (default 4, with "
         "exponential backoff between them)",

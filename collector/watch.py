@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gradwatch import fingerprint, options, paths
+from gradwatch import fingerprint, options, paths, provenance
 from gradwatch._version import __version__
 from gradwatch.errors import ConfigError
 from gradwatch.run import Run
@@ -217,7 +217,7 @@ def _fingerprint_later(run: Run) -> None:
 
     def collect() -> None:
         try:
-            slow = fingerprint.collect_slow(script=script, cwd=cwd)
+            slow = provenance.collect_slow(script=script, cwd=cwd)
         except Exception as exc:  # the fingerprint is best effort, training goes on
             run.report_once("fingerprint", f"fingerprint incomplete ({exc})")
             return

@@ -290,3 +290,22 @@ def test_fingerprint_and_batch_checksum_are_recorded() -> None:
     assert "packages_hash" in phases["slow"] and "code_hash" in phases["slow"]
     hashes = [s["batch_hash"] for s in steps(run.dir)]
     assert hashes[0] == hashes[2] != hashes[1]
+
+
+def test_rows_are_transferred_in_batches_of_transfer_every_steps() -> None:
+    """One STEPS record per ``transfer_every`` steps; the remainder is flushed by close()."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gradwatch.watch(model, opt, transfer_every=4) as run:
+        for i in range(10):
+            opt.zero_grad()
+            x, y = batch(i)
+            nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+            if i == 6:
+                assert sum(
+                    len(r.arrays["step"].to_list()) for r in records(run.dir, Kind.STEPS)
+                ) in (0, 4)
+    sizes = [len(r.arrays["step"].to_list()) for r in records(run.dir, Kind.STEPS)]
+    assert sizes == [4, 4, 2]
+    assert [s["step"] for s in steps(run.dir)] == list(range(1, 11))
