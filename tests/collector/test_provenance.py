@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,7 +11,6 @@ import pytest
 
 from gradwatch.provenance import collect_slow
 
-# --- collect_slow -----------------------------------------------------------------------
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
