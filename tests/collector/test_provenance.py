@@ -11,7 +11,6 @@ import pytest
 
 from gradwatch.provenance import collect_slow
 
-
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 
