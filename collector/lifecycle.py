@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 Event = tuple[str, float, str]  # (kind, seconds since the previous step ended, detail)
 LEADING = 3  # loss, batch checksum (2): the columns before the (T, 4) statistics
+MAX_EVENTS = 256  # lifecycle events kept per step
 
 
 @dataclass
@@ -57,6 +58,17 @@ class Pending:
     batch_sig: list[str] = field(default_factory=list)
     forward_time: float = 0.0
     backward_time: float = 0.0
+    dropped_events: int = 0
+
+    def add(self, event: Event, *, before_last: bool = False) -> None:
+        """Record an event; past ``MAX_EVENTS`` in one step (zero_grad in an evaluation loop,
+        say) they are only counted, so memory stays bounded without a step."""
+        if len(self.events) >= MAX_EVENTS:
+            self.dropped_events += 1
+        elif before_last and self.events:
+            self.events.insert(len(self.events) - 1, event)
+        else:
+            self.events.append(event)
 
 
 class OptimizerWatch:
@@ -86,6 +98,7 @@ class OptimizerWatch:
         self._t_step_start = 0.0
         self._t_last = time.perf_counter()
         self._zero_grad: Callable[..., Any] | None = None
+        self._frozen: list[int] = []  # indices of parameters without requires_grad at attach
 
     # -- attach / detach -------------------------------------------------------------------
     def attach(self) -> None:
@@ -93,11 +106,9 @@ class OptimizerWatch:
         guard = self.run.guard
         for i, p in enumerate(self.params):
             if p.requires_grad:
-                self.handles.append(
-                    p.register_post_accumulate_grad_hook(  # type: ignore[no-untyped-call]
-                        guard(self._accumulated_hook(i), "backward hook")
-                    )
-                )
+                self._hook_param(i)
+            else:
+                self._frozen.append(i)
         self.handles.append(
             self.optimizer.register_step_pre_hook(guard(self._before_step, "step pre-hook"))
         )
@@ -114,6 +125,29 @@ class OptimizerWatch:
         self._zero_grad = zero_grad
         self.optimizer.zero_grad = zero_grad  # type: ignore[method-assign]
 
+    def _hook_param(self, i: int) -> None:
+        hook = self.run.guard(self._accumulated_hook(i), "backward hook")
+        self.handles.append(
+            self.params[i].register_post_accumulate_grad_hook(hook)  # type: ignore[no-untyped-call]
+        )
+
+    def _follow_changes(self) -> None:
+        """Progressive unfreezing: hook parameters that became trainable since ``watch()``;
+        and say once that parameters added to the optimizer later are not followed."""
+        if self._frozen:
+            thawed = [i for i in self._frozen if self.params[i].requires_grad]
+            for i in thawed:
+                self._hook_param(i)
+            self._frozen = [i for i in self._frozen if i not in thawed]
+        held = sum(len(g["params"]) for g in self.optimizer.param_groups)
+        if held != len(self.params):
+            self.run.report_once(
+                f"groups{self.index}",
+                f"optimizer {self.index} now holds {held} tensors, {len(self.params)} when "
+                "watch() was called (add_param_group?); tensors added later are not followed: "
+                "call watch() after building the optimizer completely",
+            )
+
     def detach(self) -> None:
         """Remove every hook and restore ``zero_grad``; free the parameter snapshot."""
         for handle in self.handles:
@@ -129,7 +163,7 @@ class OptimizerWatch:
 
     def note_zero_grad(self, source: str) -> None:
         """Record a gradient clearing by ``zero_grad`` (``source``: optimizer or model)."""
-        self.pending.events.append(("zero_grad", self._now(), source))
+        self.pending.add(("zero_grad", self._now(), source))
         self.pending.loss = None  # the recorded loss is the one whose gradient gets applied
         self._grads = [None] * len(self.params)
 
@@ -154,9 +188,7 @@ class OptimizerWatch:
                 # zero_grad: cleared by hand (``p.grad = None``) before this backward
                 self._task_replaced = task
                 self.pending.loss = self._task_root
-                self.pending.events.insert(
-                    len(self.pending.events) - 1, ("zero_grad", self._now(), "by hand")
-                )
+                self.pending.add(("zero_grad", self._now(), "by hand"), before_last=True)
             self._grads[i] = None if grad is None else (weakref.ref(grad), grad._version)
 
         return hook
@@ -164,7 +196,7 @@ class OptimizerWatch:
     def _new_backward(self) -> None:
         pending = self.pending
         pending.n_backward += 1
-        pending.events.append(("backward", self._now(), ""))
+        pending.add(("backward", self._now(), ""))
         current = backward_tap.current_pass()
         self._task_root = None
         if current is None:
@@ -190,9 +222,9 @@ class OptimizerWatch:
             elif grad._version != seen[1]:
                 modified += 1
         if cleared:
-            self.pending.events.append(("zero_grad", self._now(), f"by hand: {cleared} tensors"))
+            self.pending.add(("zero_grad", self._now(), f"by hand: {cleared} tensors"))
         if modified:
-            self.pending.events.append(("grad_modified", self._now(), f"{modified} tensors"))
+            self.pending.add(("grad_modified", self._now(), f"{modified} tensors"))
 
     # -- the step ---------------------------------------------------------------------------
     def _refresh_grads(self) -> None:
@@ -208,6 +240,7 @@ class OptimizerWatch:
 
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._t_step_start = time.perf_counter()
+        self._follow_changes()
         self._manual_clearing()
         self._pre = self.stats.before_step() if self.collecting() else None
 
@@ -215,6 +248,8 @@ class OptimizerWatch:
         end = time.perf_counter()
         pending, pre = self.pending, self._pre
         self.step += 1
+        if pending.dropped_events:
+            pending.events.append(("dropped", end - self._t_last, f"{pending.dropped_events}"))
         pending.events.append(("step", end - self._t_last, ""))
         if pre is not None:
             self._pre = None

@@ -309,3 +309,46 @@ def test_rows_are_transferred_in_batches_of_transfer_every_steps() -> None:
     sizes = [len(r.arrays["step"].to_list()) for r in records(run.dir, Kind.STEPS)]
     assert sizes == [4, 4, 2]
     assert [s["step"] for s in steps(run.dir)] == list(range(1, 11))
+
+
+def test_progressive_unfreezing_is_followed() -> None:
+    """A layer frozen at watch() and unfrozen later gets its backward hook then."""
+    model = mlp()
+    for p in model[0].parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gradwatch.watch(model, opt) as run:
+        for i in range(4):
+            if i == 2:
+                for p in model[0].parameters():
+                    p.requires_grad_(True)
+            opt.zero_grad()
+            x, y = batch(i)
+            nn.functional.mse_loss(model(x), y).backward()
+            for p in model[0].parameters():  # clearing by hand is only seen on hooked tensors
+                p.grad = None
+            opt.step()
+    got = steps(run.dir)
+    assert [s["has_grad"][:2] for s in got] == [[False, False]] * 4
+    assert [e[2] for e in got[1]["events"] if e[0] == "zero_grad"] == ["optimizer"]
+    assert [e[2] for e in got[3]["events"] if e[0] == "zero_grad"] == [
+        "optimizer",
+        "by hand: 2 tensors",
+    ]
+
+
+def test_events_without_a_step_stay_bounded(capsys: pytest.CaptureFixture[str]) -> None:
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gradwatch.watch(model, opt) as run:
+        for _ in range(1000):  # e.g. zero_grad in an evaluation loop that never steps
+            opt.zero_grad()
+        x, y = batch(0)
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        opt.add_param_group({"params": [nn.Parameter(torch.ones(2))]})
+        opt.step()
+    (first, _) = steps(run.dir)
+    assert len(first["events"]) == 256 + 2
+    assert first["events"][-2][0] == "dropped" and first["events"][-2][2] == str(1000 - 256 + 1)
+    assert "tensors added later are not followed" in capsys.readouterr().err
