@@ -1,99 +1,25 @@
-"""The ``gradwatch`` command line: ``--version`` and ``sync`` (later issues add more).
-
-Subcommands live in a table so that each one stays a small function and ``--help`` works
-on every one of them. Heavy imports (the server) happen inside the subcommand that needs
-them, so ``gradwatch --help`` is as light as ``import gradwatch``.
-"""
+"""The ``gradwatch`` command line. Each subcommand is a module of :mod:`gradwatch.commands`,
+found by name, so adding a command touches no shared file."""
 
 from __future__ import annotations
 
 import argparse
-import os
+import importlib
+import pkgutil
 import sys
 from collections.abc import Callable, Sequence
 
-from gradwatch import paths
+from gradwatch import commands
 from gradwatch._version import __version__
-from gradwatch.errors import ConfigError
 
 Command = Callable[[argparse.Namespace], int]
 
 
-def _sync(args: argparse.Namespace) -> int:
-    from gradwatch import sender
-
-    server = args.server or os.environ.get("GRADWATCH_SERVER")
-    if not server:
-        print(
-            "gradwatch sync: no server given; pass --server http://HOST:PORT or set "
-            "GRADWATCH_SERVER",
-            file=sys.stderr,
-        )
-        return 2
-    root = paths.data_dir(args.data_dir)
-    if not paths.runs_dir(root).is_dir():
-        print(f"gradwatch sync: no runs in {root} (nothing to send)")
-        return 0
-
-    def progress(result: sender.SyncResult) -> None:
-        if args.quiet:
-            return
-        state = (
-            ("rejected: " + (result.error or ""))
-            if result.rejected
-            else ("done" if result.complete else "sending")
-        )
-        print(
-            f"  run {result.run}: sent {result.sent} frames "
-            f"({result.already_acked} already acknowledged) — {state}",
-            flush=True,
-        )
-
-    print(f"gradwatch sync: {root} -> {server}")
-    try:
-        results = sender.sync_all(
-            root, server, token=args.token, progress=progress, max_attempts=args.attempts
-        )
-    except ConfigError as exc:
-        print(f"gradwatch sync: {exc}", file=sys.stderr)
-        return 2
-    incomplete = [r for r in results if not r.complete]
-    for r in incomplete:
-        print(
-            f"gradwatch sync: run {r.run} not fully sent: {r.error or 'server unreachable'}; "
-            "run `gradwatch sync` again once the server is reachable",
-            file=sys.stderr,
-        )
-    print(
-        f"gradwatch sync: {len(results) - len(incomplete)}/{len(results)} runs complete, "
-        f"{sum(r.sent for r in results)} frames sent"
+def command_names() -> list[str]:
+    """Every subcommand module, sorted."""
+    return sorted(
+        m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")
     )
-    return 1 if incomplete else 0
-
-
-def _add_sync(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "sync",
-        help="send spooled runs that the server never acknowledged",
-        description="Send every frame of every run in the data directory that "
-        "the server has not acknowledged yet (safe to repeat: the server "
-        "deduplicates). Exit status 1 if some run could not be sent completely.",
-    )
-    p.add_argument("--server", help="server URL (default: $GRADWATCH_SERVER)")
-    p.add_argument(
-        "--data-dir", help="data directory (default: $GRADWATCH_DIR or ~/.local/share/gradwatch)"
-    )
-    p.add_argument("--token", help="API token (default: $GRADWATCH_TOKEN)")
-    p.add_argument(
-        "--attempts",
-        type=int,
-        default=4,
-        metavar="N",
-        help="give a run up after N failed requests in a row (default 4, with "
-        "exponential backoff between them)",
-    )
-    p.add_argument("-q", "--quiet", action="store_true", help="no per-run progress lines")
-    p.set_defaults(func=_sync)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gradwatch {__version__}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
-    _add_sync(sub)
+    for name in command_names():
+        importlib.import_module(f"gradwatch.commands.{name}").add_parser(sub)
     return parser
 
 
