@@ -22,6 +22,7 @@ from torch.utils.hooks import RemovableHandle
 
 from gradwatch import backward_tap
 from gradwatch.stats import PreStep, StepStats
+from gradwatch.stepcheck import StepChecker
 from gradwatch.transfer import Reader, Transfer
 
 if TYPE_CHECKING:
@@ -81,6 +82,12 @@ class OptimizerWatch:
         self.index = index
         self.optimizer = optimizer
         self.params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
+        self.names = [run.names[id(p)] for p in self.params]
+        self.numel = [p.numel() for p in self.params]
+        self.shapes = [list(p.shape) for p in self.params]
+        self.group_of = [j for j, g in enumerate(optimizer.param_groups) for _ in g["params"]]
+        self.model_keys: list[str] = []  # the watched models that own these parameters
+        self.since_clear = 0  # backward passes since the gradients were last cleared
         self.stats = StepStats(self.params, device)
         self.transfer: Transfer[StepMeta] = Transfer(
             LEADING + 4 * len(self.params), device, run.transfer_every
@@ -99,6 +106,7 @@ class OptimizerWatch:
         self._t_last = time.perf_counter()
         self._zero_grad: Callable[..., Any] | None = None
         self._frozen: list[int] = []  # indices of parameters without requires_grad at attach
+        self.checker = StepChecker(self, run.checks)
 
     # -- attach / detach -------------------------------------------------------------------
     def attach(self) -> None:
@@ -164,6 +172,7 @@ class OptimizerWatch:
     def note_zero_grad(self, source: str) -> None:
         """Record a gradient clearing by ``zero_grad`` (``source``: optimizer or model)."""
         self.pending.add(("zero_grad", self._now(), source))
+        self.since_clear = 0
         self.pending.loss = None  # the recorded loss is the one whose gradient gets applied
         self._grads = [None] * len(self.params)
 
@@ -183,19 +192,28 @@ class OptimizerWatch:
                 self._last_task = task
                 self._new_backward()
             grad, seen = param.grad, self._grads[i]
-            if seen is not None and seen[0]() is not grad and self._task_replaced != task:
-                # the gradient object was replaced since the previous backward pass without
-                # zero_grad: cleared by hand (``p.grad = None``) before this backward
-                self._task_replaced = task
-                self.pending.loss = self._task_root
-                self.pending.add(("zero_grad", self._now(), "by hand"), before_last=True)
+            if seen is not None and self._task_replaced != task and grad is not None:
+                # since the previous backward, without zero_grad, the gradient object was
+                # replaced (``p.grad = None`` by hand) or edited in place beyond this
+                # accumulation's own +1 version (``p.grad.zero_()``): cleared by hand
+                if seen[0]() is not grad:
+                    self._cleared_by_hand(task, "by hand")
+                elif grad._version > seen[1] + 1:
+                    self._cleared_by_hand(task, "by hand (in place)")
             self._grads[i] = None if grad is None else (weakref.ref(grad), grad._version)
 
         return hook
 
+    def _cleared_by_hand(self, task: int, how: str) -> None:
+        self._task_replaced = task
+        self.pending.loss = self._task_root
+        self.since_clear = 1
+        self.pending.add(("zero_grad", self._now(), how), before_last=True)
+
     def _new_backward(self) -> None:
         pending = self.pending
         pending.n_backward += 1
+        self.since_clear += 1
         pending.add(("backward", self._now(), ""))
         current = backward_tap.current_pass()
         self._task_root = None
@@ -222,6 +240,7 @@ class OptimizerWatch:
             elif grad._version != seen[1]:
                 modified += 1
         if cleared:
+            self.since_clear = 0
             self.pending.add(("zero_grad", self._now(), f"by hand: {cleared} tensors"))
         if modified:
             self.pending.add(("grad_modified", self._now(), f"{modified} tensors"))
@@ -243,6 +262,16 @@ class OptimizerWatch:
         self._follow_changes()
         self._manual_clearing()
         self._pre = self.stats.before_step() if self.collecting() else None
+        if self.checker.pre_step(self.pending, self._pre, args, kwargs) == "skip":
+            self._drop_update()
+
+    def _drop_update(self) -> None:
+        """Policy ``skip``: with every gradient gone the optimizer leaves the parameters
+        (and its state) untouched for this step."""
+        for p in self.params:
+            p.grad = None
+        self.since_clear = 0
+        self.pending.add(("skipped", self._now(), "by a gradwatch policy"))
 
     def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         end = time.perf_counter()
@@ -251,15 +280,19 @@ class OptimizerWatch:
         if pending.dropped_events:
             pending.events.append(("dropped", end - self._t_last, f"{pending.dropped_events}"))
         pending.events.append(("step", end - self._t_last, ""))
+        matrix, reader = None, None
         if pre is not None:
             self._pre = None
-            self._collect(pre, pending, end)
+            matrix, reader = self._collect(pre, pending, end)
+        self.checker.post_step(matrix, reader)
         self.pending = Pending()
         self._refresh_grads()
         self._t_last = end
         self.run.after_step(self)
 
-    def _collect(self, pre: PreStep, pending: Pending, end: float) -> None:
+    def _collect(
+        self, pre: PreStep, pending: Pending, end: float
+    ) -> tuple[torch.Tensor, Reader[StepMeta] | None]:
         matrix = self.stats.after_step(pre)
         device = matrix.device
         loss = pending.loss
@@ -288,6 +321,7 @@ class OptimizerWatch:
         reader = self.transfer.add(row, meta)
         if reader is not None:
             self.run.emit_steps(self, reader)
+        return matrix, reader
 
     def learning_rates(self) -> list[float]:
         """The learning rate of every param group (NaN where it is not a plain number)."""

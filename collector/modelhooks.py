@@ -26,17 +26,17 @@ class ModelHooks:
         self.models = dict(models)
         self.handles: list[RemovableHandle] = []
         self._wrapped: list[tuple[torch.nn.Module, object]] = []
-        self._owners: dict[str, list[OptimizerWatch]] = {}
+        self.owners: dict[str, list[OptimizerWatch]] = {}
         for key, model in self.models.items():
             ids = {id(p) for p in model.parameters()}
-            self._owners[key] = [w for w in watches if any(id(p) in ids for p in w.params)]
+            self.owners[key] = [w for w in watches if any(id(p) in ids for p in w.params)]
         self._started: dict[str, tuple[float, torch.Tensor | None, list[str]]] = {}
 
     def attach(self) -> None:
         """Register the hooks on every model."""
         guard = self.run.guard
         for key, model in self.models.items():
-            owners = self._owners[key]
+            owners = self.owners[key]
             if not owners:
                 continue
             self.handles.append(
@@ -79,7 +79,7 @@ class ModelHooks:
                 return
             t0, checksum, sig = started
             took = time.perf_counter() - t0
-            for watch in self._owners[key]:
+            for watch in self.owners[key]:
                 watch.note_forward(checksum, sig, took)
 
         return hook

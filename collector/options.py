@@ -37,6 +37,7 @@ class WatchOptions:
     data_dir: Path
     transfer_every: int | None
     batch_checksum: bool
+    allow_mutation: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     def policy(self, check: str) -> Policy:
@@ -130,6 +131,7 @@ def resolve(
     data_dir: object = None,
     transfer_every: object = None,
     batch_checksum: object = True,
+    allow_mutation: object = None,
 ) -> WatchOptions:
     """Validate everything and fill defaults from the environment."""
     policies = parse_checks(os.environ.get(CHECKS_ENV, ""), source=f"${CHECKS_ENV}")
@@ -164,4 +166,5 @@ def resolve(
         data_dir=paths.data_dir(cast("str | os.PathLike[str] | None", data_dir)),
         transfer_every=_positive_int("transfer_every", transfer_every, allow_none=True),
         batch_checksum=batch_checksum,
+        allow_mutation=_tags(allow_mutation) if allow_mutation is not None else (),
     )

@@ -12,12 +12,14 @@ import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import torch
 
-from gradwatch import backward_tap, records
+from gradwatch import backward_tap, lossguard, records
+from gradwatch.checks import CheckEngine
 from gradwatch.errors import IntegrityError
+from gradwatch.findings import Finding, FindingSink
 from gradwatch.io import RunIO
 from gradwatch.lifecycle import OptimizerWatch, StepMeta
 from gradwatch.modelhooks import ModelHooks
@@ -80,14 +82,30 @@ class Run:
         #: helper threads (the slow fingerprint) that close() waits for, within its timeout
         self.background: list[threading.Thread] = []
         self.io = RunIO(run_dir, server=options.server, token=options.token)
+        self.sink = FindingSink(options.policy, self.io.submit)
+        self.checks = CheckEngine(
+            self.sink,
+            accumulation_steps=options.accumulation_steps,
+            models=models,
+            allow_mutation=options.allow_mutation,
+        )
         self.watches = [OptimizerWatch(self, i, opt, device) for i, opt in enumerate(optimizers)]
         self.model_hooks = ModelHooks(self, models, self.watches)
+        for key, owners in self.model_hooks.owners.items():
+            for watch in owners:
+                watch.model_keys.append(key)
+        self._shape_listener = self.guard(self._loss_shape, "loss shape check")
 
     # -- public API ---------------------------------------------------------------------------
     @property
     def step(self) -> int:
         """Completed steps of the first optimizer (the run's step counter)."""
         return self.watches[0].step
+
+    @property
+    def findings(self) -> list[Finding]:
+        """The findings of this run so far (the first 10,000)."""
+        return list(self.sink.findings)
 
     @property
     def closed(self) -> bool:
@@ -118,11 +136,16 @@ class Run:
         if self._forked:
             return False
         for watch in self.watches:
-            reader = watch.drain()
-            if reader is not None:
-                self.emit_steps(watch, reader)
+            self._drain(watch)
         self._emit_scalars()
+        self.sink.flush()
         return self.io.flush(timeout)
+
+    def _drain(self, watch: OptimizerWatch) -> None:
+        reader = watch.drain()
+        if reader is not None:
+            self.emit_steps(watch, reader)
+            watch.checker.post_drain(reader)
 
     def close(
         self, status: str = "finished", *, error: str | None = None, timeout: float = 10.0
@@ -136,6 +159,8 @@ class Run:
         _live.discard(self)
         if self._forked:
             return
+        self._final_checks()
+        lossguard.uninstall(self._shape_listener)
         for watch in self.watches:
             watch.detach()
         self.model_hooks.detach()
@@ -168,6 +193,17 @@ class Run:
                 f"({stats.last_error}); the run's data there is incomplete",
             )
 
+    def _final_checks(self) -> None:
+        try:
+            views = []
+            for watch in self.watches:
+                self._drain(watch)
+                views.append(watch.checker.finish())
+            self.checks.close(views)
+        except Exception as exc:  # never let a check break close()
+            self.internal_errors += 1
+            self.report_once("final checks", f"internal error in the final checks ({exc})")
+
     def __enter__(self) -> Run:
         return self
 
@@ -186,11 +222,13 @@ class Run:
         return f"<gradwatch.Run {self.id} project={self.options.project!r} step={self.step}>"
 
     # -- used by the hooks --------------------------------------------------------------------
-    def start(self, first_records: list[Record]) -> None:
+    def start(self, first_records: list[Record], fingerprint: dict[str, Any]) -> None:
         """Register the hooks and queue the first records (called once by ``watch``)."""
         for record in first_records:
             self.io.submit(record)
+        self.checks.at_start(fingerprint, self.watches)
         backward_tap.install()
+        lossguard.install(self._shape_listener)
         for watch in self.watches:
             watch.attach()
         self.model_hooks.attach()
@@ -219,6 +257,9 @@ class Run:
                 return None
 
         return guarded
+
+    def _loss_shape(self, fn: str, a: torch.Size, b: torch.Size, out: torch.Size) -> None:
+        self.checks.loss_shape(self.step + 1, fn, a, b, out)
 
     def report_once(self, key: str, message: str) -> None:
         """One line on stderr per ``key`` for the life of the run."""

@@ -10,6 +10,7 @@ training thread. On the CPU rows are already on the host and are handed over as 
 from __future__ import annotations
 
 import queue
+import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -51,7 +52,12 @@ class Transfer(Generic[Meta]):
         return self.drain() if len(self._meta) >= self.every else None
 
     def drain(self) -> Reader[Meta] | None:
-        """Queue the transfer of every waiting row and return the reader that collects it."""
+        """Queue the transfer of every waiting row and return the reader that collects it
+        (memoised: the I/O thread and the late checks may both call it)."""
+        reader = self._drain()
+        return None if reader is None else _memo(reader)
+
+    def _drain(self) -> Reader[Meta] | None:
         if not self._meta:
             return None
         meta, self._meta = self._meta, []
@@ -83,3 +89,16 @@ class Transfer(Generic[Meta]):
             return data, meta
 
         return read
+
+
+def _memo(reader: Reader[Meta]) -> Reader[Meta]:
+    lock = threading.Lock()
+    result: list[tuple[torch.Tensor, list[Meta]]] = []
+
+    def read() -> tuple[torch.Tensor, list[Meta]]:
+        with lock:
+            if not result:
+                result.append(reader())
+            return result[0]
+
+    return read

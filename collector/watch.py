@@ -205,7 +205,7 @@ def watch(model: ModelArg, optimizer: OptimizerArg, **kwargs: Any) -> Run:
         names=names,
         device=device,
     )
-    run.start([start, Record(Kind.FINGERPRINT, {"phase": "fast", **fast})])
+    run.start([start, Record(Kind.FINGERPRINT, {"phase": "fast", **fast})], fast)
     _fingerprint_later(run)
     return run
 

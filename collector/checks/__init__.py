@@ -1,0 +1,185 @@
+"""The in-process checks of the catalogue (ids in :mod:`gradwatch.catalogue`).
+
+*When* each check runs:
+
+* host facts (lifecycle, coverage, modes) — in real time, in the step pre-hook, before the
+  update is applied, so ``raise`` and ``skip`` act on the bad update itself;
+* device values (loss, gradient norms and counts) — on the CPU in real time too; on an
+  accelerator they reach the host with the batched transfer and are checked one transfer
+  window later, unless a check that needs them has policy ``raise`` or ``skip``: then that
+  step's values are copied to the host at once (one synchronisation per step — the price
+  of acting before the update);
+* update-based checks (``update-ratio``, ``nonfinite-param``, …) after the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from gradwatch.checks import loss as loss_checks
+from gradwatch.checks.coverage import CoverageChecks
+from gradwatch.checks.lifecycle import LifecycleChecks
+from gradwatch.checks.numerics import NumericsChecks
+from gradwatch.checks.view import StepView
+from gradwatch.findings import Action, FindingSink, finding
+from gradwatch.fingerprint import nondeterminism_risks
+
+if TYPE_CHECKING:
+    from gradwatch.lifecycle import OptimizerWatch
+
+VALUE_CHECKS = (
+    "nonfinite-loss",
+    "nonfinite-grad",
+    "exploding-grad",
+    "param-no-grad",
+    "vanishing-grad",
+)
+COVERAGE_EVERY = 50  # steps between re-checks of optimizer coverage and frozen tensors
+
+
+class CheckEngine:
+    """Runs every enabled check of one run and applies the policies through its sink."""
+
+    def __init__(
+        self,
+        sink: FindingSink,
+        *,
+        accumulation_steps: int | None,
+        models: Mapping[str, nn.Module],
+        allow_mutation: tuple[str, ...] = (),
+    ) -> None:
+        self.sink = sink
+        self.lifecycle = LifecycleChecks(sink, accumulation_steps)
+        self.coverage = CoverageChecks(sink, allow_mutation)
+        self.numerics = NumericsChecks(sink)
+        self.losses = loss_checks.LossChecks(sink)
+        self.models = dict(models)
+        self.modes = {k: loss_checks.mode_dependent_modules(m) for k, m in models.items()}
+        self.shape_skip = False
+
+    def on(self, check: str) -> bool:
+        """Whether ``check`` is evaluated."""
+        return self.sink.enabled(check)
+
+    def needs_values_now(self) -> bool:
+        """Whether some value check must act before the update (raise/skip policy)."""
+        return any(self.sink.wants_action(c) for c in VALUE_CHECKS)
+
+    # -- at start ---------------------------------------------------------------------------
+    def at_start(self, fingerprint: dict[str, Any], watches: list[OptimizerWatch]) -> None:
+        """Checks that need only the fingerprint and the model/optimizer layout."""
+        if self.on("nondeterminism-risk"):
+            risks = nondeterminism_risks(fingerprint)
+            if risks:
+                self.sink.report(
+                    finding(
+                        "nondeterminism-risk",
+                        0,
+                        f"{len(risks)} settings make repeated runs differ, e.g. {risks[0]['why']}",
+                        risks[0]["fix"],
+                        details={"risks": risks},
+                    )
+                )
+        self.check_coverage(watches, 0)
+        self.sink.flush()
+
+    def check_coverage(self, watches: list[OptimizerWatch], step: int) -> None:
+        """``param-not-in-optimizer`` over every watched model."""
+        if not self.on("param-not-in-optimizer"):
+            return
+        held = {id(p) for w in watches for g in w.optimizer.param_groups for p in g["params"]}
+        missing = [
+            f"{k}.{n}" if k else n
+            for k, m in self.models.items()
+            for n, p in m.named_parameters()
+            if p.requires_grad and id(p) not in held
+        ]
+        self.coverage.not_in_optimizer(missing, step)
+
+    # -- around the step --------------------------------------------------------------------
+    def pre_step(self, w: OptimizerWatch, v: StepView) -> Action:
+        """Before the update: lifecycle, modes, coverage, and values when on the host."""
+        actions: list[Action] = []
+        if any(
+            self.on(c) for c in ("stale-grad", "grad-zeroed-before-step", "step-without-backward")
+        ):
+            actions += [
+                a
+                for a, c in zip(
+                    self.lifecycle.pre_step(v),
+                    ("stale-grad", "grad-zeroed-before-step", "step-without-backward"),
+                    strict=True,
+                )
+                if self.on(c)
+            ]
+        if self.on("eval-mode-training"):
+            for key in w.model_keys:
+                actions.append(
+                    loss_checks.eval_mode(self.sink, v.step, self.models[key], self.modes[key])
+                )
+        if v.step % COVERAGE_EVERY == 1 and self.on("frozen-param-in-optimizer"):
+            self.coverage.frozen(v)
+        if v.has_values:
+            actions += self.values(v)
+        if self.shape_skip:
+            self.shape_skip = False
+            actions.append("skip")
+        self.sink.flush()
+        return "skip" if "skip" in actions else "none"
+
+    def values(self, v: StepView) -> list[Action]:
+        """Checks of the pre-step device values (real time, or one window late)."""
+        actions: list[Action] = []
+        if self.on("nonfinite-loss"):
+            actions.append(self.numerics.loss(v))
+        if self.on("nonfinite-grad") or self.on("exploding-grad"):
+            actions += self.numerics.grads(v)
+        if self.on("param-no-grad"):
+            actions += self.coverage.no_grad(v)
+        return actions
+
+    def post_step(self, v: StepView) -> None:
+        """After the update: parameters, update sizes, the loss curve."""
+        if v.param_norm is not None and v.update_norm is not None and v.grad_norm is not None:
+            if self.on("nonfinite-param"):
+                self.numerics.params(v)
+            if self.on("update-ratio"):
+                self.numerics.update_ratio(v)
+            if self.on("param-not-updated") or self.on("frozen-param-changed"):
+                self.coverage.after_update(v)
+        if self.on("loss-diverging") or self.on("loss-plateau"):
+            self.losses.observe(v)
+        self.sink.flush()
+
+    def loss_shape(self, step: int, fn: str, a: torch.Size, b: torch.Size, out: torch.Size) -> None:
+        """``loss-shape-mismatch`` (called from the loss function wrapper)."""
+        if not self.on("loss-shape-mismatch"):
+            return
+        action = self.sink.report(
+            finding(
+                "loss-shape-mismatch",
+                step,
+                f"{fn} got input {list(a)} and target {list(b)}, which broadcast to {list(out)}: "
+                "the loss compares every prediction with every target.",
+                "make the shapes equal, e.g. pred.squeeze(-1) or target.unsqueeze(-1).",
+                details={
+                    "function": fn,
+                    "input_shape": list(a),
+                    "target_shape": list(b),
+                    "broadcast_shape": list(out),
+                },
+            )
+        )
+        self.shape_skip = self.shape_skip or action == "skip"
+        self.sink.flush()
+
+    def close(self, views: list[StepView]) -> None:
+        """End of run: frozen tensors that never trained become warnings."""
+        if self.on("frozen-param-in-optimizer"):
+            for v in views:
+                self.coverage.frozen(v, final=True)
+        self.sink.flush()

@@ -1,0 +1,178 @@
+"""Parameter coverage checks: ``param-no-grad``, ``param-not-in-optimizer``,
+``frozen-param-in-optimizer``, ``param-not-updated``, ``frozen-param-changed``,
+``param-mutated-outside-step``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from fnmatch import fnmatch
+
+import torch
+
+from gradwatch.checks.view import StepView
+from gradwatch.findings import Action, FindingSink, finding
+
+PERSIST_STEPS = 3  # param-no-grad and param-not-updated must hold this many steps in a row
+FROZEN_HORIZON = 1000  # steps a tensor may stay frozen in an optimizer before a warning
+
+
+class CoverageChecks:
+    """Coverage checks of one run; per-tensor streaks are kept per optimizer."""
+
+    def __init__(self, sink: FindingSink, allow_mutation: Iterable[str] = ()) -> None:
+        self.sink = sink
+        self.allow_mutation = tuple(allow_mutation)
+        self._no_grad: dict[int, torch.Tensor] = {}
+        self._not_updated: dict[int, torch.Tensor] = {}
+        self._frozen_since: dict[tuple[int, int], int] = {}
+        self._trained: set[tuple[int, int]] = set()
+
+    # -- host facts -----------------------------------------------------------------------
+    def not_in_optimizer(self, names: list[str], step: int) -> None:
+        """Trainable tensors of the watched models that no watched optimizer holds."""
+        for name in names:
+            self.sink.report(
+                finding(
+                    "param-not-in-optimizer",
+                    step,
+                    "this trainable parameter is in no optimizer, so it never trains (a layer "
+                    "replaced after the optimizer was built, or submodules kept in a plain list?).",
+                    "build the optimizer after the model is final, register submodules with "
+                    "nn.ModuleList/ModuleDict, or set requires_grad=False if it is meant to be "
+                    "frozen.",
+                    param=name,
+                    details={"param": name},
+                )
+            )
+
+    def frozen(self, v: StepView, *, final: bool = False) -> None:
+        """``frozen-param-in-optimizer``: info while frozen, warning past the horizon."""
+        for i, name in enumerate(v.names):
+            key = (v.optimizer, i)
+            if v.requires_grad[i]:
+                self._trained.add(key)
+                self._frozen_since.pop(key, None)
+                continue
+            since = self._frozen_since.setdefault(key, v.step)
+            frozen_for = v.step - since
+            late = key not in self._trained and (final or frozen_for >= FROZEN_HORIZON)
+            self.sink.report(
+                finding(
+                    "frozen-param-in-optimizer",
+                    v.step,
+                    f"this parameter has requires_grad=False but sits in optimizer {v.optimizer}"
+                    + (
+                        f" and has not trained for {frozen_for} steps."
+                        if late
+                        else " (fine while it is meant to stay frozen for now)."
+                    ),
+                    "if it should train, set requires_grad=True before training; if it should "
+                    "stay frozen, leave it out of the optimizer.",
+                    severity="warning" if late else "info",
+                    param=name,
+                    optimizer=v.optimizer,
+                    details={"frozen_since_step": since, "frozen_for_steps": frozen_for},
+                )
+            )
+
+    # -- values ---------------------------------------------------------------------------
+    def no_grad(self, v: StepView) -> list[Action]:
+        """``param-no-grad``: a trainable tensor got no (or an all-zero) gradient 3 steps in
+        a row while others did."""
+        assert v.grad_norm is not None
+        has = torch.tensor(v.has_grad) & (v.grad_norm != 0)
+        trainable = torch.tensor(v.requires_grad)
+        missing = trainable & ~has & bool(has.any())
+        streak = self._no_grad.get(v.optimizer, torch.zeros(len(v.names), dtype=torch.long))
+        streak = (streak + 1) * missing
+        self._no_grad[v.optimizer] = streak
+        actions: list[Action] = []
+        for i in torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist():
+            actions.append(
+                self.sink.report(
+                    finding(
+                        "param-no-grad",
+                        v.step,
+                        f"this trainable parameter received no gradient for {int(streak[i])} "
+                        "steps: "
+                        "it is cut off from the loss.",
+                        "look for .detach(), .item(), torch.tensor(t), a no_grad block or an "
+                        "unused "
+                        "branch between this layer and the loss.",
+                        param=v.names[i],
+                        optimizer=v.optimizer,
+                        details={"steps_without_grad": int(streak[i]), "has_grad": v.has_grad[i]},
+                    )
+                )
+            )
+        for i in torch.nonzero(streak == 0).flatten().tolist():
+            self.sink.clear("param-no-grad", v.names[i], v.optimizer)
+        return actions
+
+    def after_update(self, v: StepView) -> None:
+        """``param-not-updated`` and ``frozen-param-changed`` from the update norms."""
+        assert v.update_norm is not None and v.grad_norm is not None
+        stuck = (v.grad_norm > 0) & torch.isfinite(v.grad_norm) & (v.update_norm == 0)
+        streak = self._not_updated.get(v.optimizer, torch.zeros(len(v.names), dtype=torch.long))
+        streak = (streak + 1) * stuck
+        self._not_updated[v.optimizer] = streak
+        for i in torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist():
+            self.sink.report(
+                finding(
+                    "param-not-updated",
+                    v.step,
+                    "this parameter had a non-zero gradient but did not change for "
+                    f"{int(streak[i])}"
+                    " steps.",
+                    "check its param group's learning rate (0?) and that the optimizer holds this "
+                    "exact tensor.",
+                    param=v.names[i],
+                    optimizer=v.optimizer,
+                    details={
+                        "grad_norm": float(v.grad_norm[i]),
+                        "lr": v.lr[v.group_of[i]] if v.group_of else None,
+                    },
+                )
+            )
+        for i, name in enumerate(v.names):
+            if v.requires_grad[i] or not float(v.update_norm[i]) > 0:
+                continue
+            self.sink.report(
+                finding(
+                    "frozen-param-changed",
+                    v.step,
+                    "this parameter has requires_grad=False but the optimizer changed it "
+                    "(weight decay or momentum acting on a frozen tensor).",
+                    "leave frozen tensors out of the optimizer, or set weight_decay=0 for them.",
+                    param=name,
+                    optimizer=v.optimizer,
+                    details={"update_norm": float(v.update_norm[i])},
+                )
+            )
+
+    def mutated(self, v: StepView, previous: torch.Tensor | None, now: torch.Tensor) -> None:
+        """``param-mutated-outside-step``: the norm of θ changed between two steps."""
+        if previous is None or previous.shape != now.shape:
+            return
+        changed = (previous != now) & torch.isfinite(previous) & torch.isfinite(now)
+        for i in torch.nonzero(changed).flatten().tolist():
+            name = v.names[i]
+            if any(fnmatch(name, pattern) for pattern in self.allow_mutation):
+                continue
+            self.sink.report(
+                finding(
+                    "param-mutated-outside-step",
+                    v.step,
+                    "this parameter changed between two optimizer steps without a step "
+                    "(an in-place .data edit?).",
+                    "if intended (EMA, manual clipping), add the name to "
+                    "watch(allow_mutation=[...]);"
+                    " otherwise find the in-place edit.",
+                    param=name,
+                    optimizer=v.optimizer,
+                    details={
+                        "norm_after_previous_step": float(previous[i]),
+                        "norm_before_this_step": float(now[i]),
+                    },
+                )
+            )

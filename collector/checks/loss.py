@@ -1,0 +1,136 @@
+"""Loss and data checks: ``loss-diverging``, ``loss-plateau``, ``eval-mode-training``."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+
+from torch import nn
+
+from gradwatch.checks.view import StepView
+from gradwatch.findings import Action, FindingSink, finding
+
+SMOOTH = 10  # losses per median when comparing with the running minimum
+DIVERGE_MIN_STEPS = 20
+DIVERGE_FACTOR = 2.0
+DIVERGE_FIRST_FACTOR = 1e3
+PLATEAU_STEPS, PLATEAU_RANGE = 20, 1e-8
+_MODE_DEPENDENT = (
+    nn.modules.dropout._DropoutNd,
+    nn.modules.batchnorm._BatchNorm,
+    nn.modules.instancenorm._InstanceNorm,
+)
+
+
+class LossChecks:
+    """Loss-curve checks of one run (per optimizer)."""
+
+    def __init__(self, sink: FindingSink) -> None:
+        self.sink = sink
+        self._recent: dict[int, deque[float]] = {}
+        self._best: dict[int, float] = {}
+        self._first: dict[int, float] = {}
+        self._count: dict[int, int] = {}
+
+    def observe(self, v: StepView) -> None:
+        """Feed one finite loss value."""
+        if v.loss is None or not math.isfinite(v.loss):
+            return
+        o = v.optimizer
+        recent = self._recent.setdefault(o, deque(maxlen=max(SMOOTH, PLATEAU_STEPS)))
+        recent.append(v.loss)
+        self._first.setdefault(o, v.loss)
+        self._count[o] = self._count.get(o, 0) + 1
+        window = list(recent)[-SMOOTH:]
+        smoothed = statistics.median(window)
+        if len(window) == SMOOTH:
+            self._best[o] = min(self._best.get(o, smoothed), smoothed)
+        self._diverging(v, smoothed)
+        self._plateau(v, list(recent))
+
+    def _diverging(self, v: StepView, smoothed: float) -> None:
+        o, first, best = v.optimizer, self._first[v.optimizer], self._best.get(v.optimizer)
+        positive = first > 0 and best is not None and best > 0
+        rising = positive and best is not None and smoothed >= DIVERGE_FACTOR * best
+        blown = first > 0 and smoothed >= DIVERGE_FIRST_FACTOR * first
+        if self._count[o] >= DIVERGE_MIN_STEPS and (rising or blown):
+            self.sink.report(
+                finding(
+                    "loss-diverging",
+                    v.step,
+                    f"the loss (median of the last {SMOOTH}: {smoothed:.4g}) is "
+                    + (
+                        f"{smoothed / first:.3g}× the first loss."
+                        if blown
+                        else f"{smoothed / (best or 1):.3g}× its best so far ({best:.4g})."
+                    ),
+                    "lower the learning rate, check the scheduler, or look for a data shift.",
+                    optimizer=o,
+                    details={"recent_median": smoothed, "best": best, "first": first},
+                )
+            )
+        elif not (rising or blown):
+            self.sink.clear("loss-diverging", None, o)
+
+    def _plateau(self, v: StepView, recent: list[float]) -> None:
+        if len(recent) >= PLATEAU_STEPS and max(recent) - min(recent) < PLATEAU_RANGE:
+            self.sink.report(
+                finding(
+                    "loss-plateau",
+                    v.step,
+                    f"the loss has not moved for {PLATEAU_STEPS} steps (range "
+                    f"{max(recent) - min(recent):.2g}).",
+                    "check that parameters receive gradients and the learning rate is not 0, or "
+                    "stop: training has converged.",
+                    optimizer=v.optimizer,
+                    details={"range": max(recent) - min(recent), "loss": recent[-1]},
+                )
+            )
+        else:
+            self.sink.clear("loss-plateau", None, v.optimizer)
+
+
+def mode_dependent_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """Dropout/normalisation modules whose eval mode matters for training: their own
+    parameters are trainable, or (dropout) their parent module has trainable parameters."""
+    out: list[tuple[str, nn.Module]] = []
+    parents = {name: mod for name, mod in model.named_modules()}
+    for name, mod in model.named_modules():
+        if not isinstance(mod, _MODE_DEPENDENT):
+            continue
+        own = list(mod.parameters(recurse=False))
+        parent = parents.get(name.rpartition(".")[0], model)
+        relevant = (
+            any(p.requires_grad for p in own)
+            if own
+            else any(p.requires_grad for p in parent.parameters())
+        )
+        if relevant:
+            out.append((name, mod))
+    return out
+
+
+def eval_mode(
+    sink: FindingSink, step: int, root: nn.Module, modules: list[tuple[str, nn.Module]]
+) -> Action:
+    """``eval-mode-training``: the model or a relevant dropout/norm layer is in eval()."""
+    in_eval = [name for name, mod in modules if not mod.training]
+    if not root.training or in_eval:
+        return sink.report(
+            finding(
+                "eval-mode-training",
+                step,
+                (
+                    "the model is in eval() mode"
+                    if not root.training
+                    else f"{len(in_eval)} dropout/normalisation layers are in eval() mode"
+                )
+                + " while it trains, so dropout is off and batch-norm statistics are frozen.",
+                "call model.train() before the training loop (and after every validation that "
+                "calls model.eval()).",
+                details={"modules_in_eval": in_eval[:20], "root_training": root.training},
+            )
+        )
+    sink.clear("eval-mode-training")
+    return "none"

@@ -1,0 +1,77 @@
+"""``gradwatch serve``: the API (and dashboard) in one process; ``--create-token`` too."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gradwatch.commands import Subparsers
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until interrupted, or create a token and exit."""
+    try:
+        from gradwatch.server.config import Settings
+        from gradwatch.server.errors import ServerError
+        from gradwatch.server.main import new_token, serve
+    except ImportError as e:
+        print(
+            f"gradwatch serve: the server is not installed ({e}); pip install 'gradwatch[server]'",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        settings = Settings.from_env(
+            db=args.db,
+            data_dir=args.data_dir,
+            host=args.host,
+            port=args.port,
+            stalled_after=args.stalled_after,
+        )
+        if args.create_token:
+            secret = new_token(settings, args.create_token, args.scope)
+            print(f"{args.scope} token for project {args.create_token!r} (shown once):")
+            print(secret)
+            return 0
+        serve(settings)
+    except ServerError as e:
+        print(f"gradwatch serve: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def add_parser(sub: Subparsers) -> None:
+    """Register ``gradwatch serve``."""
+    p = sub.add_parser(
+        "serve",
+        help="run the gradwatch server (API + dashboard)",
+        description="Serve the API on HOST:PORT. Runs spooled in the data directory are "
+        "imported automatically. Binding to a non-loopback address requires API tokens.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument(
+        "--db",
+        help="database URL, e.g. postgresql://user@host/gradwatch (default: $GRADWATCH_DB, "
+        "else SQLite in the data directory)",
+    )
+    p.add_argument("--data-dir", help="data directory (default: $GRADWATCH_DIR)")
+    p.add_argument(
+        "--stalled-after",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="a run with no heartbeat for this long is 'stalled' (default 120)",
+    )
+    p.add_argument(
+        "--create-token",
+        metavar="PROJECT",
+        help="create an API token for PROJECT, print it and exit",
+    )
+    p.add_argument(
+        "--scope",
+        choices=("write", "read"),
+        default="write",
+        help="token scope: write (collectors) or read (dashboards, CLI); default write",
+    )
+    p.set_defaults(func=run)

@@ -1,0 +1,159 @@
+"""Findings: what a check reports, and what its policy does with it.
+
+A finding is stored with the run (a FINDINGS record in the spool, hence on the server) at
+the *onset* of a condition; while the same condition persists for the same check and
+tensor it is not stored again. ``warn``, ``raise`` and ``skip`` also print one line to
+stderr (at most ``MAX_LINES_PER_CHECK`` per check for the run); ``raise`` and ``skip``
+act every time the condition holds, not only at its onset.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gradwatch.catalogue import CHECKS, Policy, Severity
+from gradwatch.errors import IntegrityError
+from gradwatch.wire import Kind, Record
+
+Action = Literal["none", "skip", "raise"]
+MAX_LINES_PER_CHECK = 10
+MAX_KEPT = 10_000  # findings kept in memory on the run object
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem found by one check."""
+
+    check: str
+    severity: Severity
+    step: int | None
+    message: str
+    hint: str
+    param: str | None = None
+    optimizer: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    source: str = "runtime"
+    t: float = field(default_factory=time.time)
+
+    def to_meta(self) -> dict[str, Any]:
+        """The wire form (a FINDINGS record carries a list of these)."""
+        return {
+            "check": self.check,
+            "severity": self.severity,
+            "step": self.step,
+            "optimizer": self.optimizer,
+            "param": self.param,
+            "message": self.message,
+            "hint": self.hint,
+            "details": self.details,
+            "source": self.source,
+            "t": self.t,
+        }
+
+    def line(self) -> str:
+        """The one line printed on stderr."""
+        where = f" ({self.param})" if self.param else ""
+        step = f" at step {self.step}" if self.step is not None else ""
+        return (
+            f"gradwatch: [{self.severity}] {self.check}{step}{where}: {self.message} "
+            f"Fix: {self.hint}"
+        )
+
+
+def finding(
+    check: str,
+    step: int | None,
+    message: str,
+    hint: str,
+    *,
+    severity: Severity | None = None,
+    **kwargs: Any,
+) -> Finding:
+    """A finding with the check's default severity unless one is given."""
+    return Finding(
+        check=check,
+        severity=severity or CHECKS[check],
+        step=step,
+        message=message,
+        hint=hint,
+        **kwargs,
+    )
+
+
+class FindingSink:
+    """Applies policies: stores at onset, prints, and tells the caller to skip or raise."""
+
+    def __init__(
+        self,
+        policy: Callable[[str], Policy],
+        submit: Callable[[Record], None],
+        write: Callable[[str], Any] = sys.stderr.write,
+    ) -> None:
+        self._policy = policy
+        self._submit = submit
+        self._write = write
+        self._lock = threading.Lock()
+        self._active: set[tuple[str, str | None, int | None, str]] = set()
+        self._lines: dict[str, int] = {}
+        self._pending: list[Finding] = []
+        self.findings: list[Finding] = []
+
+    def enabled(self, check: str) -> bool:
+        """Whether ``check`` is evaluated at all (policy not ``off``)."""
+        return self._policy(check) != "off"
+
+    def wants_action(self, check: str) -> bool:
+        """Whether the policy of ``check`` acts on training (``raise`` or ``skip``)."""
+        return self._policy(check) in ("raise", "skip")
+
+    def report(self, f: Finding) -> Action:
+        """Handle a condition that holds now; returns what the caller must do."""
+        policy = self._policy(f.check)
+        if policy == "off":
+            return "none"
+        key = (f.check, f.param, f.optimizer, f.severity)
+        with self._lock:
+            onset = key not in self._active
+            if onset:
+                self._active.add(key)
+                self._store(f)
+                if policy != "record":
+                    self._print(f)
+        if policy == "raise":
+            self.flush()
+            raise IntegrityError(f.line().removeprefix("gradwatch: "))
+        return "skip" if policy == "skip" else "none"
+
+    def clear(self, check: str, param: str | None = None, optimizer: int | None = None) -> None:
+        """The condition no longer holds: its next onset is a new finding."""
+        with self._lock:
+            for severity in ("info", "warning", "error"):
+                self._active.discard((check, param, optimizer, severity))
+
+    def flush(self) -> None:
+        """Queue the findings stored since the last flush as one FINDINGS record."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        if pending:
+            self._submit(Record(Kind.FINDINGS, {"findings": [f.to_meta() for f in pending]}))
+
+    def _store(self, f: Finding) -> None:
+        self._pending.append(f)
+        if len(self.findings) < MAX_KEPT:
+            self.findings.append(f)
+
+    def _print(self, f: Finding) -> None:
+        count = self._lines.get(f.check, 0)
+        if count < MAX_LINES_PER_CHECK:
+            self._lines[f.check] = count + 1
+            suffix = (
+                " (further lines of this check are not printed)"
+                if (count + 1 == MAX_LINES_PER_CHECK)
+                else ""
+            )
+            self._write(f.line() + suffix + "\n")

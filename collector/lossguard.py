@@ -1,0 +1,81 @@
+"""Sees element-wise losses called with input and target of different, broadcastable
+shapes — ``(N, 1)`` against ``(N,)`` silently becomes an ``(N, N)`` loss.
+
+Wraps the functional losses that broadcast (``nn.MSELoss`` and friends call them through
+``torch.nn.functional``), reference-counted like the backward tap; the wrapper only reads
+shapes and then calls the original unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F  # noqa: N812 - the name every torch user knows
+
+from gradwatch.errors import IntegrityError
+
+Listener = Callable[[str, torch.Size, torch.Size, torch.Size], None]
+TARGETS = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss")
+
+_lock = threading.Lock()
+_listeners: list[Listener] = []
+_originals: dict[str, Callable[..., Any]] = {}
+
+
+def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def loss(input: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
+        if (
+            _listeners
+            and isinstance(input, torch.Tensor)
+            and isinstance(target, torch.Tensor)
+            and input.shape != target.shape
+        ):
+            _notify(name, input.shape, target.shape)
+        return original(input, target, *args, **kwargs)
+
+    loss.__gradwatch_original__ = original  # type: ignore[attr-defined]
+    return loss
+
+
+def _notify(name: str, a: torch.Size, b: torch.Size) -> None:
+    try:
+        shape = torch.broadcast_shapes(a, b)  # type: ignore[no-untyped-call]
+    except RuntimeError:
+        return  # not broadcastable: torch raises its own clear error
+    for listener in list(_listeners):
+        try:
+            listener(name, a, b, shape)
+        except IntegrityError:
+            raise
+        except Exception:  # a listener's failure is counted by its run, never the user's
+            pass
+
+
+def install(listener: Listener) -> None:
+    """Add a listener (the first one wraps the functional losses)."""
+    with _lock:
+        if not _listeners:
+            for name in TARGETS:
+                current = getattr(F, name)
+                if not hasattr(current, "__gradwatch_original__"):
+                    _originals[name] = current
+                    setattr(F, name, _wrap(name, current))
+        _listeners.append(listener)
+
+
+def uninstall(listener: Listener) -> None:
+    """Remove a listener (the last one restores the functions it wrapped, when nobody
+    wrapped them again on top)."""
+    with _lock:
+        if listener in _listeners:
+            _listeners.remove(listener)
+        if not _listeners:
+            for name, original in _originals.items():
+                if getattr(getattr(F, name), "__gradwatch_original__", None) is original:
+                    setattr(F, name, original)
+            _originals.clear()
