@@ -220,9 +220,17 @@ class OptimizerWatch:
         if current is None:
             return
         if current.root is not None:
-            root = self._task_root = current.root.to(torch.float64)
+            root = self._task_root = self._unscaled(current.root)
             pending.loss = root if pending.loss is None else pending.loss + root
         current.on_done.append(self._backward_done)
+
+    def _unscaled(self, root: torch.Tensor) -> torch.Tensor:
+        """The loss itself: with a GradScaler the backward root is ``loss × scale``."""
+        scaler = self.run.options.scaler
+        scale = getattr(scaler, "_scale", None)
+        if isinstance(scale, torch.Tensor):
+            return root.to(torch.float64) / scale.to(root.device, torch.float64)
+        return root.to(torch.float64)
 
     def _backward_done(self, took: float) -> None:
         self.pending.backward_time += took

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import torch
+
 from gradwatch import paths
 from gradwatch.catalogue import CHECKS, DEFAULT_POLICY, POLICIES, Policy
 from gradwatch.config import config_hash, normalize_config
@@ -38,6 +40,7 @@ class WatchOptions:
     transfer_every: int | None
     batch_checksum: bool
     allow_mutation: tuple[str, ...] = ()
+    scaler: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def policy(self, check: str) -> Policy:
@@ -132,6 +135,7 @@ def resolve(
     transfer_every: object = None,
     batch_checksum: object = True,
     allow_mutation: object = None,
+    scaler: object = None,
 ) -> WatchOptions:
     """Validate everything and fill defaults from the environment."""
     policies = parse_checks(os.environ.get(CHECKS_ENV, ""), source=f"${CHECKS_ENV}")
@@ -143,6 +147,8 @@ def resolve(
         raise ConfigError(f"data_dir must be a path, got {data_dir!r}")
     if not isinstance(batch_checksum, bool):
         raise ConfigError(f"batch_checksum must be True or False, got {batch_checksum!r}")
+    if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
+        raise ConfigError(f"scaler must be a torch.amp.GradScaler, got {scaler!r:.200}")
     tok = token if token is not None else os.environ.get("GRADWATCH_TOKEN") or None
     normal = normalize_config(config)
     return WatchOptions(
@@ -167,4 +173,5 @@ def resolve(
         transfer_every=_positive_int("transfer_every", transfer_every, allow_none=True),
         batch_checksum=batch_checksum,
         allow_mutation=_tags(allow_mutation) if allow_mutation is not None else (),
+        scaler=scaler,
     )

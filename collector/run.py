@@ -18,6 +18,7 @@ import torch
 
 from gradwatch import backward_tap, lossguard, records
 from gradwatch.checks import CheckEngine
+from gradwatch.checks.amp import ScalerWatch
 from gradwatch.errors import IntegrityError
 from gradwatch.findings import Finding, FindingSink
 from gradwatch.io import RunIO
@@ -95,6 +96,11 @@ class Run:
             for watch in owners:
                 watch.model_keys.append(key)
         self._shape_listener = self.guard(self._loss_shape, "loss shape check")
+        self.scaler_watch = (
+            None
+            if options.scaler is None
+            else ScalerWatch(options.scaler, optimizers, self.sink, lambda: self.step, self.guard)
+        )
 
     # -- public API ---------------------------------------------------------------------------
     @property
@@ -161,6 +167,8 @@ class Run:
             return
         self._final_checks()
         lossguard.uninstall(self._shape_listener)
+        if self.scaler_watch is not None:
+            self.scaler_watch.detach()
         for watch in self.watches:
             watch.detach()
         self.model_hooks.detach()
@@ -229,6 +237,8 @@ class Run:
         self.checks.at_start(fingerprint, self.watches)
         backward_tap.install()
         lossguard.install(self._shape_listener)
+        if self.scaler_watch is not None:
+            self.scaler_watch.attach()
         for watch in self.watches:
             watch.attach()
         self.model_hooks.attach()
