@@ -1,0 +1,1 @@
+"""The HTTP layer: dependencies and one router module per resource."""

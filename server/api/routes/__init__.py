@@ -1,0 +1,12 @@
+"""One router per resource; ``api_router`` mounts them all under ``/api/v1``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from gradwatch.server.api.routes import health, ingest, runs
+
+api_router = APIRouter()
+api_router.include_router(ingest.router)
+api_router.include_router(runs.router)
+api_router.include_router(health.router)

@@ -1,0 +1,18 @@
+"""``GET /api/v1/health``: liveness, version and schema (no token needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from gradwatch._version import __version__
+from gradwatch.wire import SCHEMA_VERSION
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/health")
+def health() -> dict[str, Any]:
+    """Always 200 while the server runs."""
+    return {"status": "ok", "version": __version__, "schema": SCHEMA_VERSION}

@@ -1,0 +1,116 @@
+"""Runs: list, detail (with fingerprint), findings and series."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from gradwatch.server import crud
+from gradwatch.server.api.deps import AccessDep, PolicyDep, SessionDep
+from gradwatch.server.auth import Access
+from gradwatch.server.jsonresp import GWJSONResponse
+from gradwatch.server.models import Run
+from gradwatch.server.schemas import (
+    ErrorReply,
+    FindingsPublic,
+    RunDetail,
+    RunsPublic,
+    SeriesPublic,
+)
+from gradwatch.server.series import Selection, select_series
+from gradwatch.server.status import STATUSES
+
+router = APIRouter(prefix="/runs", tags=["runs"])
+_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorReply} for code in (401, 403, 404)}
+Offset = Annotated[int, Query(ge=0, le=1 << 31)]
+Names = Annotated[list[str], Query(max_length=100_000)]
+
+
+def _readable(session: SessionDep, access: Access, run_id: str) -> tuple[Run, str]:
+    run, project = crud.get_run_row(session, run_id)
+    access.check(project, "read")
+    return run, project
+
+
+@router.get("", response_model=RunsPublic, responses=_ERRORS)
+def list_runs(
+    session: SessionDep,
+    access: AccessDep,
+    policy: PolicyDep,
+    project: Annotated[str | None, Query(max_length=256)] = None,
+    status: Annotated[str | None, Query(description=f"one of {list(STATUSES)}")] = None,
+    tag: Annotated[str | None, Query(max_length=256)] = None,
+    config_hash: Annotated[str | None, Query(max_length=256)] = None,
+    offset: Offset = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> GWJSONResponse:
+    """Runs newest first; with a read token, only that token's project."""
+    if access.project is not None:
+        access.check(project or access.project, "read")
+        project = access.project
+    data, count = crud.list_runs(
+        session,
+        policy=policy,
+        project=project,
+        status=status,
+        tag=tag,
+        config_hash=config_hash,
+        offset=offset,
+        limit=limit,
+    )
+    return GWJSONResponse({"data": [r.model_dump() for r in data], "count": count})
+
+
+@router.get("/{run_id}", response_model=RunDetail, responses=_ERRORS)
+def get_run(
+    run_id: str, session: SessionDep, access: AccessDep, policy: PolicyDep
+) -> GWJSONResponse:
+    """One run with its start record, merged fingerprint and end record."""
+    run, project = _readable(session, access, run_id)
+    return GWJSONResponse(
+        crud.get_run(session, run=run, project=project, policy=policy).model_dump()
+    )
+
+
+@router.get("/{run_id}/findings", response_model=FindingsPublic, responses=_ERRORS)
+def get_findings(
+    run_id: str,
+    session: SessionDep,
+    access: AccessDep,
+    severity: Annotated[str | None, Query(max_length=16)] = None,
+    check: Annotated[str | None, Query(max_length=256)] = None,
+    offset: Offset = 0,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> GWJSONResponse:
+    """A run's findings by step (filter by severity or check id)."""
+    _readable(session, access, run_id)
+    data, count = crud.findings(
+        session, run_id=run_id, severity=severity, check=check, offset=offset, limit=limit
+    )
+    return GWJSONResponse({"data": [f.model_dump() for f in data], "count": count})
+
+
+@router.get("/{run_id}/series", response_model=SeriesPublic, responses=_ERRORS)
+def get_series(
+    run_id: str,
+    session: SessionDep,
+    access: AccessDep,
+    tensor: Names = [],  # noqa: B006  (FastAPI copies query defaults)
+    stat: Names = ["grad_norm"],  # noqa: B006
+    metric: Names = [],  # noqa: B006
+    scalar: Names = [],  # noqa: B006
+    optimizer: Annotated[int, Query(ge=0, le=1 << 20)] = 0,
+    start: Annotated[int | None, Query(ge=-(1 << 62), le=1 << 62)] = None,
+    end: Annotated[int | None, Query(ge=-(1 << 62), le=1 << 62)] = None,
+    points: Annotated[int, Query(ge=2, le=1_000_000)] = 1000,
+) -> GWJSONResponse:
+    """Series of selected tensors × stats, metrics (loss, lr, ...) and user scalars.
+
+    Each is downsampled to about ``points`` points, keeping every bucket's min and max and
+    every non-finite point. Values may be ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``.
+    """
+    run, _ = _readable(session, access, run_id)
+    sel = Selection(tensor, stat, metric, scalar, optimizer, start, end, points)
+    data = select_series(session, run_id, crud.load_json(run.start_meta) or {}, sel)
+    return GWJSONResponse({"data": data, "count": len(data)})

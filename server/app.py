@@ -1,0 +1,75 @@
+"""``create_app(settings)``: the FastAPI application, its database and background import.
+
+Nothing is created at import time: the engine is built, migrated and disposed with the
+app. The local spool import (see :mod:`gradwatch.server.spool_import`) runs on a thread
+for the app's lifetime when ``settings.import_interval`` is set.
+
+Example::
+
+    app = create_app(Settings.from_env())
+    uvicorn.run(app, host="127.0.0.1", port=8765)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+
+from gradwatch._version import __version__
+from gradwatch.server.api.routes import api_router
+from gradwatch.server.config import Settings
+from gradwatch.server.db import make_engine
+from gradwatch.server.errors import RequestError
+from gradwatch.server.jsonresp import GWJSONResponse
+from gradwatch.server.migrate import migrate
+from gradwatch.server.spool_import import SpoolImporter
+
+API_PREFIX = "/api/v1"
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """Build the app for ``settings`` (migrates the database first)."""
+    engine = make_engine(settings.db_url)
+    migrate(engine)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        importer = None
+        if settings.import_interval:
+            importer = SpoolImporter(engine, settings.data_dir, settings.import_interval)
+            importer.start()
+        try:
+            yield
+        finally:
+            if importer is not None:
+                importer.stop()
+            engine.dispose()
+
+    app = FastAPI(
+        title="gradwatch",
+        version=__version__,
+        description="Training-run integrity monitor: ingest, runs, findings and series.",
+        lifespan=lifespan,
+        default_response_class=GWJSONResponse,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.include_router(api_router, prefix=API_PREFIX)
+    app.add_exception_handler(RequestError, _request_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    return app
+
+
+async def _request_error(_request: Request, exc: RequestError) -> Response:
+    return GWJSONResponse({"detail": exc.message}, status_code=exc.status)
+
+
+async def _validation_error(_request: Request, exc: RequestValidationError) -> Response:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in exc.errors()
+    )
+    return GWJSONResponse({"detail": f"invalid request: {problems}"[:2000]}, status_code=422)

@@ -1,0 +1,75 @@
+"""Server settings: where the database is, what to bind, limits and timeouts.
+
+Everything has a default that works on one machine with no setup: SQLite in the data
+directory (``gradwatch.paths.data_dir()``), 127.0.0.1:8765, no tokens. ``GRADWATCH_DB``
+(or ``--db``) switches the database, e.g. ``postgresql://user@host/gradwatch``.
+
+Example::
+
+    settings = Settings.from_env(db="sqlite:////tmp/gw.db")
+    app = create_app(settings)
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from gradwatch import paths
+
+DB_ENV = "GRADWATCH_DB"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+DB_FILE = "gradwatch.db"
+
+
+def default_db_url(data_dir: Path) -> str:
+    """The SQLite database in the data directory."""
+    return f"sqlite:///{data_dir / DB_FILE}"
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and ``localhost``; False for anything else (0.0.0.0 too)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything ``create_app`` needs; immutable, so one app never sees another's values.
+
+    ``require_tokens`` is forced on for a non-loopback ``host``. ``import_interval`` is the
+    period of the local spool import in seconds (``None`` turns it off).
+    """
+
+    db_url: str
+    data_dir: Path
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    require_tokens: bool = False
+    max_body_bytes: int = 64 << 20
+    stalled_after: float = 120.0
+    crashed_after: float = 3600.0
+    import_interval: float | None = 2.0
+
+    def __post_init__(self) -> None:
+        if not is_loopback(self.host) and not self.require_tokens:
+            object.__setattr__(self, "require_tokens", True)
+
+    @classmethod
+    def from_env(cls, *, db: str | None = None, data_dir: str | None = None, **kw: Any) -> Settings:
+        """Settings from arguments, then ``$GRADWATCH_DB`` / ``$GRADWATCH_DIR``, then defaults."""
+        root = paths.data_dir(data_dir)
+        url = db or os.environ.get(DB_ENV) or default_db_url(root)
+        return cls(db_url=url, data_dir=root, **kw)
+
+    def with_(self, **changes: Any) -> Settings:
+        """A copy with some fields changed."""
+        return replace(self, **changes)

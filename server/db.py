@@ -1,0 +1,107 @@
+"""Database engines and sessions, from a URL; SQLite tuned for concurrent writers.
+
+SQLite runs in WAL mode with a busy timeout, and write transactions start with
+``BEGIN IMMEDIATE``: a deferred transaction that reads and then writes can fail at once
+with "database is locked" when another writer got there first, whatever the timeout, so
+writers take the lock up front and wait for it instead. PostgreSQL URLs use psycopg 3.
+
+Example::
+
+    engine = make_engine("sqlite:////tmp/gw.db")
+    migrate(engine)
+    with write_session(engine) as session:
+        ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.pool import StaticPool
+from sqlmodel import Session, create_engine
+
+from gradwatch.server.errors import ServerConfigError
+
+BUSY_TIMEOUT_MS = 30_000
+_IMMEDIATE = "gradwatch_immediate"
+
+
+def normalize_url(url: str) -> str:
+    """Map ``postgresql://`` (and ``postgres://``) to the psycopg 3 driver; check the scheme."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    try:
+        parsed = make_url(url)
+    except Exception as e:
+        raise ServerConfigError(
+            f"cannot parse database URL {url!r} ({e}); use sqlite:///PATH or "
+            "postgresql://USER@HOST/DB"
+        ) from e
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise ServerConfigError(
+            f"unsupported database {parsed.get_backend_name()!r} in {url!r}; "
+            "gradwatch supports sqlite:///PATH and postgresql://USER@HOST/DB"
+        )
+    return parsed.render_as_string(hide_password=False)
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``; creates the SQLite file's folder if needed."""
+    url = normalize_url(url)
+    if not url.startswith("sqlite"):
+        return create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=8)
+    database = make_url(url).database
+    in_memory = database in (None, "", ":memory:")
+    if not in_memory:
+        Path(str(database)).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
+    if in_memory:
+        kwargs["poolclass"] = StaticPool
+    engine = create_engine(url, **kwargs)
+    _tune_sqlite(engine, wal=not in_memory)
+    return engine
+
+
+def _tune_sqlite(engine: Engine, *, wal: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (see "begin" below)
+        cursor = dbapi_conn.cursor()
+        if wal:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get(_IMMEDIATE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def is_postgres(engine: Engine) -> bool:
+    """True when ``engine`` talks to PostgreSQL."""
+    return engine.dialect.name == "postgresql"
+
+
+@contextmanager
+def write_session(engine: Engine) -> Iterator[Session]:
+    """A session whose transaction takes the write lock at BEGIN (SQLite) and commits on exit."""
+    writer = engine.execution_options(**{_IMMEDIATE: True})
+    with Session(writer) as session, session.begin():
+        yield session
+
+
+@contextmanager
+def read_session(engine: Engine) -> Iterator[Session]:
+    """A plain session for queries."""
+    with Session(engine) as session:
+        yield session

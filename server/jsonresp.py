@@ -1,0 +1,57 @@
+"""The JSON response class used for every route: non-finite floats are strings.
+
+Standard JSON has no NaN or infinity (Starlette's JSONResponse refuses them with a 500), so
+gradwatch writes ``NaN``, ``Infinity`` and ``-Infinity`` as the *strings* ``"NaN"``,
+``"Infinity"`` and ``"-Infinity"`` wherever a float is expected (series values, finding
+details, fingerprints). ``-0.0`` and subnormals are written exactly (shortest repr);
+non-ASCII text is escaped, so any stored string can be sent.
+Clients decode with ``decode_float``.
+
+Example::
+
+    >>> encode_floats({"values": [1.0, float("nan"), float("-inf")]})
+    {'values': [1.0, 'NaN', '-Infinity']}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def encode_floats(obj: Any) -> Any:
+    """Replace non-finite floats, at any depth, with their string names."""
+    if isinstance(obj, float):
+        if math.isfinite(obj):
+            return obj
+        return "NaN" if math.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
+    if isinstance(obj, dict):
+        return {k: encode_floats(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [encode_floats(v) for v in obj]
+    return obj
+
+
+def decode_float(value: float | int | str) -> float:
+    """Inverse of the encoding, for one value."""
+    return NONFINITE[value] if isinstance(value, str) else float(value)
+
+
+def dumps(content: Any) -> bytes:
+    """The response body for ``content``."""
+    return json.dumps(
+        encode_floats(content), ensure_ascii=True, allow_nan=False, separators=(",", ":")
+    ).encode("utf-8")
+
+
+class GWJSONResponse(JSONResponse):
+    """``JSONResponse`` with the non-finite encoding above."""
+
+    def render(self, content: Any) -> bytes:
+        """Serialise ``content``."""
+        return dumps(content)

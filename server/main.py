@@ -1,0 +1,75 @@
+"""Entry points used by the CLI: serve, create a token, list runs locally.
+
+Example::
+
+    serve(Settings.from_env(host="127.0.0.1", port=8765))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gradwatch.server.auth import count_tokens, create_token
+from gradwatch.server.config import Settings, is_loopback
+from gradwatch.server.db import make_engine, read_session, write_session
+from gradwatch.server.errors import ServerConfigError
+from gradwatch.server.migrate import migrate
+from gradwatch.server.spool_import import SpoolImporter
+from gradwatch.server.status import StatusPolicy
+
+
+def check_bind(settings: Settings) -> None:
+    """Refuse a non-loopback bind while no token exists (anyone could read and write)."""
+    if is_loopback(settings.host):
+        return
+    engine = make_engine(settings.db_url)
+    try:
+        migrate(engine)
+        with read_session(engine) as session:
+            tokens = count_tokens(session)
+    finally:
+        engine.dispose()
+    if tokens == 0:
+        raise ServerConfigError(
+            f"refusing to listen on {settings.host}: a server reachable from other machines "
+            "needs API tokens. Create them first, e.g. `gradwatch serve --create-token "
+            "PROJECT --scope write` (collectors) and `--scope read` (dashboards), with the "
+            "same --db, or bind to 127.0.0.1"
+        )
+
+
+def serve(settings: Settings) -> None:
+    """Run the API with uvicorn until interrupted."""
+    import uvicorn
+
+    from gradwatch.server.app import create_app
+
+    check_bind(settings)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+
+
+def new_token(settings: Settings, project: str, scope: str) -> str:
+    """Create a token in the settings' database and return its secret."""
+    engine = make_engine(settings.db_url)
+    try:
+        migrate(engine)
+        with write_session(engine) as session:
+            return create_token(session, project=project, scope=scope)
+    finally:
+        engine.dispose()
+
+
+def local_runs(settings: Settings, project: str | None) -> list[dict[str, Any]]:
+    """Runs from the local database, after importing the data directory's spools."""
+    from gradwatch.server import crud
+
+    engine = make_engine(settings.db_url)
+    try:
+        migrate(engine)
+        SpoolImporter(engine, settings.data_dir, 0.0).import_all()
+        with read_session(engine) as session:
+            policy = StatusPolicy(settings.stalled_after, settings.crashed_after)
+            runs, _ = crud.list_runs(session, policy=policy, project=project, limit=1 << 30)
+        return [r.model_dump() for r in runs]
+    finally:
+        engine.dispose()

@@ -1,0 +1,113 @@
+"""What the API returns (the public model family) and ``{data, count}`` envelopes.
+
+Float fields may hold NaN/±Inf; they are sent as the strings ``"NaN"``, ``"Infinity"``
+and ``"-Infinity"`` (see :mod:`gradwatch.server.jsonresp`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+JsonFloat = float | str
+
+
+class FindingCounts(BaseModel):
+    """Findings of a run by severity."""
+
+    info: int = 0
+    warning: int = 0
+    error: int = 0
+
+
+class RunPublic(BaseModel):
+    """A run in lists (``gradwatch runs --json`` prints these)."""
+
+    id: str
+    name: str
+    project: str
+    status: str
+    steps: int
+    config_hash: str | None
+    code_hash: str | None
+    tags: list[str]
+    host: str | None
+    pid: int | None
+    started: float | None = Field(description="collector start time, Unix seconds")
+    ended: float | None = Field(description="END record time, Unix seconds")
+    last_seen: float | None = Field(description="newest heartbeat/record time, Unix seconds")
+    frames: int
+    findings: FindingCounts
+
+
+class RunsPublic(BaseModel):
+    """A page of runs, newest first."""
+
+    data: list[RunPublic]
+    count: int = Field(description="runs matching the filters, over all pages")
+
+
+class RunDetail(RunPublic):
+    """A run with its start record (config, tensors, optimizers), fingerprint and end record."""
+
+    start: dict[str, Any]
+    fingerprint: dict[str, Any]
+    end: dict[str, Any] | None
+
+
+class FindingPublic(BaseModel):
+    """One finding of a check (ids in CHECKS.md)."""
+
+    run: str
+    check: str
+    severity: str
+    step: int | None
+    optimizer: int | None
+    param: str | None
+    message: str
+    hint: str
+    details: dict[str, Any]
+    t: Any
+    source: str
+
+
+class FindingsPublic(BaseModel):
+    """Findings of a run, by step."""
+
+    data: list[FindingPublic]
+    count: int
+
+
+class Series(BaseModel):
+    """One series: ``values[i]`` at ``steps[i]``; ``total`` points before downsampling."""
+
+    name: str
+    kind: str = Field(description="tensor, metric or scalar")
+    stat: str | None = None
+    optimizer: int | None = None
+    steps: list[int]
+    values: list[JsonFloat]
+    total: int
+    downsampled: bool
+
+
+class SeriesPublic(BaseModel):
+    """Selected series of a run."""
+
+    data: list[Series]
+    count: int
+
+
+class IngestReply(BaseModel):
+    """The reply to an ingest request."""
+
+    run: str
+    accepted: int
+    duplicates: int
+
+
+class ErrorReply(BaseModel):
+    """Every 4xx carries one sentence saying what was wrong and how to fix it."""
+
+    detail: str

@@ -1,0 +1,206 @@
+"""Reading per-step series out of the chunk store, and downsampling them with numpy.
+
+``downsample`` keeps, for each of ``points // 2`` equal buckets of steps, the point with
+the smallest and the one with the largest finite value, plus every non-finite point
+(NaN, ±Inf) wherever it falls: spikes and NaN onsets stay visible however far a long run
+is zoomed out, and the result may exceed ``points`` by the number of non-finite points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import and_, select
+from sqlmodel import Session, col
+
+from gradwatch.server.models import SeriesBlob, SeriesChunk
+
+Vector = np.ndarray[Any, Any]
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def downsample(steps: Vector, values: Vector, points: int) -> tuple[Vector, Vector]:
+    """At most ``points`` min/max points (plus every non-finite one), in step order."""
+    n = len(values)
+    if n <= points:
+        return steps, values
+    buckets = max(points // 2, 1)
+    size = -(-n // buckets)
+    padded = np.full(buckets * size, np.nan)
+    padded[:n] = values
+    grid = padded.reshape(buckets, size)
+    finite = np.isfinite(grid)
+    offsets = np.arange(buckets) * size
+    low = np.where(finite, grid, np.inf).argmin(axis=1) + offsets
+    high = np.where(finite, grid, -np.inf).argmax(axis=1) + offsets
+    bad = np.flatnonzero(~np.isfinite(values))
+    keep = np.unique(np.concatenate([low, high, bad]))
+    keep = keep[keep < n]
+    return steps[keep], values[keep]
+
+
+@dataclass
+class Block:
+    """Several series of one blob name over a step range: ``values[i]`` is row ``rows[i]``."""
+
+    steps: Vector
+    values: Vector
+
+
+def read_block(
+    session: Session,
+    run_id: str,
+    optimizer: int,
+    name: str,
+    rows: list[int] | None,
+    start: int | None = None,
+    end: int | None = None,
+) -> Block:
+    """Rows ``rows`` (all if None) of blob ``name`` over steps ``[start, end]``, by step."""
+    lo = INT64_MIN if start is None else start
+    hi = INT64_MAX if end is None else end
+    query = (
+        select(
+            col(SeriesChunk.steps),
+            col(SeriesBlob.dtype),
+            col(SeriesBlob.rows),
+            col(SeriesBlob.data),
+        )
+        .join(
+            SeriesBlob,
+            and_(
+                col(SeriesBlob.run_id) == col(SeriesChunk.run_id),
+                col(SeriesBlob.seq) == col(SeriesChunk.seq),
+                col(SeriesBlob.name) == name,
+            ),
+        )
+        .where(
+            col(SeriesChunk.run_id) == run_id,
+            col(SeriesChunk.optimizer) == optimizer,
+            col(SeriesChunk.step_last) >= lo,
+            col(SeriesChunk.step_first) <= hi,
+        )
+    )
+    step_parts: list[Vector] = []
+    value_parts: list[Vector] = []
+    for steps_raw, dtype, nrows, data in session.execute(query):
+        steps = np.frombuffer(steps_raw, dtype="<i8")
+        matrix = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<")).reshape(nrows, -1)
+        picked = matrix if rows is None else matrix[[r for r in rows if r < nrows]]
+        if rows is not None and len(picked) != len(rows):
+            continue  # a tensor added later than this chunk (rare): skip the chunk
+        mask = (steps >= lo) & (steps <= hi)
+        step_parts.append(steps[mask])
+        value_parts.append(picked[:, mask].astype(np.float64))
+    width = len(rows) if rows is not None else (value_parts[0].shape[0] if value_parts else 0)
+    if not step_parts:
+        return Block(np.zeros(0, dtype=np.int64), np.zeros((width, 0)))
+    steps = np.concatenate(step_parts)
+    order = np.argsort(steps, kind="stable")
+    return Block(steps[order], np.concatenate(value_parts, axis=1)[:, order])
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What to read: tensor names × stats, per-step metrics, user scalars, a step range."""
+
+    tensors: list[str]
+    stats: list[str]
+    metrics: list[str]
+    scalars: list[str]
+    optimizer: int = 0
+    start: int | None = None
+    end: int | None = None
+    points: int = 1000
+
+
+def tensor_rows(start_meta: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """Tensor name -> (optimizer, row in that optimizer's statistics), from RUN_START."""
+    out: dict[str, tuple[int, int]] = {}
+    counts: dict[int, int] = {}
+    for tensor in start_meta.get("tensors", []):
+        if not isinstance(tensor, dict):
+            continue
+        opt = int(tensor.get("optimizer", 0))
+        row = counts.get(opt, 0)
+        counts[opt] = row + 1
+        out.setdefault(str(tensor.get("name")), (opt, row))
+    return out
+
+
+def _item(
+    name: str, kind: str, steps: Vector, values: Vector, points: int, **extra: Any
+) -> dict[str, Any]:
+    kept_steps, kept = downsample(steps, values, points)
+    return {
+        "name": name,
+        "kind": kind,
+        "steps": kept_steps.tolist(),
+        "values": kept.tolist(),
+        "total": len(values),
+        "downsampled": len(kept) < len(values),
+        **extra,
+    }
+
+
+def select_series(
+    session: Session, run_id: str, start_meta: dict[str, Any], sel: Selection
+) -> list[dict[str, Any]]:
+    """The selected series, each downsampled to ``sel.points``; unknown names are skipped."""
+    out: list[dict[str, Any]] = []
+    rows = tensor_rows(start_meta)
+    by_opt: dict[int, list[tuple[str, int]]] = {}
+    for name in sel.tensors:
+        if name in rows:
+            opt, row = rows[name]
+            by_opt.setdefault(opt, []).append((name, row))
+    for opt, picked in sorted(by_opt.items()):
+        for stat in sel.stats:
+            block = read_block(
+                session, run_id, opt, f"stat:{stat}", [r for _, r in picked], sel.start, sel.end
+            )
+            for (name, _), values in zip(picked, block.values, strict=True):
+                out.append(
+                    _item(name, "tensor", block.steps, values, sel.points, stat=stat, optimizer=opt)
+                )
+    for metric in sel.metrics:
+        out += _metric(session, run_id, metric, sel)
+    if sel.scalars:
+        out += _scalars(session, run_id, sel)
+    return out
+
+
+def _metric(session: Session, run_id: str, metric: str, sel: Selection) -> list[dict[str, Any]]:
+    block = read_block(session, run_id, sel.optimizer, metric, None, sel.start, sel.end)
+    steps, values = block.steps, block.values
+    if metric == "loss":
+        has = read_block(session, run_id, sel.optimizer, "has_loss", None, sel.start, sel.end)
+        if has.values.shape == values.shape and values.size:
+            keep = has.values[0] != 0
+            steps, values = steps[keep], values[:, keep]
+    many = len(values) > 1
+    return [
+        _item(
+            f"{metric}[{i}]" if many else metric,
+            "metric",
+            steps,
+            row,
+            sel.points,
+            optimizer=sel.optimizer,
+        )
+        for i, row in enumerate(values)
+    ]
+
+
+def _scalars(session: Session, run_id: str, sel: Selection) -> list[dict[str, Any]]:
+    out = []
+    for wanted in sel.scalars:
+        values = read_block(session, run_id, -1, f"scalar:{wanted}", None, sel.start, sel.end)
+        has = read_block(session, run_id, -1, f"has:{wanted}", None, sel.start, sel.end)
+        if not values.values.size or has.values.shape != values.values.shape:
+            continue
+        keep = has.values[0] != 0
+        out.append(_item(wanted, "scalar", values.steps[keep], values.values[0][keep], sel.points))
+    return out
