@@ -41,9 +41,13 @@ def start(
 
 
 def steps(
-    first: int, stats: np.ndarray[Any, Any], loss: Sequence[float] | None = None, optimizer: int = 0
+    first: int,
+    stats: np.ndarray[Any, Any],
+    loss: Sequence[float] | None = None,
+    optimizer: int = 0,
+    dtype: str = "f4",
 ) -> Record:
-    """A STEPS record for steps ``first ..``; ``stats`` is ``(n, tensors, 4)`` float32."""
+    """A STEPS record for steps ``first ..``; ``stats`` is ``(n, tensors, 4)`` of ``dtype``."""
     n = stats.shape[0]
     loss_values = np.asarray(loss if loss is not None else np.arange(n, dtype=float), dtype="<f4")
     return Record(
@@ -61,7 +65,7 @@ def steps(
             "loss": Array.from_buffer("f4", (n,), loss_values.tobytes()),
             "has_loss": Array.from_buffer("u1", (n,), np.ones(n, dtype="u1").tobytes()),
             "stats": Array.from_buffer(
-                "f4", stats.shape, np.ascontiguousarray(stats, dtype="<f4").tobytes()
+                dtype, stats.shape, np.ascontiguousarray(stats, dtype="<" + dtype).tobytes()
             ),
         },
     )
