@@ -1,0 +1,68 @@
+"""Runs spooled without a server appear when it starts; live runs keep streaming after."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+import gradwatch
+from gradwatch.server.app import create_app
+from gradwatch.server.config import Settings
+from gradwatch.server.db import make_engine
+from gradwatch.server.migrate import migrate
+from gradwatch.server.spool_import import SpoolImporter, import_run
+from tests.server.live import wait_for
+from tests.server.training import make, spooled, train
+
+
+def listed(client: TestClient) -> list[dict[str, object]]:
+    data: list[dict[str, object]] = client.get("/api/v1/runs").json()["data"]
+    return data
+
+
+def test_a_finished_run_appears_complete_when_the_server_starts(settings: Settings) -> None:
+    model, opt = make()
+    with gradwatch.watch(model, opt, project="offline") as run:
+        train(run, model, opt, 12)
+    frames, _ = spooled(run)
+    with TestClient(create_app(settings.with_(import_interval=0.1))) as client:
+        wait_for(lambda: listed(client) and listed(client)[0]["status"] == "finished", "import")
+        got = listed(client)[0]
+        assert (got["id"], got["steps"], got["frames"], got["project"]) == (
+            run.id,
+            12,
+            frames,
+            "offline",
+        )
+
+
+def test_a_run_started_before_the_server_finishes_streaming_after(settings: Settings) -> None:
+    model, opt = make()
+    run = gradwatch.watch(model, opt)
+    train(run, model, opt, 5)
+    run.flush()
+    with TestClient(create_app(settings.with_(import_interval=0.1))) as client:
+        wait_for(lambda: bool(listed(client)), "the live run to appear")
+        assert listed(client)[0]["status"] == "running"
+        train(run, model, opt, 7)
+        run.close()
+        frames, _ = spooled(run)
+        wait_for(lambda: listed(client)[0]["status"] == "finished", "the END record")
+        assert (listed(client)[0]["steps"], listed(client)[0]["frames"]) == (12, frames)
+
+
+def test_import_uses_its_own_cursor_and_is_repeatable(settings: Settings, data_dir: Path) -> None:
+    model, opt = make()
+    with gradwatch.watch(model, opt) as run:
+        train(run, model, opt, 4)
+    frames, _ = spooled(run)
+    engine = make_engine(settings.db_url)
+    migrate(engine)
+    try:
+        assert import_run(engine, run.dir) == frames
+        assert import_run(engine, run.dir) == 0
+        assert SpoolImporter(engine, data_dir, 1.0).import_all() == 0
+        assert not (run.dir / "acked").exists() or (run.dir / "acked").read_text() in ("", "0")
+    finally:
+        engine.dispose()

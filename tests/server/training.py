@@ -1,0 +1,32 @@
+"""A tiny real training loop under gradwatch, and what its spool holds."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import gradwatch
+from gradwatch.reader import load_run
+
+
+def make() -> tuple[nn.Module, torch.optim.Optimizer]:
+    """A small model and its optimizer, seeded."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    return model, torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def train(run: gradwatch.Run, model: nn.Module, opt: torch.optim.Optimizer, steps: int) -> None:
+    """``steps`` optimizer steps on random data."""
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        loss.backward()
+        opt.step()
+
+
+def spooled(run: gradwatch.Run) -> tuple[int, list[float]]:
+    """(frames in the run's spool, grad_norm of its first tensor per step)."""
+    local = load_run(run.dir)
+    rows = local.steps[0]
+    return local.records, [row.stats[0][0] for row in rows]
