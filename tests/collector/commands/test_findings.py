@@ -1,0 +1,95 @@
+"""``gradwatch findings``: reads the local spool, prints text or JSON, gates CI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import gradwatch
+from gradwatch import cli
+
+
+def train(steps: int, *, zero_grad: bool) -> gradwatch.Run:
+    """A tiny run in this process; without ``zero_grad`` it has a stale-grad error."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gradwatch.watch(model, opt, checks={"stale-grad": "record"}) as run:
+        for _ in range(steps):
+            if zero_grad:
+                opt.zero_grad()
+            model(torch.randn(8, 3)).pow(2).mean().backward()
+            opt.step()
+    return run
+
+
+def findings(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(["findings", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_empty_data_dir_is_a_usage_error_with_a_hint(
+    capsys: pytest.CaptureFixture[str], data_dir: Path
+) -> None:
+    code, out, err = findings(capsys, "--fail-on", "error")
+    assert (code, out) == (2, "")
+    assert str(data_dir / "runs") in err and "gradwatch run -- python train.py" in err
+
+
+def test_unknown_run_is_a_usage_error_naming_the_known_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = train(2, zero_grad=True)
+    code, _, err = findings(capsys, "20000101T000000-00000000")
+    assert code == 2
+    assert "no run '20000101T000000-00000000'" in err and run.id in err
+
+
+def test_text_output_has_one_line_per_finding_and_a_summary(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = train(3, zero_grad=False)
+    code, out, _ = findings(capsys)
+    assert code == 0  # without --fail-on the listing never fails
+    lines = out.splitlines()
+    stale = [line for line in lines if " stale-grad " in line]
+    assert len(stale) == 1
+    assert stale[0].startswith("error   stale-grad step 2: ") and "Fix: " in stale[0]
+    assert lines[-1].startswith(f"run {run.id}: 1 error, 0 warnings,")
+
+
+@pytest.mark.parametrize(
+    ("zero_grad", "fail_on", "expected"),
+    [(False, "error", 1), (False, "warning", 1), (True, "error", 0), (True, "warning", 0)],
+)
+def test_fail_on_gates_on_severity(
+    capsys: pytest.CaptureFixture[str], zero_grad: bool, fail_on: str, expected: int
+) -> None:
+    run = train(3, zero_grad=zero_grad)
+    assert findings(capsys, run.id, "--fail-on", fail_on)[0] == expected
+
+
+def test_json_is_a_list_with_exactly_the_public_keys(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = train(3, zero_grad=False)
+    code, out, _ = findings(capsys, str(run.dir), "--json", "--fail-on", "error")
+    assert code == 1
+    items = json.loads(out)
+    assert isinstance(items, list) and items
+    for item in items:
+        assert set(item) == {"run", "check", "severity", "step", "param", "message", "details"}
+        assert item["run"] == run.id and isinstance(item["details"], dict)
+    stale = [i for i in items if i["check"] == "stale-grad"]
+    assert [(i["severity"], i["step"]) for i in stale] == [("error", 2)]
+
+
+def test_unreachable_server_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = findings(capsys, "some-run", "--server", "http://127.0.0.1:9")
+    assert code == 2
+    assert "cannot read findings from http://127.0.0.1:9" in err
