@@ -1,0 +1,255 @@
+"""Parameter coverage checks: ``param-no-grad``, ``param-not-in-optimizer``,
+``frozen-param-in-optimizer``, ``param-not-updated``, ``frozen-param-changed``,
+``param-mutated-outside-step`` — each bug in a real training loop, and its correct twin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import gradwatch
+from gradwatch.checks import coverage
+from tests.collector.checks.common import (
+    D_IN,
+    D_OUT,
+    HIDDEN,
+    assert_quiet,
+    batch,
+    mlp,
+    mse,
+    of,
+    problems,
+    standard,
+    train,
+)
+
+
+class TwoBranch(nn.Module):
+    """``a(x) + b(x)``; ``cut`` selects how branch ``b`` is (wrongly) cut from the loss."""
+
+    def __init__(self, cut: str | None = None) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = nn.Linear(D_IN, D_OUT)
+        self.b = nn.Linear(D_IN, D_OUT)
+        self.cut = cut
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.cut == "unused":
+            return self.a(x)
+        b = self.b(x)
+        if self.cut == "detach":
+            b = b.detach()
+        elif self.cut == "no_grad":
+            with torch.no_grad():
+                b = self.b(x)
+        elif self.cut == "torch.tensor":
+            b = torch.tensor(b.tolist())
+        return self.a(x) + b
+
+
+def sgd(model: nn.Module, **kw: Any) -> torch.optim.Optimizer:
+    return torch.optim.SGD(model.parameters(), lr=kw.pop("lr", 0.05), **kw)
+
+
+# -- param-no-grad ---------------------------------------------------------------------------
+@pytest.mark.parametrize("cut", ["detach", "no_grad", "torch.tensor", "unused"])
+def test_param_no_grad_names_the_cut_off_tensors_at_the_third_step(cut: str) -> None:
+    model = TwoBranch(cut)
+    run = train(model, sgd(model), 10)
+    found = of(run, "param-no-grad")
+    assert {f.param for f in found} == {"b.weight", "b.bias"}
+    assert {(f.step, f.severity) for f in found} == {(3, "warning")}
+    assert found[0].details["steps_without_grad"] == 3
+
+
+def test_param_no_grad_is_quiet_for_a_branch_used_every_other_step() -> None:
+    class Alternating(TwoBranch):
+        calls = 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            return self.a(x) + (self.b(x) if self.calls % 2 else 0.0)
+
+    model = Alternating()
+    assert_quiet(train(model, sgd(model), 30))
+
+
+def test_param_no_grad_correct_twin_is_quiet() -> None:
+    model = TwoBranch()
+    assert_quiet(train(model, sgd(model), 30))
+
+
+# -- param-not-in-optimizer ------------------------------------------------------------------
+def test_param_not_in_optimizer_layer_replaced_after_the_optimizer_was_built() -> None:
+    model = mlp()
+    opt = sgd(model)
+    model[2] = nn.Linear(HIDDEN, D_OUT)  # e.g. a new head for fine-tuning
+    run = train(model, opt, 5)
+    found = of(run, "param-not-in-optimizer")
+    assert {f.param for f in found} == {"2.weight", "2.bias"}
+    assert {(f.step, f.severity) for f in found} == {(0, "error")}
+
+
+def test_param_not_in_optimizer_optimizer_built_for_part_of_the_model() -> None:
+    model = mlp()
+    opt = torch.optim.SGD(model[0].parameters(), lr=0.05)
+    run = train(model, opt, 5)
+    assert {f.param for f in of(run, "param-not-in-optimizer")} == {"2.weight", "2.bias"}
+
+
+def test_param_not_in_optimizer_correct_twin_is_quiet() -> None:
+    model = mlp()
+    assert_quiet(train(model, sgd(model), 30))
+
+
+# -- frozen-param-in-optimizer ---------------------------------------------------------------
+def frozen_backbone_in_optimizer() -> tuple[nn.Module, torch.optim.Optimizer]:
+    model = mlp()
+    opt = sgd(model)  # built over every parameter, including the frozen ones
+    model[0].requires_grad_(False)
+    return model, opt
+
+
+def test_frozen_param_in_optimizer_never_unfrozen_is_info_then_a_warning_at_close() -> None:
+    model, opt = frozen_backbone_in_optimizer()
+    run = train(model, opt, 30)
+    found = of(run, "frozen-param-in-optimizer")
+    info = [f for f in found if f.severity == "info"]
+    late = [f for f in found if f.severity == "warning"]
+    assert {f.param for f in info} == {"0.weight", "0.bias"}
+    assert {f.step for f in info} == {1}
+    assert {f.param for f in late} == {"0.weight", "0.bias"}
+    assert {f.step for f in late} == {30}
+    assert [f for f in problems(run) if f.check != "frozen-param-in-optimizer"] == []
+
+
+def test_frozen_param_in_optimizer_warning_past_the_horizon(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(coverage, "FROZEN_HORIZON", 40)
+    model, opt = frozen_backbone_in_optimizer()
+    run = gradwatch_run_without_close(model, opt, 60)
+    late = [f for f in of(run, "frozen-param-in-optimizer") if f.severity == "warning"]
+    assert {f.param for f in late} == {"0.weight", "0.bias"}
+    assert all(41 <= f.step <= 60 for f in late), late
+    run.close()
+
+
+def gradwatch_run_without_close(model: nn.Module, opt: Any, steps: int) -> Any:
+    run = gradwatch.watch(model, opt)
+    for i in range(steps):
+        standard(i, model, opt, *batch(i))
+    return run
+
+
+def test_frozen_param_in_optimizer_progressive_unfreezing_stays_info() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        if i == 10:
+            model[0].requires_grad_(True)  # warm up the head, then unfreeze the backbone
+        standard(i, model, opt, x, y)
+
+    model, opt = frozen_backbone_in_optimizer()
+    run = train(model, opt, 30, step)
+    assert {f.severity for f in of(run, "frozen-param-in-optimizer")} == {"info"}
+    assert_quiet(run)
+    assert not torch.equal(model[0].weight, mlp()[0].weight)  # it did train once unfrozen
+
+
+# -- param-not-updated -----------------------------------------------------------------------
+def test_param_not_updated_param_group_with_lr_zero() -> None:
+    model = mlp()
+    opt = torch.optim.SGD(
+        [{"params": model[0].parameters(), "lr": 0.0}, {"params": model[2].parameters()}],
+        lr=0.05,
+    )
+    run = train(model, opt, 10)
+    found = of(run, "param-not-updated")
+    assert {f.param for f in found} == {"0.weight", "0.bias"}
+    assert {(f.step, f.severity) for f in found} == {(3, "warning")}
+    assert found[0].details["lr"] == 0.0
+
+
+def test_param_not_updated_correct_twin_is_quiet() -> None:
+    model = mlp()
+    opt = torch.optim.SGD(
+        [{"params": model[0].parameters(), "lr": 0.01}, {"params": model[2].parameters()}],
+        lr=0.05,
+    )
+    assert_quiet(train(model, opt, 30))
+
+
+# -- frozen-param-changed --------------------------------------------------------------------
+def _freeze_at_5(set_to_none: bool) -> Any:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        if i == 5:
+            model[0].requires_grad_(False)  # freeze the first layer mid-run
+        opt.zero_grad(set_to_none=set_to_none)
+        mse(model(x), y).backward()
+        opt.step()
+
+    return step
+
+
+def test_frozen_param_changed_momentum_and_weight_decay_move_a_frozen_tensor() -> None:
+    model = mlp()
+    opt = sgd(model, momentum=0.9, weight_decay=1e-2)
+    frozen_at = model[0].weight.detach().clone()
+    run = train(model, opt, 10, _freeze_at_5(set_to_none=False))
+    assert not torch.equal(model[0].weight, frozen_at)  # the bug is real
+    found = of(run, "frozen-param-changed")
+    assert {f.param for f in found} == {"0.weight", "0.bias"}
+    assert {(f.step, f.severity) for f in found} == {(6, "warning")}
+
+
+def test_frozen_param_changed_correct_twin_is_quiet() -> None:
+    model = mlp()
+    opt = sgd(model, momentum=0.9, weight_decay=1e-2)
+    run = train(model, opt, 30, _freeze_at_5(set_to_none=True))
+    assert of(run, "frozen-param-changed") == []
+    assert_quiet(run)
+
+
+# -- param-mutated-outside-step --------------------------------------------------------------
+def _decay_by_hand(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+    standard(i, model, opt, x, y)
+    model[0].weight.data.mul_(0.99)  # hand-written weight decay after every step
+
+
+def test_param_mutated_outside_step_in_place_data_edit() -> None:
+    model = mlp()
+    run = train(model, sgd(model), 30, _decay_by_hand)
+    found = of(run, "param-mutated-outside-step")
+    assert {f.param for f in found} == {"0.weight"}
+    assert found[0].step == 10
+    assert found[0].severity == "info"
+
+
+def test_param_mutated_outside_step_a_single_edit_is_found_at_the_next_step() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        standard(i, model, opt, x, y)
+        if i == 18:  # after step 19
+            with torch.no_grad():
+                model[2].bias.fill_(0.0)
+
+    model = mlp()
+    run = train(model, sgd(model), 30, step)
+    found = of(run, "param-mutated-outside-step")
+    assert [(f.param, f.step) for f in found] == [("2.bias", 20)]
+
+
+def test_param_mutated_outside_step_allow_list() -> None:
+    model = mlp()
+    run = train(model, sgd(model), 30, _decay_by_hand, allow_mutation=["0.*"])
+    assert of(run, "param-mutated-outside-step") == []
+    assert_quiet(run)
+
+
+def test_param_mutated_outside_step_correct_twin_is_quiet() -> None:
+    model = mlp()
+    run = train(model, sgd(model), 30)
+    assert of(run, "param-mutated-outside-step") == []
+    assert_quiet(run)

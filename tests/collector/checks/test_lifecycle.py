@@ -1,0 +1,158 @@
+"""Optimizer lifecycle checks: ``stale-grad``, ``grad-zeroed-before-step``,
+``step-without-backward`` — each bug in a real training loop, and its correct twin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from tests.collector.checks.common import (
+    assert_quiet,
+    first,
+    mlp,
+    mse,
+    of,
+    standard,
+    train,
+)
+
+K = 4  # micro-batches per optimizer step in the accumulation tests
+
+
+def sgd(model: nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.SGD(model.parameters(), lr=0.05)
+
+
+# -- stale-grad ------------------------------------------------------------------------------
+def no_zero_grad(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+    mse(model(x), y).backward()
+    opt.step()
+
+
+def test_stale_grad_missing_zero_grad_is_an_error_at_the_second_step() -> None:
+    model = mlp()
+    run = train(model, sgd(model), 10, no_zero_grad)
+    f = first(run, "stale-grad")
+    assert (f.step, f.severity, f.optimizer, f.param) == (2, "error", 0, None)
+    assert f.details["backward_since_clear"] == 2
+    assert f.details["backward_since_step"] == 1
+    assert f.message and f.hint
+
+
+def test_stale_grad_zero_grad_forgotten_after_a_refactor_is_found_at_that_step() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        if i < 10:
+            opt.zero_grad()
+        mse(model(x), y).backward()
+        opt.step()
+
+    model = mlp()
+    run = train(model, sgd(model), 20, step)
+    assert first(run, "stale-grad").step == 11
+
+
+def test_stale_grad_with_declared_accumulation_and_no_zero_grad() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        (mse(model(x), y) / K).backward()
+        if (i + 1) % K == 0:
+            opt.step()  # zero_grad forgotten: the 2nd step applies 2 * K micro-batches
+
+    model = mlp()
+    run = train(model, sgd(model), 6 * K, step, accumulation_steps=K)
+    f = first(run, "stale-grad")
+    assert f.step == 2
+    assert f.details["backward_since_clear"] == 2 * K
+    assert f.details["declared_accumulation"] == K
+
+
+def test_stale_grad_correct_twin_is_quiet() -> None:
+    model = mlp()
+    assert_quiet(train(model, sgd(model), 30))
+
+
+# -- grad-zeroed-before-step -----------------------------------------------------------------
+def _zero_between(how: str) -> Any:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        mse(model(x), y).backward()
+        if how == "optimizer":
+            opt.zero_grad()
+        elif how == "model":
+            model.zero_grad()
+        else:
+            for p in model.parameters():
+                p.grad = None
+        opt.step()
+
+    return step
+
+
+@pytest.mark.parametrize("how", ["optimizer", "model", "by hand"])
+def test_grad_zeroed_between_backward_and_step_is_an_error_at_step_1(how: str) -> None:
+    model = mlp()
+    before = [p.detach().clone() for p in model.parameters()]
+    run = train(model, sgd(model), 10, _zero_between(how))
+    f = first(run, "grad-zeroed-before-step")
+    assert (f.step, f.severity, f.optimizer) == (1, "error", 0)
+    assert how.split()[0] in f.details["cleared_by"]
+    # the bug is real: nothing trained
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters(), strict=True))
+    assert of(run, "stale-grad") == [] and of(run, "step-without-backward") == []
+
+
+def test_grad_zeroed_after_the_last_micro_batch_of_an_accumulation() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        (mse(model(x), y) / K).backward()
+        if (i + 1) % K == 0:
+            opt.zero_grad()  # swapped with step()
+            opt.step()
+
+    model = mlp()
+    run = train(model, sgd(model), 5 * K, step, accumulation_steps=K)
+    f = first(run, "grad-zeroed-before-step")
+    assert f.step == 1
+
+
+def test_grad_zeroed_before_step_correct_twin_is_quiet() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        mse(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+
+    model = mlp()
+    assert_quiet(train(model, sgd(model), 30, step))
+
+
+# -- step-without-backward -------------------------------------------------------------------
+def test_step_without_backward_a_second_step_call_is_a_warning_at_that_step() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        standard(i, model, opt, x, y)
+        if i == 5:
+            opt.step()  # e.g. a scheduler-like helper that steps the optimizer again
+
+    model = mlp()
+    run = train(model, sgd(model), 10, step)
+    f = first(run, "step-without-backward")
+    assert (f.step, f.severity, f.optimizer) == (7, "warning", 0)
+    assert len(of(run, "step-without-backward")) == 1
+    assert of(run, "stale-grad") == []
+
+
+def test_step_without_backward_when_backward_is_skipped_by_mistake() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        loss = mse(model(x), y)
+        if i < 3:  # the backward ended up inside a warm-up-only branch
+            loss.backward()
+        opt.step()
+
+    model = mlp()
+    run = train(model, sgd(model), 10, step)
+    assert first(run, "step-without-backward").step == 4
+
+
+def test_step_without_backward_correct_twin_is_quiet() -> None:
+    model = mlp()
+    assert_quiet(train(model, sgd(model), 30))

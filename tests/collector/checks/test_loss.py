@@ -1,0 +1,193 @@
+"""Loss and data checks: ``loss-shape-mismatch``, ``loss-diverging``, ``loss-plateau``,
+``eval-mode-training``, and the reproducibility check ``nondeterminism-risk`` — each bug in
+a real training loop, and its correct twin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from tests.collector.checks.common import (
+    D_IN,
+    D_OUT,
+    HIDDEN,
+    assert_quiet,
+    batch,
+    first,
+    mlp,
+    mse,
+    of,
+    standard,
+    train,
+)
+
+
+def sgd(model: nn.Module, lr: float = 0.05) -> torch.optim.Optimizer:
+    return torch.optim.SGD(model.parameters(), lr=lr)
+
+
+# -- loss-shape-mismatch ---------------------------------------------------------------------
+def column_target(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y = batch(i)
+    return x, y[:, 0]  # targets of shape (N,)
+
+
+def _regression_step(loss_fn: Any, squeeze: bool) -> Any:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        out = model(x)  # (N, 1)
+        loss_fn(out.squeeze(-1) if squeeze else out, y).backward()
+        opt.step()
+
+    return step
+
+
+LOSSES = {
+    "nn.MSELoss": nn.MSELoss(),
+    "F.l1_loss": lambda a, b: nn.functional.l1_loss(a, b),  # looked up at call time
+}
+
+
+@pytest.mark.parametrize("loss", list(LOSSES))
+def test_loss_shape_mismatch_n1_against_n_is_an_error_at_step_1(loss: str) -> None:
+    model = mlp(d_out=1)
+    n = batch(0)[0].shape[0]
+    with pytest.warns(UserWarning, match="target size"):  # torch's own warning still shows
+        run = train(model, sgd(model), 5, _regression_step(LOSSES[loss], False), data=column_target)
+    f = first(run, "loss-shape-mismatch")
+    assert (f.step, f.severity) == (1, "error")
+    assert f.details["input_shape"] == [n, 1]
+    assert f.details["target_shape"] == [n]
+    assert f.details["broadcast_shape"] == [n, n]
+    assert len(of(run, "loss-shape-mismatch")) == 1  # stored once while it persists
+
+
+@pytest.mark.parametrize("loss", list(LOSSES))
+def test_loss_shape_mismatch_correct_twin_is_quiet(loss: str) -> None:
+    model = mlp(d_out=1)
+    run = train(model, sgd(model), 30, _regression_step(LOSSES[loss], True), data=column_target)
+    assert_quiet(run)
+
+
+# -- loss-diverging --------------------------------------------------------------------------
+def test_loss_diverging_after_a_learning_rate_jump() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        if i == 25:
+            for group in opt.param_groups:
+                group["lr"] *= 30  # a scheduler bug: warm-up factor applied twice
+        standard(i, model, opt, x, y)
+
+    model = mlp()
+    run = train(model, sgd(model), 40, step)
+    f = first(run, "loss-diverging")
+    assert f.severity == "warning"
+    assert 26 <= f.step <= 36, f
+
+
+def test_loss_diverging_correct_twin_is_quiet() -> None:
+    model = mlp()
+    run = train(model, sgd(model), 60)
+    assert of(run, "loss-diverging") == []
+    assert_quiet(run)
+
+
+# -- loss-plateau ----------------------------------------------------------------------------
+def test_loss_plateau_learning_rate_zero_on_a_fixed_batch_is_info_at_step_20() -> None:
+    model = mlp()
+    fixed = batch(0)
+    run = train(model, sgd(model, lr=0.0), 25, data=lambda i: fixed)
+    f = first(run, "loss-plateau")
+    assert (f.step, f.severity) == (20, "info")
+    assert f.details["range"] < 1e-8
+
+
+def test_loss_plateau_correct_twin_is_quiet() -> None:
+    model = mlp()
+    fixed = batch(0)
+    run = train(model, sgd(model), 30, data=lambda i: fixed)
+    assert of(run, "loss-plateau") == []
+    assert_quiet(run)
+
+
+# -- eval-mode-training ----------------------------------------------------------------------
+def bn_dropout_net() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Linear(D_IN, HIDDEN, bias=False),  # the bias before a BatchNorm is redundant
+        nn.BatchNorm1d(HIDDEN),
+        nn.ReLU(),
+        nn.Dropout(0.1),
+        nn.Linear(HIDDEN, D_OUT),
+    )
+
+
+def test_eval_mode_training_model_left_in_eval_is_a_warning_at_step_1() -> None:
+    model = bn_dropout_net()
+    model.eval()  # e.g. left over from evaluating a loaded checkpoint
+    run = train(model, sgd(model), 10)
+    f = first(run, "eval-mode-training")
+    assert (f.step, f.severity) == (1, "warning")
+    assert f.details["root_training"] is False
+    assert len(of(run, "eval-mode-training")) == 1
+
+
+def _validate_at_10(restore: bool) -> Any:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        if i == 10:
+            model.eval()
+            with torch.no_grad():
+                mse(model(batch(99)[0]), batch(99)[1])
+            if restore:
+                model.train()
+        standard(i, model, opt, x, y)
+
+    return step
+
+
+def test_eval_mode_training_validation_without_train_afterwards() -> None:
+    model = bn_dropout_net()
+    run = train(model, sgd(model), 20, _validate_at_10(restore=False))
+    assert first(run, "eval-mode-training").step == 11
+
+
+def test_eval_mode_training_correct_twin_is_quiet() -> None:
+    model = bn_dropout_net()
+    assert_quiet(train(model, sgd(model), 30, _validate_at_10(restore=True)))
+
+
+def test_eval_mode_training_quiet_for_a_frozen_backbone_with_batchnorm_in_eval() -> None:
+    torch.manual_seed(0)
+    backbone = nn.Sequential(nn.Linear(D_IN, HIDDEN, bias=False), nn.BatchNorm1d(HIDDEN), nn.ReLU())
+    head = nn.Sequential(nn.Dropout(0.1), nn.Linear(HIDDEN, D_OUT))
+    model = nn.Sequential(backbone, head)
+    backbone.requires_grad_(False)
+    model.train()
+    backbone.eval()  # keep the pretrained BatchNorm statistics, on purpose
+    opt = torch.optim.SGD(head.parameters(), lr=0.05, momentum=0.9)
+    run = train(model, opt, 30)
+    assert of(run, "eval-mode-training") == []
+    assert_quiet(run)
+
+
+# -- nondeterminism-risk ---------------------------------------------------------------------
+def test_nondeterminism_risk_no_seed_set_is_info_at_start() -> None:
+    torch.seed()  # a random 64-bit seed, as at start-up without manual_seed
+    try:
+        model = nn.Sequential(nn.Linear(D_IN, D_OUT))
+        run = train(model, sgd(model), 5)
+    finally:
+        torch.manual_seed(0)
+    f = first(run, "nondeterminism-risk")
+    assert (f.step, f.severity) == (0, "info")
+    assert "seeds.torch_seed_user_set" in [r["field"] for r in f.details["risks"]]
+    assert_quiet(run)
+
+
+def test_nondeterminism_risk_seeded_cpu_run_is_quiet() -> None:
+    model = mlp()  # torch.manual_seed(0) inside
+    run = train(model, sgd(model), 5)
+    assert of(run, "nondeterminism-risk") == []
+    assert_quiet(run)

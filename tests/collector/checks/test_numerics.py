@@ -1,0 +1,242 @@
+"""Numerics checks: ``nonfinite-loss``, ``nonfinite-grad``, ``nonfinite-param``,
+``exploding-grad``, ``vanishing-grad``, ``update-ratio`` — each bug in a real training loop,
+and its correct twin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from tests.collector.checks.common import (
+    D_IN,
+    D_OUT,
+    HIDDEN,
+    Batch,
+    assert_quiet,
+    batch,
+    first,
+    mlp,
+    mse,
+    of,
+    standard,
+    train,
+)
+
+NAN, INF = float("nan"), float("inf")
+
+
+def adam(model: nn.Module, lr: float = 1e-2, **kw: Any) -> torch.optim.Optimizer:
+    return torch.optim.Adam(model.parameters(), lr=lr, **kw)
+
+
+def nan_input_at(k: int) -> Any:
+    """A loop whose ``k``-th batch (0-based) has one NaN feature (a corrupt sample)."""
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        if i == k:
+            x = x.clone()
+            x[0, 0] = NAN
+        standard(i, model, opt, x, y)
+
+    return step
+
+
+# -- nonfinite-loss --------------------------------------------------------------------------
+def test_nonfinite_loss_from_a_corrupt_sample_is_an_error_at_that_step() -> None:
+    model = mlp()
+    run = train(model, adam(model), 10, nan_input_at(7))
+    f = first(run, "nonfinite-loss")
+    assert (f.step, f.severity, f.optimizer) == (8, "error", 0)
+    assert f.details["loss"] != f.details["loss"]  # NaN
+
+
+def test_nonfinite_loss_from_log_of_zero() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        p = torch.sigmoid(model(x))
+        if i == 4:
+            p = p * 0  # e.g. probabilities underflowed: log(0) = -inf
+        loss = -(torch.log(p)).mean()
+        loss.backward()
+        opt.step()
+
+    model = mlp()
+    run = train(model, adam(model), 6, step)
+    assert first(run, "nonfinite-loss").step == 5
+
+
+def test_nonfinite_loss_correct_twin_is_quiet() -> None:
+    model = mlp()
+    assert_quiet(train(model, adam(model), 30))
+
+
+# -- nonfinite-grad --------------------------------------------------------------------------
+def test_nonfinite_grad_names_the_first_tensor_and_counts_per_tensor() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        mse(model(x), y).backward()
+        if i == 5:
+            model[2].weight.grad[1, 4] = NAN
+            model[2].weight.grad[2, 0] = INF
+            model[0].bias.grad[3] = -INF
+        opt.step()
+
+    model = mlp()
+    run = train(model, adam(model), 8, step)
+    f = first(run, "nonfinite-grad")
+    assert (f.step, f.severity, f.param) == (6, "error", "0.bias")
+    assert f.details["counts"] == {"0.bias": 1, "2.weight": 2}
+    assert all(g.step > 6 for g in of(run, "nonfinite-loss"))  # the loss was finite
+
+
+def test_nonfinite_grad_from_sqrt_at_zero_names_the_layer_before_it() -> None:
+    class SqrtNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.body = nn.Linear(D_IN, HIDDEN)
+            self.head = nn.Linear(HIDDEN, D_OUT)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.body(x)
+            h = h * (h > 0)  # a hand-written ReLU: inf * 0 = NaN in backward
+            return self.head(torch.sqrt(h))  # d sqrt(h) / dh = inf at h = 0
+
+    seen: dict[str, int] = {}
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        mse(model(x), y).backward()
+        if i == 0:
+            seen.update(
+                {
+                    n: int((~torch.isfinite(p.grad)).sum())
+                    for n, p in model.named_parameters()
+                    if not torch.isfinite(p.grad).all()
+                }
+            )
+        opt.step()
+
+    model = SqrtNet()
+    run = train(model, adam(model), 3, step)
+    assert set(seen) == {"body.weight", "body.bias"}  # the bug is real
+    f = first(run, "nonfinite-grad")
+    assert (f.step, f.param) == (1, "body.weight")
+    assert f.details["counts"] == seen
+
+
+def test_nonfinite_grad_correct_twin_is_quiet() -> None:
+    model = mlp()
+    assert_quiet(train(model, adam(model), 30))
+
+
+# -- nonfinite-param -------------------------------------------------------------------------
+def dead_feature(i: int) -> Batch:
+    """Feature 0 is always 0, so ``0.weight[:, 0]`` gets exactly-zero gradients."""
+    x, y = batch(i)
+    x[:, 0] = 0.0
+    return x, y
+
+
+def test_nonfinite_param_adam_with_eps_zero_makes_nan_from_zero_gradients() -> None:
+    model = mlp()
+    run = train(model, adam(model, eps=0.0), 5, data=dead_feature)
+    assert torch.isnan(model[0].weight).any()  # the bug is real
+    f = first(run, "nonfinite-param")
+    assert (f.step, f.severity, f.param) == (1, "error", "0.weight")
+    assert f.details["tensors"] == ["0.weight"]
+    assert of(run, "nonfinite-grad") == [] or first(run, "nonfinite-grad").step > 1
+
+
+def test_nonfinite_param_correct_twin_is_quiet() -> None:
+    model = mlp()
+    assert_quiet(train(model, adam(model), 30, data=dead_feature))
+
+
+# -- exploding-grad --------------------------------------------------------------------------
+def test_exploding_grad_a_batch_on_another_scale_jumps_above_the_median() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        standard(i, model, opt, x * 1000 if i == 20 else x, y)  # un-normalised batch
+
+    model = mlp()
+    run = train(model, adam(model), 25, step)
+    found = of(run, "exploding-grad")
+    assert {f.step for f in found} == {21}
+    assert "0.weight" in {f.param for f in found}
+    f = next(f for f in found if f.param == "0.weight")
+    assert f.details["grad_norm"] > 10 * f.details["rolling_median"]
+
+
+def test_exploding_grad_learning_rate_too_high_grows_every_step() -> None:
+    """Full-batch linear regression with SGD at a diverging learning rate: the gradient
+    grows geometrically (> 2x per step) long before the rolling median is available."""
+    torch.manual_seed(0)
+    model = nn.Linear(D_IN, 1)
+    fixed = batch(0)
+    x, y = fixed[0], fixed[1][:, :1]
+    lam = float(torch.linalg.eigvalsh(2 * x.T @ x / len(x)).max())
+    opt = torch.optim.SGD(model.parameters(), lr=4.0 / lam)  # |1 - lr * lam| = 3
+    run = train(model, opt, 12, data=lambda i: (x, y))
+    f = first(run, "exploding-grad")
+    assert f.param == "weight"
+    assert 6 <= f.step <= 8
+    assert f.details["rolling_median"] is None
+
+
+def test_exploding_grad_correct_twin_is_quiet() -> None:
+    model = mlp()
+    assert_quiet(train(model, adam(model), 60))
+
+
+# -- vanishing-grad --------------------------------------------------------------------------
+def test_vanishing_grad_loss_scaled_down_by_mistake() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        (mse(model(x), y) / 1e9).backward()  # normalised by N**2 of the whole dataset
+        opt.step()
+
+    model = mlp()
+    run = train(model, adam(model), 8, step)
+    found = of(run, "vanishing-grad")
+    assert {f.param for f in found} == {"0.weight", "0.bias", "2.weight", "2.bias"}
+    assert {(f.step, f.severity) for f in found} == {(5, "warning")}
+
+
+def deep_sigmoid(layers: int) -> nn.Module:
+    torch.manual_seed(0)
+    mods: list[nn.Module] = []
+    for k in range(layers):
+        mods += [nn.Linear(16 if k else D_IN, 16), nn.Sigmoid()]
+    return nn.Sequential(*mods, nn.Linear(16, D_OUT))
+
+
+def test_vanishing_grad_correct_twin_is_quiet() -> None:
+    model = deep_sigmoid(2)
+    assert_quiet(train(model, adam(model), 30))
+
+
+# -- update-ratio ----------------------------------------------------------------------------
+def test_update_ratio_learning_rate_far_too_small_is_a_warning_after_20_steps() -> None:
+    model = mlp()
+    run = train(model, adam(model, lr=1e-6), 30)  # typo: 1e-6 for 1e-3
+    found = of(run, "update-ratio")
+    assert {f.param for f in found} == {"0.weight", "2.weight"}  # matrices only
+    assert {(f.step, f.severity) for f in found} == {(20, "warning")}
+    assert all(f.details["ratio"] < 1e-4 for f in found)
+
+
+def test_update_ratio_learning_rate_that_cannot_move_the_weights_is_an_error() -> None:
+    model = mlp()
+    run = train(model, adam(model, lr=1e-10), 10)
+    errors = [f for f in of(run, "update-ratio") if f.severity == "error"]
+    assert {f.param for f in errors} == {"0.weight", "2.weight"}
+    assert {f.step for f in errors} == {3}
+
+
+def test_update_ratio_correct_twin_is_quiet() -> None:
+    model = mlp()
+    run = train(model, adam(model), 60)
+    assert of(run, "update-ratio") == []
+    assert_quiet(run)
