@@ -93,3 +93,26 @@ def test_unreachable_server_is_reported(capsys: pytest.CaptureFixture[str]) -> N
     code, _, err = findings(capsys, "some-run", "--server", "http://127.0.0.1:9")
     assert code == 2
     assert "cannot read findings from http://127.0.0.1:9" in err
+
+
+def test_server_findings_equal_the_local_ones(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path
+) -> None:
+    pytest.importorskip("uvicorn")
+    from gradwatch.server.config import Settings
+    from tests.server.live import live_server
+
+    run = train(3, zero_grad=False)
+    local = findings(capsys, run.id, "--json")[1]
+    settings = Settings(
+        db_url=f"sqlite:///{tmp_path / 'server.db'}", data_dir=data_dir, import_interval=None
+    )
+    with live_server(settings) as url:
+        assert cli.main(["sync", "--server", url, "-q"]) == 0
+        capsys.readouterr()
+        code, remote, _ = findings(capsys, run.id, "--json", "--server", url, "--fail-on", "error")
+        assert code == 1
+        assert json.loads(remote) == json.loads(local)
+        code, _, err = findings(capsys, "no-such-run", "--server", url)
+        assert code == 2 and "has no run 'no-such-run'" in err
+        assert findings(capsys, "--server", url)[1].splitlines()[-1].startswith(f"run {run.id}:")
