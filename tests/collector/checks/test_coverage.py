@@ -101,6 +101,23 @@ def test_param_not_in_optimizer_optimizer_built_for_part_of_the_model() -> None:
     assert {f.param for f in of(run, "param-not-in-optimizer")} == {"2.weight", "2.bias"}
 
 
+def test_param_not_in_optimizer_layer_replaced_during_training_is_found_later() -> None:
+    """The engine re-checks coverage periodically (``COVERAGE_EVERY`` steps): a head
+    swapped in after ``watch()`` is found within that period."""
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        if i == 10:
+            torch.manual_seed(1)
+            model[2] = nn.Linear(HIDDEN, D_OUT)  # the optimizer still holds the old head
+        standard(i, model, opt, x, y)
+
+    model = mlp()
+    run = train(model, sgd(model), 60, step)
+    found = of(run, "param-not-in-optimizer")
+    assert {f.param for f in found} == {"2.weight", "2.bias"}, run.findings
+    assert all(11 <= f.step <= 11 + 50 for f in found)
+
+
 def test_param_not_in_optimizer_correct_twin_is_quiet() -> None:
     model = mlp()
     assert_quiet(train(model, sgd(model), 30))

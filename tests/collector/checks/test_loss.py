@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
+from torch.nn.functional import l1_loss
 
 from tests.collector.checks.common import (
     D_IN,
@@ -72,6 +73,17 @@ def test_loss_shape_mismatch_correct_twin_is_quiet(loss: str) -> None:
     assert_quiet(run)
 
 
+def test_loss_shape_mismatch_loss_imported_before_watch_is_found_too() -> None:
+    """``from torch.nn.functional import l1_loss`` at the top of a script binds the function
+    before ``watch()`` wraps it; PyTorch's own broadcast warning still reveals the bug."""
+    model = mlp(d_out=1)
+    with pytest.warns(UserWarning, match="target size"):
+        run = train(model, sgd(model), 5, _regression_step(l1_loss, False), data=column_target)
+    f = first(run, "loss-shape-mismatch")
+    assert f.step == 1
+    assert f.details["target_shape"] == [batch(0)[0].shape[0]]
+
+
 # -- loss-diverging --------------------------------------------------------------------------
 def test_loss_diverging_after_a_learning_rate_jump() -> None:
     def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -90,6 +102,15 @@ def test_loss_diverging_after_a_learning_rate_jump() -> None:
 def test_loss_diverging_correct_twin_is_quiet() -> None:
     model = mlp()
     run = train(model, sgd(model), 60)
+    assert of(run, "loss-diverging") == []
+    assert_quiet(run)
+
+
+def test_loss_diverging_is_quiet_on_a_noisy_but_flat_small_batch_loss() -> None:
+    """Batches of 8: the loss jumps by 4x from batch to batch while its trend is flat."""
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    run = train(model, opt, 60, data=lambda i: batch(i, n=8))
     assert of(run, "loss-diverging") == []
     assert_quiet(run)
 

@@ -127,6 +127,39 @@ def test_nonfinite_grad_from_sqrt_at_zero_names_the_layer_before_it() -> None:
     assert f.details["counts"] == seen
 
 
+def test_nonfinite_grad_first_in_forward_order_not_optimizer_order() -> None:
+    """Param groups listed head first (a common way to give the head its own lr); a NaN
+    input makes every gradient NaN: the first tensor in forward order is ``0.weight``."""
+    model = mlp()
+    opt = torch.optim.Adam(
+        [{"params": model[2].parameters(), "lr": 1e-2}, {"params": model[0].parameters()}],
+        lr=1e-3,
+    )
+    run = train(model, opt, 5, nan_input_at(2))
+    f = first(run, "nonfinite-grad")
+    assert (f.step, f.param) == (3, "0.weight")
+    assert set(f.details["counts"]) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+
+
+def test_nonfinite_grad_first_in_forward_order_not_registration_order() -> None:
+    """The head is registered before the body, but the body runs first."""
+
+    class HeadFirst(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.head = nn.Linear(HIDDEN, D_OUT)
+            self.body = nn.Linear(D_IN, HIDDEN)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(torch.relu(self.body(x)))
+
+    model = HeadFirst()
+    run = train(model, adam(model), 5, nan_input_at(2))
+    f = first(run, "nonfinite-grad")
+    assert (f.step, f.param) == (3, "body.weight")
+
+
 def test_nonfinite_grad_correct_twin_is_quiet() -> None:
     model = mlp()
     assert_quiet(train(model, adam(model), 30))
@@ -210,6 +243,21 @@ def deep_sigmoid(layers: int) -> nn.Module:
     for k in range(layers):
         mods += [nn.Linear(16 if k else D_IN, 16), nn.Sigmoid()]
     return nn.Sequential(*mods, nn.Linear(16, D_OUT))
+
+
+def test_vanishing_grad_first_to_last_layer_ratio_in_a_deep_sigmoid_net() -> None:
+    """Six saturating layers: the first layer's gradient is > 1e-7 per element but
+    < 1e-3 of the last layer's (the catalogue's second condition)."""
+    model = deep_sigmoid(6)
+    x, y = batch(0)
+    mse(model(x), y).backward()
+    first_w, last_w = model[0].weight.grad, model[12].weight.grad
+    assert first_w.abs().mean() > 1e-7 and first_w.norm() < 1e-3 * last_w.norm()
+    model.zero_grad()
+    run = train(model, adam(model), 10)
+    found = of(run, "vanishing-grad")
+    assert "0.weight" in {f.param for f in found}, run.findings
+    assert min(f.step for f in found if f.param == "0.weight") <= 5
 
 
 def test_vanishing_grad_correct_twin_is_quiet() -> None:

@@ -137,6 +137,23 @@ def test_record_stores_without_printing(capsys: pytest.CaptureFixture[str]) -> N
     assert lines(capsys.readouterr().err, "stale-grad") == []
 
 
+def test_warn_prints_one_line_with_the_id_the_step_and_the_fix(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model = mlp()
+    run = train(model, adam(model), 30, Recorder("no zero_grad"), checks={"stale-grad": "warn"})
+    assert [f.step for f in of(run, "stale-grad")] == [2]  # persists: stored once
+    printed = lines(capsys.readouterr().err, "stale-grad")
+    assert len(printed) == 1, printed
+    assert "stale-grad" in printed[0] and "step 2" in printed[0] and "Fix:" in printed[0]
+
+
+def test_warn_is_the_default_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    model = mlp()
+    train(model, adam(model), 5, Recorder("no zero_grad"))
+    assert len(lines(capsys.readouterr().err, "stale-grad")) == 1
+
+
 def test_off_produces_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     model = mlp()
     run = train(model, adam(model), 10, Recorder("no zero_grad"), checks={"stale-grad": "off"})

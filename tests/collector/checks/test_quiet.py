@@ -14,6 +14,9 @@ import torch
 from torch import nn
 
 from tests.collector.checks.common import (
+    D_IN,
+    D_OUT,
+    HIDDEN,
     assert_quiet,
     batch,
     mlp,
@@ -258,6 +261,16 @@ def test_model_with_batchnorm_buffers_and_tied_embedding_weights() -> None:
     run = train(model, torch.optim.Adam(model.parameters(), lr=0.01), STEPS, step, data=tokens)
     assert model.norm.num_batches_tracked.item() == STEPS
     assert_quiet(run)
+
+
+def test_linear_with_bias_before_batchnorm() -> None:
+    """The default ``nn.Linear`` (bias=True) before a BatchNorm: the bias gradient is zero
+    up to rounding (BatchNorm removes the mean). Redundant, but correct training code."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Linear(D_IN, HIDDEN), nn.BatchNorm1d(HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, D_OUT)
+    )
+    assert_quiet(train(model, sgd(model, momentum=0.9), STEPS))
 
 
 # -- clipping, multi-loss, optimizers --------------------------------------------------------
