@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -138,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         (bootstrap / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
         manifest = bootstrap / "runs.jsonl"
         env = child_env(args, bootstrap, manifest, data_dir)
-        _say(f"watching `{' '.join(command)}`; runs are stored in {paths.runs_dir(data_dir)}")
+        _say(f"watching `{shlex.join(command)}`; runs are stored in {paths.runs_dir(data_dir)}")
         code = spawn(command, env)
         runs = started_runs(manifest)
     report(runs, data_dir, explicit_dir=args.data_dir is not None)
