@@ -117,15 +117,20 @@ def get_run_row(session: Session, run_id: str) -> tuple[Run, str]:
     return row[0], str(row[1])
 
 
-def get_run(session: Session, *, run: Run, project: str, policy: StatusPolicy) -> RunDetail:
-    """A run with its start record, merged fingerprint and end record."""
-    public = _public(
+def public_run(session: Session, *, run: Run, project: str, policy: StatusPolicy) -> RunPublic:
+    """One run as the list shows it."""
+    return _public(
         run,
         project,
         run_status(run, policy, time.time()),
         _finding_counts(session, [run.id]).get(run.id),
         _tags(session, [run.id]).get(run.id),
     )
+
+
+def get_run(session: Session, *, run: Run, project: str, policy: StatusPolicy) -> RunDetail:
+    """A run with its start record, merged fingerprint and end record."""
+    public = public_run(session, run=run, project=project, policy=policy)
     return RunDetail(
         **public.model_dump(),
         start=load_json(run.start_meta) or {},

@@ -43,10 +43,14 @@ def decode_float(value: float | int | str) -> float:
 
 
 def dumps(content: Any) -> bytes:
-    """The response body for ``content``."""
-    return json.dumps(
-        encode_floats(content), ensure_ascii=True, allow_nan=False, separators=(",", ":")
-    ).encode("utf-8")
+    """The response body for ``content`` (the C encoder first; the float walk only if needed)."""
+    try:
+        text = json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    except ValueError:  # a non-finite float somewhere
+        text = json.dumps(
+            encode_floats(content), ensure_ascii=True, allow_nan=False, separators=(",", ":")
+        )
+    return text.encode("ascii")
 
 
 class GWJSONResponse(JSONResponse):

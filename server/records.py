@@ -15,6 +15,7 @@ import numpy as np
 
 from gradwatch.server import validate as v
 from gradwatch.server.models import NAME_MAX, Event, Finding, Fingerprint, SeriesBlob, SeriesChunk
+from gradwatch.server.summary import steps_blob, summary_blobs
 from gradwatch.wire import Array, Frame, Kind, to_jsonable
 
 SEVERITIES = ("info", "warning", "error")
@@ -236,6 +237,8 @@ def _steps(
             )
         for s, stat in enumerate(stat_names):
             blobs += _column_blobs(where, key, f"stat:{stat}", arr[:, :, s], n)
+            blobs += summary_blobs(key, stat, arr[:, :, s].T, steps)
+        blobs.append(steps_blob(key, steps))
     rest = {k: val for k, val in meta.items() if k not in ("optimizer", "stats")}
     out.add(SeriesChunk, _chunk(key, optimizer, steps, dump_json(rest)))
     for blob in blobs:

@@ -99,6 +99,22 @@ class SeriesPublic(BaseModel):
     count: int
 
 
+class OverviewPublic(BaseModel):
+    """What a run page needs first: the run, its loss and a tensors × steps heatmap.
+
+    ``values[i][j]`` is the maximum of ``stat`` for tensor ``tensors[i]`` over the steps
+    from ``steps[j]`` to just before ``steps[j + 1]`` (NaN if any step there was NaN, then
+    +Inf if any was +Inf).
+    """
+
+    run: RunPublic
+    stat: str
+    tensors: list[str]
+    steps: list[int]
+    values: list[list[JsonFloat]]
+    loss: Series | None
+
+
 class IngestReply(BaseModel):
     """The reply to an ingest request."""
 

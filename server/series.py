@@ -165,17 +165,18 @@ def select_series(
                 out.append(
                     _item(name, "tensor", block.steps, values, sel.points, stat=stat, optimizer=opt)
                 )
-    for metric in sel.metrics:
-        out += _metric(session, run_id, metric, sel)
+    for name in sel.metrics:
+        out += metric(session, run_id, name, sel)
     if sel.scalars:
         out += _scalars(session, run_id, sel)
     return out
 
 
-def _metric(session: Session, run_id: str, metric: str, sel: Selection) -> list[dict[str, Any]]:
-    block = read_block(session, run_id, sel.optimizer, metric, None, sel.start, sel.end)
+def metric(session: Session, run_id: str, name: str, sel: Selection) -> list[dict[str, Any]]:
+    """Series of a per-step array (``loss``, ``lr``, ...): one per column."""
+    block = read_block(session, run_id, sel.optimizer, name, None, sel.start, sel.end)
     steps, values = block.steps, block.values
-    if metric == "loss":
+    if name == "loss":
         has = read_block(session, run_id, sel.optimizer, "has_loss", None, sel.start, sel.end)
         if has.values.shape == values.shape and values.size:
             keep = has.values[0] != 0
@@ -183,7 +184,7 @@ def _metric(session: Session, run_id: str, metric: str, sel: Selection) -> list[
     many = len(values) > 1
     return [
         _item(
-            f"{metric}[{i}]" if many else metric,
+            f"{name}[{i}]" if many else name,
             "metric",
             steps,
             row,

@@ -14,12 +14,14 @@ from gradwatch.server.models import Run
 from gradwatch.server.schemas import (
     ErrorReply,
     FindingsPublic,
+    OverviewPublic,
     RunDetail,
     RunsPublic,
     SeriesPublic,
 )
-from gradwatch.server.series import Selection, select_series
+from gradwatch.server.series import Selection, metric, select_series, tensor_rows
 from gradwatch.server.status import STATUSES
+from gradwatch.server.summary import heatmap
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 _ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorReply} for code in (401, 403, 404)}
@@ -114,3 +116,34 @@ def get_series(
     sel = Selection(tensor, stat, metric, scalar, optimizer, start, end, points)
     data = select_series(session, run_id, crud.load_json(run.start_meta) or {}, sel)
     return GWJSONResponse({"data": data, "count": len(data)})
+
+
+@router.get("/{run_id}/overview", response_model=OverviewPublic, responses=_ERRORS)
+def get_overview(
+    run_id: str,
+    session: SessionDep,
+    access: AccessDep,
+    policy: PolicyDep,
+    stat: Annotated[str, Query(max_length=64)] = "grad_norm",
+    optimizer: Annotated[int, Query(ge=0, le=1 << 20)] = 0,
+    points: Annotated[int, Query(ge=2, le=5000)] = 200,
+) -> GWJSONResponse:
+    """The run, its loss and a tensors × steps heatmap of ``stat`` (at most ``points`` columns).
+
+    Read from the coarse level of the store, so it stays fast on runs of 100k+ steps.
+    """
+    run, project = _readable(session, access, run_id)
+    start_meta = crud.load_json(run.start_meta) or {}
+    rows = sorted((r, n) for n, (o, r) in tensor_rows(start_meta).items() if o == optimizer)
+    steps, values = heatmap(session, run_id, optimizer, stat, points)
+    loss = metric(session, run_id, "loss", Selection([], [], [], [], optimizer, None, None, points))
+    return GWJSONResponse(
+        {
+            "run": crud.public_run(session, run=run, project=project, policy=policy).model_dump(),
+            "stat": stat,
+            "tensors": [name for _, name in rows][: len(values)],
+            "steps": steps.tolist(),
+            "values": values.tolist(),
+            "loss": loss[0] if loss else None,
+        }
+    )
