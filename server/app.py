@@ -12,12 +12,14 @@ Example::
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from sqlalchemy.exc import OperationalError
 
 from gradwatch._version import __version__
 from gradwatch.server.api.routes import api_router
@@ -29,6 +31,7 @@ from gradwatch.server.migrate import migrate
 from gradwatch.server.spool_import import SpoolImporter
 
 API_PREFIX = "/api/v1"
+log = logging.getLogger("gradwatch.server")
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -61,11 +64,22 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(api_router, prefix=API_PREFIX)
     app.add_exception_handler(RequestError, _request_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(OperationalError, _database_busy)  # type: ignore[arg-type]
     return app
 
 
 async def _request_error(_request: Request, exc: RequestError) -> Response:
     return GWJSONResponse({"detail": exc.message}, status_code=exc.status)
+
+
+async def _database_busy(_request: Request, exc: OperationalError) -> Response:
+    """A transient database failure (lock timeout, deadlock, lost connection): retry later."""
+    log.warning("database error, answered 503: %s", str(exc).splitlines()[0][:300])
+    return GWJSONResponse(
+        {"detail": "the database is busy or unreachable; retry shortly (nothing was stored)"},
+        status_code=503,
+        headers={"Retry-After": "1"},
+    )
 
 
 async def _validation_error(_request: Request, exc: RequestValidationError) -> Response:

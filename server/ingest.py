@@ -95,6 +95,7 @@ def ingest_frames(
     project_id = ensure_project(session, project)
     now = time.time()
     insert_ignore(session, Run, [{"id": run_id, "project_id": project_id, "received_at": now}])
+    parsed = sorted(parsed, key=lambda r: r.seq)  # one lock order for concurrent writers
     keys = [
         {"run_id": run_id, "seq": r.seq, "kind": int(r.kind), "received_at": now} for r in parsed
     ]
