@@ -1,9 +1,10 @@
 """Sees every backward pass, so that the loss is captured without user code.
 
 ``torch.Tensor.backward`` calls ``torch.autograd.backward`` through the module attribute,
-so one reference-counted wrapper of that function sees both spellings. The wrapper only
-remembers the root tensor (detached: no copy, no sync) and times the call; it changes
-nothing about the backward pass itself and is removed when the last run closes.
+so one reference-counted wrapper of that function sees both spellings. After a pass
+returns, each listener gets its root tensor (detached: no copy, no sync) and its duration,
+and finds out for itself which gradients the pass touched. Nothing about the backward pass
+changes; the wrapper is removed when the last listener goes.
 """
 
 from __future__ import annotations
@@ -11,26 +12,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-
-@dataclass
-class BackwardPass:
-    """One call of ``torch.autograd.backward`` in flight."""
-
-    root: torch.Tensor | None
-    started: float
-    #: called with the pass's duration once it returns (registered by whoever it reached)
-    on_done: list[Callable[[float], None]] = field(default_factory=list)
-
+Listener = Callable[[torch.Tensor | None, float, Any], None]
 
 _lock = threading.Lock()
-_users = 0
+_listeners: list[Listener] = []
 _original: Callable[..., Any] | None = None
-_active: list[BackwardPass] = []
 
 
 def _root_of(tensors: object) -> torch.Tensor | None:
@@ -44,55 +34,36 @@ def _root_of(tensors: object) -> torch.Tensor | None:
 def _tapped(tensors: Any, *args: Any, **kwargs: Any) -> Any:
     original = _original
     assert original is not None, "gradwatch backward tap called after removal"
-    try:
-        current: BackwardPass | None = BackwardPass(_root_of(tensors), time.perf_counter())
-        _active.append(current)  # type: ignore[arg-type]
-    except Exception:  # never let bookkeeping break the user's backward
-        current = None
-    try:
-        return original(tensors, *args, **kwargs)
-    finally:
-        if current is not None:
-            _finish(current)
+    started = time.perf_counter()
+    result = original(tensors, *args, **kwargs)
+    if _listeners:
+        took = time.perf_counter() - started
+        root = _root_of(tensors)
+        graph = getattr(tensors, "grad_fn", None)  # the loss's node: tells the forward order
+        for listener in list(_listeners):
+            listener(root, took, graph)  # listeners are guarded by their run: never raise
+    return result
 
 
-def _finish(current: BackwardPass) -> None:
-    try:
-        _active.remove(current)
-        took = time.perf_counter() - current.started
-        for callback in current.on_done:
-            callback(took)
-    except Exception:  # a failing callback is the caller's bug, counted there
-        pass
-
-
-def current_pass() -> BackwardPass | None:
-    """The backward pass now running, when exactly one is (hooks of concurrent passes on
-    autograd worker threads cannot be attributed, so they get ``None``)."""
-    return _active[0] if len(_active) == 1 else None
-
-
-def install() -> None:
-    """Add one user of the tap (the first one patches ``torch.autograd.backward``)."""
-    global _users, _original
+def install(listener: Listener) -> None:
+    """Add a listener (the first one patches ``torch.autograd.backward``)."""
+    global _original
     with _lock:
-        if _users == 0:
+        if not _listeners:
             if _original is None:
                 _original = torch.autograd.backward
-            # After an earlier uninstall that found another wrapper on top of ours, the tap
+            # After an earlier removal that found another wrapper on top of ours, the tap
             # is still in the chain: patching again would make it call itself.
             if torch.autograd.backward is _original:
                 torch.autograd.backward = _tapped
-        _users += 1
+        _listeners.append(listener)
 
 
-def uninstall() -> None:
-    """Remove one user; the last one restores the original function, unless someone else
+def uninstall(listener: Listener) -> None:
+    """Remove a listener; the last one restores the original function, unless someone else
     wrapped it after us, in which case the tap stays as a transparent pass-through."""
-    global _users
     with _lock:
-        if _users == 0:
-            return
-        _users -= 1
-        if _users == 0 and torch.autograd.backward is _tapped:
+        if listener in _listeners:
+            _listeners.remove(listener)
+        if not _listeners and torch.autograd.backward is _tapped:
             torch.autograd.backward = _original  # type: ignore[assignment]

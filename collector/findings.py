@@ -92,7 +92,7 @@ class FindingSink:
         self,
         policy: Callable[[str], Policy],
         submit: Callable[[Record], None],
-        write: Callable[[str], Any] = sys.stderr.write,
+        write: Callable[[str], Any] | None = None,
     ) -> None:
         self._policy = policy
         self._submit = submit
@@ -129,6 +129,10 @@ class FindingSink:
             raise IntegrityError(f.line().removeprefix("gradwatch: "))
         return "skip" if policy == "skip" else "none"
 
+    def active(self, check: str, optimizer: int | None = None) -> set[str | None]:
+        """Tensors for which ``check`` currently holds (to clear only those, cheaply)."""
+        return {k[1] for k in self._active if k[0] == check and k[2] == optimizer}
+
     def clear(self, check: str, param: str | None = None, optimizer: int | None = None) -> None:
         """The condition no longer holds: its next onset is a new finding."""
         with self._lock:
@@ -156,4 +160,5 @@ class FindingSink:
                 if (count + 1 == MAX_LINES_PER_CHECK)
                 else ""
             )
-            self._write(f.line() + suffix + "\n")
+            # sys.stderr is looked up now, not at import: it may have been redirected since
+            (self._write or sys.stderr.write)(f.line() + suffix + "\n")

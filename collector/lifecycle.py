@@ -1,10 +1,11 @@
 """Follows one optimizer through its lifecycle: backward passes, gradient clearing, steps.
 
-Hooks used (all removable, all kept in ``handles``):
+What it attaches (all removed by ``detach``):
 
-* a post-accumulate-grad hook on each trainable parameter: counts backward passes that
-  reached this optimizer (one per autograd graph task) and remembers each gradient's
-  identity and version, so clearing done by hand (``p.grad = None``) is seen at ``step``;
+* a listener of the backward tap: after each backward pass it compares every gradient's
+  identity and version with what it saw before, which tells whether the pass reached this
+  optimizer, and whether gradients were cleared by hand (``p.grad = None``, ``zero_()``)
+  since the previous pass — one cheap scan per pass instead of a hook per tensor;
 * a wrapper of the *instance's* ``zero_grad`` (the class is untouched);
 * ``register_step_pre_hook`` / ``register_step_post_hook``: statistics around the update.
 """
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from gradwatch import backward_tap
+from gradwatch.graphorder import forward_order
 from gradwatch.stats import PreStep, StepStats
 from gradwatch.stepcheck import StepChecker
 from gradwatch.transfer import Reader, Transfer
@@ -88,6 +89,7 @@ class OptimizerWatch:
         self.group_of = [j for j, g in enumerate(optimizer.param_groups) for _ in g["params"]]
         self.model_keys: list[str] = []  # the watched models that own these parameters
         self.since_clear = 0  # backward passes since the gradients were last cleared
+        self.forward_order: list[int] | None = None  # read from the first loss's graph
         self.stats = StepStats(self.params, device)
         self.transfer: Transfer[StepMeta] = Transfer(
             LEADING + 4 * len(self.params), device, run.transfer_every
@@ -98,25 +100,17 @@ class OptimizerWatch:
         # per parameter: (weak reference to its gradient, the gradient's version) as seen
         # by the last backward pass; tells clearing by hand and in-place edits apart
         self._grads: list[tuple[weakref.ref[torch.Tensor], int] | None] = [None] * len(self.params)
-        self._task_replaced = -1
-        self._task_root: torch.Tensor | None = None
-        self._last_task = -1
         self._pre: PreStep | None = None
         self._t_step_start = 0.0
         self._t_last = time.perf_counter()
         self._zero_grad: Callable[..., Any] | None = None
-        self._frozen: list[int] = []  # indices of parameters without requires_grad at attach
         self.checker = StepChecker(self, run.checks)
 
     # -- attach / detach -------------------------------------------------------------------
     def attach(self) -> None:
         """Register every hook; the caller removes them with :meth:`detach`."""
         guard = self.run.guard
-        for i, p in enumerate(self.params):
-            if p.requires_grad:
-                self._hook_param(i)
-            else:
-                self._frozen.append(i)
+        self.see_grads()
         self.handles.append(
             self.optimizer.register_step_pre_hook(guard(self._before_step, "step pre-hook"))
         )
@@ -128,25 +122,16 @@ class OptimizerWatch:
 
         def zero_grad(*args: Any, **kwargs: Any) -> Any:
             note()
-            return original(*args, **kwargs)
+            result = original(*args, **kwargs)
+            self.see_grads()
+            return result
 
         self._zero_grad = zero_grad
         self.optimizer.zero_grad = zero_grad  # type: ignore[method-assign]
 
-    def _hook_param(self, i: int) -> None:
-        hook = self.run.guard(self._accumulated_hook(i), "backward hook")
-        self.handles.append(
-            self.params[i].register_post_accumulate_grad_hook(hook)  # type: ignore[no-untyped-call]
-        )
-
     def _follow_changes(self) -> None:
-        """Progressive unfreezing: hook parameters that became trainable since ``watch()``;
-        and say once that parameters added to the optimizer later are not followed."""
-        if self._frozen:
-            thawed = [i for i in self._frozen if self.params[i].requires_grad]
-            for i in thawed:
-                self._hook_param(i)
-            self._frozen = [i for i in self._frozen if i not in thawed]
+        """Say once that parameters added to the optimizer after ``watch()`` are not
+        followed."""
         held = sum(len(g["params"]) for g in self.optimizer.param_groups)
         if held != len(self.params):
             self.run.report_once(
@@ -174,7 +159,6 @@ class OptimizerWatch:
         self.pending.add(("zero_grad", self._now(), source))
         self.since_clear = 0
         self.pending.loss = None  # the recorded loss is the one whose gradient gets applied
-        self._grads = [None] * len(self.params)
 
     def note_forward(self, checksum: torch.Tensor | None, sig: list[str], took: float) -> None:
         """Record one forward pass of a watched model that owns these parameters."""
@@ -185,44 +169,48 @@ class OptimizerWatch:
         if len(pending.batch_sig) < 64:
             pending.batch_sig.extend(sig)
 
-    def _accumulated_hook(self, i: int) -> Callable[[torch.Tensor], None]:
-        def hook(param: torch.Tensor) -> None:
-            task = torch._C._current_graph_task_id()
-            if task != self._last_task:
-                self._last_task = task
-                self._new_backward()
-            grad, seen = param.grad, self._grads[i]
-            if seen is not None and self._task_replaced != task and grad is not None:
-                # since the previous backward, without zero_grad, the gradient object was
-                # replaced (``p.grad = None`` by hand) or edited in place beyond this
-                # accumulation's own +1 version (``p.grad.zero_()``): cleared by hand
-                if seen[0]() is not grad:
-                    self._cleared_by_hand(task, "by hand")
-                elif grad._version > seen[1] + 1:
-                    self._cleared_by_hand(task, "by hand (in place)")
-            self._grads[i] = None if grad is None else (weakref.ref(grad), grad._version)
+    def see_grads(self) -> None:
+        """Remember every gradient as it is now (identity and version)."""
+        self._grads = [
+            None if p.grad is None else (weakref.ref(p.grad), p.grad._version) for p in self.params
+        ]
 
-        return hook
+    def after_backward(self, root: torch.Tensor | None, took: float, graph: Any = None) -> None:
+        """Called by the run after every backward pass, reached or not."""
+        reached, by_hand = False, ""
+        grads = self._grads
+        for i, p in enumerate(self.params):
+            g = p.grad
+            if g is None:
+                continue
+            seen = grads[i]
+            if seen is not None:
+                if seen[0]() is not g:
+                    by_hand = "by hand"  # replaced since the previous pass: p.grad = None
+                elif g._version == seen[1]:
+                    continue  # untouched by this pass
+                elif g._version > seen[1] + 1 and not by_hand:
+                    by_hand = "by hand (in place)"  # zero_() before this pass's += (+1)
+            reached = True
+            grads[i] = (weakref.ref(g), g._version)
+        if reached:
+            self._count_backward(root, took, by_hand)
+            if self.forward_order is None and graph is not None:
+                self.forward_order = forward_order(graph, self.params)
 
-    def _cleared_by_hand(self, task: int, how: str) -> None:
-        self._task_replaced = task
-        self.pending.loss = self._task_root
-        self.since_clear = 1
-        self.pending.add(("zero_grad", self._now(), how), before_last=True)
-
-    def _new_backward(self) -> None:
+    def _count_backward(self, root: torch.Tensor | None, took: float, by_hand: str) -> None:
         pending = self.pending
+        if by_hand:
+            pending.add(("zero_grad", self._now(), by_hand))
+            self.since_clear = 0
+            pending.loss = None
         pending.n_backward += 1
         self.since_clear += 1
+        pending.backward_time += took
         pending.add(("backward", self._now(), ""))
-        current = backward_tap.current_pass()
-        self._task_root = None
-        if current is None:
-            return
-        if current.root is not None:
-            root = self._task_root = self._unscaled(current.root)
-            pending.loss = root if pending.loss is None else pending.loss + root
-        current.on_done.append(self._backward_done)
+        if root is not None:
+            loss = self._unscaled(root)
+            pending.loss = loss if pending.loss is None else pending.loss + loss
 
     def _unscaled(self, root: torch.Tensor) -> torch.Tensor:
         """The loss itself: with a GradScaler the backward root is ``loss × scale``."""
@@ -231,9 +219,6 @@ class OptimizerWatch:
         if isinstance(scale, torch.Tensor):
             return root.to(torch.float64) / scale.to(root.device, torch.float64)
         return root.to(torch.float64)
-
-    def _backward_done(self, took: float) -> None:
-        self.pending.backward_time += took
 
     def _manual_clearing(self) -> None:
         """Between the last backward and ``step``: gradients replaced or set to None by
@@ -257,9 +242,7 @@ class OptimizerWatch:
     def _refresh_grads(self) -> None:
         # the optimizer may legitimately touch gradients during step: start the next
         # window from what it left
-        for i, p in enumerate(self.params):
-            if self._grads[i] is not None and p.grad is not None:
-                self._grads[i] = (weakref.ref(p.grad), p.grad._version)
+        self.see_grads()
 
     def collecting(self) -> bool:
         """Whether the step about to happen is one whose statistics are collected."""

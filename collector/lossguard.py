@@ -3,13 +3,18 @@ shapes — ``(N, 1)`` against ``(N,)`` silently becomes an ``(N, N)`` loss.
 
 Wraps the functional losses that broadcast (``nn.MSELoss`` and friends call them through
 ``torch.nn.functional``), reference-counted like the backward tap; the wrapper only reads
-shapes and then calls the original unchanged.
+shapes and then calls the original unchanged. A loss function bound before ``watch()``
+(``from torch.nn.functional import l1_loss``) escapes that wrapper, so PyTorch's own
+broadcast warning is read too: ``warnings.warn`` is wrapped the same way and always calls
+the original, whatever the warning filters say.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +29,27 @@ TARGETS = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_l
 _lock = threading.Lock()
 _listeners: list[Listener] = []
 _originals: dict[str, Callable[..., Any]] = {}
+_original_warn: Callable[..., Any] | None = None
+_TORCH_WARNING = re.compile(
+    r"target size \(torch\.Size\(\[([\d, ]*)\]\)\) that is different to the input size "
+    r"\(torch\.Size\(\[([\d, ]*)\]\)\)"
+)
+
+
+def _size(text: str) -> torch.Size:
+    return torch.Size(int(x) for x in text.split(",") if x.strip())
+
+
+def _warn(
+    message: Any, category: Any = None, stacklevel: int = 1, *args: Any, **kwargs: Any
+) -> Any:
+    original = _original_warn
+    assert original is not None, "gradwatch warnings tap called after removal"
+    if _listeners:
+        found = _TORCH_WARNING.search(str(message))
+        if found:
+            _notify("an element-wise loss", _size(found.group(2)), _size(found.group(1)))
+    return original(message, category, stacklevel + 1, *args, **kwargs)
 
 
 def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -65,7 +91,15 @@ def install(listener: Listener) -> None:
                 if not hasattr(current, "__gradwatch_original__"):
                     _originals[name] = current
                     setattr(F, name, _wrap(name, current))
+            _tap_warnings()
         _listeners.append(listener)
+
+
+def _tap_warnings() -> None:
+    global _original_warn
+    if warnings.warn is not _warn:
+        _original_warn = warnings.warn
+        warnings.warn = _warn
 
 
 def uninstall(listener: Listener) -> None:
@@ -79,3 +113,5 @@ def uninstall(listener: Listener) -> None:
                 if getattr(getattr(F, name), "__gradwatch_original__", None) is original:
                     setattr(F, name, original)
             _originals.clear()
+            if warnings.warn is _warn and _original_warn is not None:
+                warnings.warn = _original_warn

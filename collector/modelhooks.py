@@ -91,11 +91,18 @@ class ModelHooks:
             for watch in owners:
                 watch.note_zero_grad("model")
 
+        def seen() -> None:
+            for watch in owners:
+                watch.see_grads()
+
         guarded = self.run.guard(note, "zero_grad wrapper")
+        after = self.run.guard(seen, "zero_grad wrapper")
 
         def zero_grad(*args: Any, **kwargs: Any) -> Any:
             guarded()
-            return original(*args, **kwargs)
+            result = original(*args, **kwargs)
+            after()
+            return result
 
         model.zero_grad = zero_grad  # type: ignore[method-assign]
         self._wrapped.append((model, zero_grad))

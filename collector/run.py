@@ -96,6 +96,7 @@ class Run:
             for watch in owners:
                 watch.model_keys.append(key)
         self._shape_listener = self.guard(self._loss_shape, "loss shape check")
+        self._backward_listener = self.guard(self._after_backward, "backward listener")
         self.scaler_watch = (
             None
             if options.scaler is None
@@ -172,7 +173,7 @@ class Run:
         for watch in self.watches:
             watch.detach()
         self.model_hooks.detach()
-        backward_tap.uninstall()
+        backward_tap.uninstall(self._backward_listener)
         deadline = time.monotonic() + timeout / 2
         for thread in self.background:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -235,7 +236,7 @@ class Run:
         for record in first_records:
             self.io.submit(record)
         self.checks.at_start(fingerprint, self.watches)
-        backward_tap.install()
+        backward_tap.install(self._backward_listener)
         lossguard.install(self._shape_listener)
         if self.scaler_watch is not None:
             self.scaler_watch.attach()
@@ -267,6 +268,10 @@ class Run:
                 return None
 
         return guarded
+
+    def _after_backward(self, root: torch.Tensor | None, took: float, graph: Any) -> None:
+        for watch in self.watches:
+            watch.after_backward(root, took, graph)
 
     def _loss_shape(self, fn: str, a: torch.Size, b: torch.Size, out: torch.Size) -> None:
         self.checks.loss_shape(self.step + 1, fn, a, b, out)

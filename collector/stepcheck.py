@@ -53,6 +53,7 @@ class StepChecker:
             lr=lr,
             group_of=w.group_of,
             shapes=w.shapes,
+            order=w.forward_order or list(range(len(w.params))),
         )
 
     def pre_step(self, pending: Pending, pre: PreStep | None, args: Any, kwargs: Any) -> Action:

@@ -60,6 +60,7 @@ class CheckEngine:
         self.models = dict(models)
         self.modes = {k: loss_checks.mode_dependent_modules(m) for k, m in models.items()}
         self.shape_skip = False
+        self.watches: list[OptimizerWatch] = []
 
     def on(self, check: str) -> bool:
         """Whether ``check`` is evaluated."""
@@ -84,6 +85,7 @@ class CheckEngine:
                         details={"risks": risks},
                     )
                 )
+        self.watches = watches
         self.check_coverage(watches, 0)
         self.sink.flush()
 
@@ -121,8 +123,11 @@ class CheckEngine:
                 actions.append(
                     loss_checks.eval_mode(self.sink, v.step, self.models[key], self.modes[key])
                 )
-        if v.step % COVERAGE_EVERY == 1 and self.on("frozen-param-in-optimizer"):
-            self.coverage.frozen(v)
+        if v.step % COVERAGE_EVERY == 1:
+            if self.on("frozen-param-in-optimizer"):
+                self.coverage.frozen(v)
+            if v.optimizer == 0:  # layers replaced after watch(): a fresh look now and then
+                self.check_coverage(self.watches, v.step)
         if v.has_values:
             actions += self.values(v)
         if self.shape_skip:

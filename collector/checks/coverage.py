@@ -76,79 +76,84 @@ class CoverageChecks:
             )
 
     # -- values ---------------------------------------------------------------------------
+    def _settle(self, check: str, v: StepView, bad: list[int]) -> None:
+        still = {v.names[i] for i in bad}
+        for name in self.sink.active(check, v.optimizer) - still:
+            self.sink.clear(check, name, v.optimizer)
+
     def no_grad(self, v: StepView) -> list[Action]:
         """``param-no-grad``: a trainable tensor got no (or an all-zero) gradient 3 steps in
         a row while others did."""
         assert v.grad_norm is not None
         has = torch.tensor(v.has_grad) & (v.grad_norm != 0)
-        trainable = torch.tensor(v.requires_grad)
-        missing = trainable & ~has & bool(has.any())
-        streak = self._no_grad.get(v.optimizer, torch.zeros(len(v.names), dtype=torch.long))
-        streak = (streak + 1) * missing
+        missing = torch.tensor(v.requires_grad) & ~has & bool(has.any())
+        streak = self._no_grad.get(v.optimizer)
+        streak = missing.long() if streak is None else (streak + 1) * missing
         self._no_grad[v.optimizer] = streak
-        actions: list[Action] = []
-        for i in torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist():
-            actions.append(
-                self.sink.report(
-                    finding(
-                        "param-no-grad",
-                        v.step,
-                        f"this trainable parameter received no gradient for {int(streak[i])} "
-                        "steps: "
-                        "it is cut off from the loss.",
-                        "look for .detach(), .item(), torch.tensor(t), a no_grad block or an "
-                        "unused "
-                        "branch between this layer and the loss.",
-                        param=v.names[i],
-                        optimizer=v.optimizer,
-                        details={"steps_without_grad": int(streak[i]), "has_grad": v.has_grad[i]},
-                    )
+        bad = torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist()
+        self._settle("param-no-grad", v, bad)
+        return [
+            self.sink.report(
+                finding(
+                    "param-no-grad",
+                    v.step,
+                    f"this trainable parameter received no gradient for {int(streak[i])} steps: it "
+                    "is cut off from the loss.",
+                    "look for .detach(), .item(), torch.tensor(t), a no_grad block or an unused "
+                    "branch between this layer and the loss.",
+                    param=v.names[i],
+                    optimizer=v.optimizer,
+                    details={"steps_without_grad": int(streak[i]), "has_grad": v.has_grad[i]},
                 )
             )
-        for i in torch.nonzero(streak == 0).flatten().tolist():
-            self.sink.clear("param-no-grad", v.names[i], v.optimizer)
-        return actions
+            for i in bad
+        ]
 
     def after_update(self, v: StepView) -> None:
         """``param-not-updated`` and ``frozen-param-changed`` from the update norms."""
         assert v.update_norm is not None and v.grad_norm is not None
-        stuck = (v.grad_norm > 0) & torch.isfinite(v.grad_norm) & (v.update_norm == 0)
-        streak = self._not_updated.get(v.optimizer, torch.zeros(len(v.names), dtype=torch.long))
-        streak = (streak + 1) * stuck
+        g = v.grad_norm
+        finite = torch.isfinite(g)
+        top = float(g[finite].max()) if bool(finite.any()) else 0.0
+        # an update of a gradient ~1e-4× the largest one can round to zero: not "stuck"
+        stuck = (g > 1e-4 * top) & finite & (v.update_norm == 0)
+        streak = self._not_updated.get(v.optimizer)
+        streak = stuck.long() if streak is None else (streak + 1) * stuck
         self._not_updated[v.optimizer] = streak
-        for i in torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist():
-            self.sink.report(
-                finding(
-                    "param-not-updated",
-                    v.step,
-                    "this parameter had a non-zero gradient but did not change for "
-                    f"{int(streak[i])}"
-                    " steps.",
-                    "check its param group's learning rate (0?) and that the optimizer holds this "
-                    "exact tensor.",
-                    param=v.names[i],
-                    optimizer=v.optimizer,
-                    details={
-                        "grad_norm": float(v.grad_norm[i]),
-                        "lr": v.lr[v.group_of[i]] if v.group_of else None,
-                    },
+        if self.sink.enabled("param-not-updated"):
+            for i in torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist():
+                self.sink.report(
+                    finding(
+                        "param-not-updated",
+                        v.step,
+                        "this parameter had a non-zero gradient but did not change for "
+                        f"{int(streak[i])} steps.",
+                        "check its param group's learning rate (0?) and that the optimizer holds "
+                        "this exact tensor.",
+                        param=v.names[i],
+                        optimizer=v.optimizer,
+                        details={
+                            "grad_norm": float(g[i]),
+                            "lr": v.lr[v.group_of[i]] if v.group_of else None,
+                        },
+                    )
                 )
-            )
-        for i, name in enumerate(v.names):
-            if v.requires_grad[i] or not float(v.update_norm[i]) > 0:
-                continue
-            self.sink.report(
-                finding(
-                    "frozen-param-changed",
-                    v.step,
-                    "this parameter has requires_grad=False but the optimizer changed it "
-                    "(weight decay or momentum acting on a frozen tensor).",
-                    "leave frozen tensors out of the optimizer, or set weight_decay=0 for them.",
-                    param=name,
-                    optimizer=v.optimizer,
-                    details={"update_norm": float(v.update_norm[i])},
+        changed = ~torch.tensor(v.requires_grad) & (v.update_norm > 0)
+        if self.sink.enabled("frozen-param-changed") and bool(changed.any()):
+            for i in torch.nonzero(changed).flatten().tolist():
+                self.sink.report(
+                    finding(
+                        "frozen-param-changed",
+                        v.step,
+                        "this parameter has requires_grad=False but the optimizer changed it "
+                        "(weight decay or momentum acting on a frozen tensor).",
+                        "leave frozen tensors out of the optimizer, or set weight_decay=0 for "
+                        "them.",
+                        param=v.names[i],
+                        optimizer=v.optimizer,
+                        details={"update_norm": float(v.update_norm[i])},
+                    )
                 )
-            )
 
     def mutated(self, v: StepView, previous: torch.Tensor | None, now: torch.Tensor) -> None:
         """``param-mutated-outside-step``: the norm of θ changed between two steps."""

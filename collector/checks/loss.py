@@ -15,6 +15,7 @@ SMOOTH = 10  # losses per median when comparing with the running minimum
 DIVERGE_MIN_STEPS = 20
 DIVERGE_FACTOR = 2.0
 DIVERGE_FIRST_FACTOR = 1e3
+NOISE_MADS = 4.0  # and above the best by this many median absolute deviations
 PLATEAU_STEPS, PLATEAU_RANGE = 20, 1e-8
 _MODE_DEPENDENT = (
     nn.modules.dropout._DropoutNd,
@@ -32,6 +33,7 @@ class LossChecks:
         self._best: dict[int, float] = {}
         self._first: dict[int, float] = {}
         self._count: dict[int, int] = {}
+        self._noise: dict[int, float] = {}
 
     def observe(self, v: StepView) -> None:
         """Feed one finite loss value."""
@@ -44,15 +46,24 @@ class LossChecks:
         self._count[o] = self._count.get(o, 0) + 1
         window = list(recent)[-SMOOTH:]
         smoothed = statistics.median(window)
-        if len(window) == SMOOTH:
-            self._best[o] = min(self._best.get(o, smoothed), smoothed)
+        if len(window) == SMOOTH and smoothed < self._best.get(o, math.inf):
+            # the noise of the window that set the best: minibatch noise alone must not
+            # read as divergence (the minimum of noisy medians is biased low)
+            self._best[o] = smoothed
+            self._noise[o] = statistics.median(abs(x - smoothed) for x in window)
         self._diverging(v, smoothed)
         self._plateau(v, list(recent))
 
     def _diverging(self, v: StepView, smoothed: float) -> None:
         o, first, best = v.optimizer, self._first[v.optimizer], self._best.get(v.optimizer)
         positive = first > 0 and best is not None and best > 0
-        rising = positive and best is not None and smoothed >= DIVERGE_FACTOR * best
+        noise = self._noise.get(o, 0.0)
+        rising = (
+            positive
+            and best is not None
+            and smoothed >= DIVERGE_FACTOR * best
+            and smoothed >= best + NOISE_MADS * noise
+        )
         blown = first > 0 and smoothed >= DIVERGE_FIRST_FACTOR * first
         if self._count[o] >= DIVERGE_MIN_STEPS and (rising or blown):
             self.sink.report(

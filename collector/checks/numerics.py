@@ -1,9 +1,14 @@
 """Numerics checks: ``nonfinite-loss``, ``nonfinite-grad``, ``nonfinite-param``,
-``exploding-grad``, ``vanishing-grad``, ``update-ratio``. Vectorised over tensors."""
+``exploding-grad``, ``vanishing-grad``, ``update-ratio``.
+
+Vectorised over tensors with a handful of small host ops per step; per-tensor Python work
+happens only for tensors that are (or just stopped being) in a bad state.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import torch
 
@@ -13,10 +18,13 @@ from gradwatch.findings import Action, FindingSink, finding
 
 WINDOW = 100  # steps of gradient-norm history for the rolling median
 MIN_HISTORY = 10
+MEDIAN_EVERY = 10  # the rolling median is recomputed every this many steps
 EXPLODE_FACTOR = 10.0
 RMS_EXPLODE = 1e6
 GROWTH, GROWTH_STEPS = 2.0, 5  # the norm doubles at every step, 5 steps in a row
 RMS_VANISH = 1e-7
+STRUCTURAL_ZERO = 1e-4  # RMS below this fraction of the largest one: zero up to rounding
+FIRST_LAST_RATIO = 1e-3
 VANISH_STEPS = 5
 RATIO_WARN = (1e-4, 1e-1)
 RATIO_ERROR = (1e-8, 10.0)
@@ -24,17 +32,50 @@ RATIO_WARN_STEPS = 20
 RATIO_ERROR_STEPS = 3
 
 
+@dataclass
+class _State:
+    """Per-optimizer history."""
+
+    sqrt_numel: torch.Tensor
+    matrix: torch.Tensor
+    history: torch.Tensor
+    filled: int = 0
+    median: torch.Tensor | None = None
+    last: torch.Tensor | None = None
+    growth: torch.Tensor | None = None
+    vanish: torch.Tensor | None = None
+    ratio: int = 0
+    streaks: dict[str, torch.Tensor] = field(default_factory=dict)
+    max_lr: list[float] = field(default_factory=list)
+    previous_param_norm: torch.Tensor | None = None
+
+
+def _streak(old: torch.Tensor | None, now: torch.Tensor) -> torch.Tensor:
+    return now.long() if old is None or old.shape != now.shape else (old + 1) * now
+
+
 class NumericsChecks:
     """Numerics checks of one run, with per-optimizer histories."""
 
     def __init__(self, sink: FindingSink) -> None:
         self.sink = sink
-        self._history: dict[int, list[torch.Tensor]] = {}
-        self._vanish: dict[int, torch.Tensor] = {}
-        self._growth: dict[int, torch.Tensor] = {}
-        self._ratio_warn: dict[int, torch.Tensor] = {}
-        self._ratio_error: dict[int, torch.Tensor] = {}
-        self._max_lr: dict[int, list[float]] = {}
+        self._state: dict[int, _State] = {}
+
+    def _of(self, v: StepView) -> _State:
+        state = self._state.get(v.optimizer)
+        if state is None:
+            state = self._state[v.optimizer] = _State(
+                sqrt_numel=torch.tensor(v.numel, dtype=torch.float64).clamp(min=1).sqrt(),
+                matrix=torch.tensor([len(s) >= 2 for s in v.shapes] or [False] * len(v.names)),
+                history=torch.zeros(WINDOW, len(v.names), dtype=torch.float64),
+            )
+        return state
+
+    def _settle(self, check: str, v: StepView, bad: list[int]) -> None:
+        """Clear the findings of tensors that are no longer bad."""
+        still = {v.names[i] for i in bad}
+        for name in self.sink.active(check, v.optimizer) - still:
+            self.sink.clear(check, name, v.optimizer)
 
     def loss(self, v: StepView) -> Action:
         """``nonfinite-loss``."""
@@ -54,103 +95,115 @@ class NumericsChecks:
         return "none"
 
     def grads(self, v: StepView) -> list[Action]:
-        """``nonfinite-grad`` (first tensor in forward order named) and ``exploding-grad``."""
+        """``nonfinite-grad``, ``exploding-grad`` and ``vanishing-grad``."""
         assert v.grad_norm is not None and v.nonfinite is not None
         actions: list[Action] = []
-        bad = torch.nonzero(v.nonfinite > 0).flatten().tolist()
-        if bad:
-            counts = {v.names[i]: int(v.nonfinite[i]) for i in bad}
-            actions.append(
-                self.sink.report(
-                    finding(
-                        "nonfinite-grad",
-                        v.step,
-                        f"{sum(counts.values())} gradient elements are NaN/Inf, first in this "
-                        "tensor "
-                        f"({len(bad)} tensors affected).",
-                        "find the operation that produced it (gradwatch names the first tensor; "
-                        "torch.autograd.detect_anomaly pinpoints the op), lower the learning "
-                        "rate or "
-                        "clip gradients; with AMP use a GradScaler.",
-                        param=v.names[bad[0]],
-                        optimizer=v.optimizer,
-                        details={"counts": counts, "numel": {v.names[i]: v.numel[i] for i in bad}},
-                    )
-                )
-            )
-        else:
-            self._clear_all("nonfinite-grad", v)
-        actions += self._exploding(v)
-        self._vanishing(v)
+        if self.sink.enabled("nonfinite-grad"):
+            actions += self._nonfinite(v)
+        state = self._of(v)
+        rms = v.grad_norm / state.sqrt_numel
+        if self.sink.enabled("exploding-grad"):
+            actions += self._exploding(v, state, rms)
+        if self.sink.enabled("vanishing-grad"):
+            self._vanishing(v, state, rms)
         return actions
 
-    def _clear_all(self, check: str, v: StepView) -> None:
-        for name in v.names:
-            self.sink.clear(check, name, v.optimizer)
+    def _nonfinite(self, v: StepView) -> list[Action]:
+        assert v.nonfinite is not None
+        if not bool((v.nonfinite > 0).any()):
+            self._settle("nonfinite-grad", v, [])
+            return []
+        bad = [i for i in v.order if v.nonfinite[i] > 0]  # first in forward order
+        counts = {v.names[i]: int(v.nonfinite[i]) for i in bad}
+        self._settle("nonfinite-grad", v, bad[:1])
+        return [
+            self.sink.report(
+                finding(
+                    "nonfinite-grad",
+                    v.step,
+                    f"{sum(counts.values())} gradient elements are NaN/Inf; the first layer (in "
+                    f"forward order) where they appear is this one ({len(bad)} tensors affected).",
+                    "find the operation that produced it (torch.autograd.detect_anomaly pinpoints "
+                    "it), lower the learning rate or clip gradients; with fp16 use a GradScaler.",
+                    param=v.names[bad[0]],
+                    optimizer=v.optimizer,
+                    details={"counts": counts, "numel": {v.names[i]: v.numel[i] for i in bad}},
+                )
+            )
+        ]
 
-    def _exploding(self, v: StepView) -> list[Action]:
+    def _exploding(self, v: StepView, state: _State, rms: torch.Tensor) -> list[Action]:
         assert v.grad_norm is not None
         norms = v.grad_norm
-        history = self._history.setdefault(v.optimizer, [])
-        rms = norms / torch.tensor(v.numel, dtype=torch.float64).clamp(min=1).sqrt()
-        exploding = torch.isfinite(norms) & (rms > RMS_EXPLODE)
-        growth = self._growth.get(v.optimizer, torch.zeros(len(v.names), dtype=torch.long))
-        if history:
-            growth = (growth + 1) * (torch.isfinite(norms) & (norms > GROWTH * history[-1]))
-            self._growth[v.optimizer] = growth
-            exploding |= growth >= GROWTH_STEPS
-        median = None
-        if len(history) >= MIN_HISTORY:
-            median = torch.stack(history).median(dim=0).values
-            exploding |= torch.isfinite(norms) & (median > 0) & (norms > EXPLODE_FACTOR * median)
-        if torch.isfinite(norms).all():
-            history.append(norms)
-            if len(history) > WINDOW:
-                history.pop(0)
-        actions: list[Action] = []
-        for i in torch.nonzero(exploding).flatten().tolist():
-            actions.append(
-                self.sink.report(
-                    finding(
-                        "exploding-grad",
-                        v.step,
-                        f"the gradient norm jumped to {float(norms[i]):.3g}"
-                        + (
-                            f", {float(norms[i] / median[i]):.0f}× its median of the last "
-                            f"{len(history)} steps."
-                            if median is not None and median[i] > 0
-                            else "."
-                        ),
-                        "lower the learning rate, add warm-up or clip gradients "
-                        "(torch.nn.utils.clip_grad_norm_).",
-                        param=v.names[i],
-                        optimizer=v.optimizer,
-                        details={
-                            "grad_norm": float(norms[i]),
-                            "rms": float(rms[i]),
-                            "rolling_median": None if median is None else float(median[i]),
-                        },
-                    )
+        finite = torch.isfinite(norms)
+        exploding = finite & (rms > RMS_EXPLODE)
+        if state.last is not None:
+            state.growth = _streak(state.growth, finite & (norms > GROWTH * state.last))
+            exploding |= state.growth >= GROWTH_STEPS
+        if state.filled >= MIN_HISTORY:
+            if state.median is None or state.filled % MEDIAN_EVERY == 0:
+                state.median = state.history[: min(state.filled, WINDOW)].median(dim=0).values
+            exploding |= finite & (state.median > 0) & (norms > EXPLODE_FACTOR * state.median)
+        if bool(finite.all()):
+            state.history[state.filled % WINDOW] = norms
+            state.filled += 1
+            state.last = norms
+        bad = torch.nonzero(exploding).flatten().tolist() if bool(exploding.any()) else []
+        self._settle("exploding-grad", v, bad)
+        median = state.median
+        return [
+            self.sink.report(
+                finding(
+                    "exploding-grad",
+                    v.step,
+                    f"the gradient norm jumped to {float(norms[i]):.3g}"
+                    + (
+                        f", {float(norms[i] / median[i]):.0f}× its median of the last "
+                        f"{min(state.filled, WINDOW)} steps."
+                        if median is not None and median[i] > 0
+                        else "."
+                    ),
+                    "lower the learning rate, add warm-up or clip gradients "
+                    "(torch.nn.utils.clip_grad_norm_).",
+                    param=v.names[i],
+                    optimizer=v.optimizer,
+                    details={
+                        "grad_norm": float(norms[i]),
+                        "rms": float(rms[i]),
+                        "rolling_median": None if median is None else float(median[i]),
+                    },
                 )
             )
-        for i in torch.nonzero(~exploding).flatten().tolist():
-            self.sink.clear("exploding-grad", v.names[i], v.optimizer)
-        return actions
+            for i in bad
+        ]
 
-    def _vanishing(self, v: StepView) -> None:
+    def _vanishing(self, v: StepView, state: _State, rms: torch.Tensor) -> None:
         assert v.grad_norm is not None
-        rms = v.grad_norm / torch.tensor(v.numel, dtype=torch.float64).clamp(min=1).sqrt()
-        tiny = torch.tensor(v.has_grad) & (v.grad_norm > 0) & (rms < RMS_VANISH)
-        streak = self._vanish.get(v.optimizer, torch.zeros(len(v.names), dtype=torch.long))
-        streak = (streak + 1) * tiny
-        self._vanish[v.optimizer] = streak
-        for i in torch.nonzero(streak >= VANISH_STEPS).flatten().tolist():
+        finite = torch.isfinite(rms)
+        top = float(rms[finite].max()) if bool(finite.any()) else 0.0
+        # a gradient ~1e-4× smaller than the largest one is zero up to rounding (a bias
+        # feeding a normalisation layer): structural, not vanishing
+        tiny = (v.grad_norm > 0) & (rms < RMS_VANISH) & (rms >= STRUCTURAL_ZERO * top)
+        tiny &= torch.tensor(v.has_grad)
+        first, last = self._ends(v, state)
+        if first is not None and last is not None and float(v.grad_norm[last]) > 0:
+            ratio = float(v.grad_norm[first]) / float(v.grad_norm[last])
+            if 0 < ratio < FIRST_LAST_RATIO:
+                tiny[first] = True
+        state.vanish = _streak(state.vanish, tiny)
+        bad = torch.nonzero(state.vanish >= VANISH_STEPS).flatten().tolist()
+        for i in bad:
             self.sink.report(
                 finding(
                     "vanishing-grad",
                     v.step,
-                    f"the gradient of this tensor is vanishing (RMS {float(rms[i]):.2g} for "
-                    f"{int(streak[i])} steps).",
+                    f"the gradient of this tensor is vanishing (RMS {float(rms[i]):.2g}"
+                    + (
+                        f", {float(v.grad_norm[i] / v.grad_norm[last]):.2g}× the last layer's norm"
+                        if last is not None and i == first and float(v.grad_norm[last]) > 0
+                        else ""
+                    )
+                    + f" for {int(state.vanish[i])} steps).",
                     "check the initialisation, activations (saturating sigmoid/tanh) and "
                     "normalisation between this layer and the loss.",
                     param=v.names[i],
@@ -159,47 +212,53 @@ class NumericsChecks:
                 )
             )
 
+    @staticmethod
+    def _ends(v: StepView, state: _State) -> tuple[int | None, int | None]:
+        weights = [i for i in v.order if bool(state.matrix[i]) and v.has_grad[i]]
+        return (weights[0], weights[-1]) if len(weights) >= 2 else (None, None)
+
     def params(self, v: StepView) -> None:
         """``nonfinite-param`` after the update."""
         assert v.param_norm is not None
-        bad = torch.nonzero(~torch.isfinite(v.param_norm)).flatten().tolist()
-        if bad:
-            self.sink.report(
-                finding(
-                    "nonfinite-param",
-                    v.step,
-                    f"after this step {len(bad)} parameter tensors hold NaN/Inf, first this one.",
-                    "stop here: the run cannot recover; find the first non-finite gradient or loss "
-                    "(watch(checks={'nonfinite-grad': 'skip'}) drops such updates).",
-                    param=v.names[bad[0]],
-                    optimizer=v.optimizer,
-                    details={"tensors": [v.names[i] for i in bad]},
-                )
+        if bool(torch.isfinite(v.param_norm).all()):
+            return
+        bad = [i for i in v.order if not math.isfinite(float(v.param_norm[i]))]
+        self.sink.report(
+            finding(
+                "nonfinite-param",
+                v.step,
+                f"after this step {len(bad)} parameter tensors hold NaN/Inf, first this one.",
+                "stop here: the run cannot recover; find the first non-finite gradient or loss "
+                "(watch(checks={'nonfinite-grad': 'skip'}) drops such updates).",
+                param=v.names[bad[0]],
+                optimizer=v.optimizer,
+                details={"tensors": [v.names[i] for i in bad]},
             )
+        )
 
     def update_ratio(self, v: StepView) -> None:
-        """``update-ratio``: ‖Δθ‖/‖θ‖ out of range, weight matrices only, outside LR warm-up."""
+        """``update-ratio``: ‖Δθ‖/‖θ_before‖ out of range, for weight matrices, outside LR
+        warm-up and decay tails (LR below 10% of its maximum so far)."""
         assert v.param_norm is not None and v.update_norm is not None
-        max_lr = self._max_lr.setdefault(v.optimizer, list(v.lr))
+        state = self._of(v)
+        before, state.previous_param_norm = state.previous_param_norm, v.param_norm
+        if not state.max_lr:
+            state.max_lr = list(v.lr)
         for g, lr in enumerate(v.lr):
-            max_lr[g] = max(max_lr[g], lr) if math.isfinite(lr) else max_lr[g]
-        settled = torch.tensor([v.lr[g] >= 0.1 * max_lr[g] for g in v.group_of], dtype=torch.bool)
-        matrix = torch.tensor(
-            [len(s) >= 2 for s in v.shapes] or [False] * len(v.names),
-            dtype=torch.bool,
-        )
-        ok = matrix & settled & torch.tensor(v.has_grad) & (v.param_norm > 0)
-        ratio = v.update_norm / v.param_norm
+            if math.isfinite(lr):
+                state.max_lr[g] = max(state.max_lr[g], lr)
+        if before is None or before.shape != v.update_norm.shape:
+            before = v.param_norm  # first step: ‖θ_after‖ stands in for ‖θ_before‖
+        settled = torch.tensor([v.lr[g] >= 0.1 * state.max_lr[g] for g in v.group_of])
+        ok = state.matrix & settled & torch.tensor(v.has_grad) & (before > 0)
+        ratio = v.update_norm / before
         levels: list[tuple[str, tuple[float, float], int, Severity]] = [
             ("warn", RATIO_WARN, RATIO_WARN_STEPS, "warning"),
             ("error", RATIO_ERROR, RATIO_ERROR_STEPS, "error"),
         ]
         for key, (low, high), steps, severity in levels:
-            store = self._ratio_warn if key == "warn" else self._ratio_error
             out = ok & ((ratio < low) | (ratio > high))
-            streak = store.get(v.optimizer, torch.zeros(len(v.names), dtype=torch.long))
-            streak = (streak + 1) * out
-            store[v.optimizer] = streak
+            streak = state.streaks[key] = _streak(state.streaks.get(key), out)
             for i in torch.nonzero(streak >= steps).flatten().tolist():
                 self.sink.report(
                     finding(
@@ -207,8 +266,8 @@ class NumericsChecks:
                         v.step,
                         f"updates are {float(ratio[i]):.2g}× the parameter's size for "
                         f"{int(streak[i])} steps (healthy: {low:g} to {high:g}).",
-                        "too small: raise the learning rate or check for a frozen/starved layer; "
-                        "too large: lower the learning rate or add warm-up.",
+                        "too small: raise the learning rate or check for a frozen or starved "
+                        "layer; too large: lower the learning rate or add warm-up.",
                         severity=severity,
                         param=v.names[i],
                         optimizer=v.optimizer,

@@ -26,6 +26,7 @@ class StepView:
     lr: list[float]
     group_of: list[int]
     shapes: list[list[int]] = field(default_factory=list)
+    order: list[int] = field(default_factory=list)  # tensor indices in forward order
     has_closure: bool = False
     loss: float | None = None
     grad_norm: torch.Tensor | None = None
