@@ -26,6 +26,7 @@ from gradwatch.server.api.routes import api_router
 from gradwatch.server.config import Settings
 from gradwatch.server.db import make_engine
 from gradwatch.server.errors import RequestError
+from gradwatch.server.guards import RejectNul
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.migrate import migrate
 from gradwatch.server.spool_import import SpoolImporter
@@ -62,6 +63,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.include_router(api_router, prefix=API_PREFIX)
+    app.add_middleware(RejectNul)
     app.add_exception_handler(RequestError, _request_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(OperationalError, _database_busy)  # type: ignore[arg-type]

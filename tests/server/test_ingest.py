@@ -168,3 +168,12 @@ def test_user_scalars_come_back_per_key(client: TestClient) -> None:
     got = client.get("/api/v1/runs/r1/series", params={"scalar": "acc", "tensor": []}).json()
     assert got["data"][0]["steps"] == [1, 2]
     assert got["data"][0]["values"] == [0.5, "Infinity"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["/api/v1/runs/a%00b", "/api/v1/runs?project=x%00", "/api/v1/runs/r1/series?stat=a%00"],
+)
+def test_a_nul_in_the_url_is_400(client: TestClient, url: str) -> None:
+    reply = client.get(url)
+    assert reply.status_code == 400 and "NUL" in reply.json()["detail"]
