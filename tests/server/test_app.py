@@ -1,0 +1,47 @@
+"""The app's surface: docs, spec, health, error shape and the non-finite JSON encoding."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from fastapi.testclient import TestClient
+
+from gradwatch.server.jsonresp import decode_float, dumps, encode_floats
+
+
+def test_docs_and_spec_are_served(client: TestClient) -> None:
+    assert client.get("/docs").status_code == 200
+    spec = client.get("/openapi.json").json()
+    assert set(spec["paths"]) == {
+        "/api/v1/ingest",
+        "/api/v1/runs",
+        "/api/v1/runs/{run_id}",
+        "/api/v1/runs/{run_id}/findings",
+        "/api/v1/runs/{run_id}/series",
+        "/api/v1/runs/{run_id}/overview",
+        "/api/v1/health",
+    }
+    body = spec["paths"]["/api/v1/ingest"]["post"]["requestBody"]["content"]
+    assert "application/vnd.gradwatch.frames" in body
+
+
+def test_health(client: TestClient) -> None:
+    assert client.get("/api/v1/health").json()["schema"] == 1
+
+
+def test_bad_query_parameters_are_422_with_a_sentence(client: TestClient) -> None:
+    reply = client.get("/api/v1/runs", params={"limit": 0})
+    assert reply.status_code == 422
+    assert reply.json()["detail"].startswith("invalid request: query.limit")
+
+
+def test_nonfinite_floats_are_encoded_as_strings_and_back() -> None:
+    content = {"v": [1.5, math.nan, math.inf, -math.inf, -0.0, 5e-324], "s": "NaN"}
+    text = json.loads(dumps(content))
+    assert text["v"][1:4] == ["NaN", "Infinity", "-Infinity"]
+    back = [decode_float(v) for v in text["v"]]
+    assert math.isnan(back[1]) and back[2:] == [math.inf, -math.inf, -0.0, 5e-324]
+    assert math.copysign(1.0, back[4]) == -1.0
+    assert encode_floats({"a": (1.0,)}) == {"a": [1.0]}
+    assert json.loads(dumps({"x": "\udc80"}))["x"] == "\udc80"
