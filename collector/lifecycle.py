@@ -301,7 +301,7 @@ class OptimizerWatch:
         meta = StepMeta(
             step=self.step,
             n_backward=pending.n_backward,
-            lr=self.learning_rates(),
+            lr=self.checker.lr() or self.learning_rates(),
             wall_time=end - self._t_last,
             phases=(pending.forward_time, pending.backward_time, end - self._t_step_start),
             events=pending.events,

@@ -43,16 +43,30 @@ def index_tensor(idx: Sequence[int], device: torch.device) -> torch.Tensor:
     return found
 
 
+def uniform_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype | None:
+    """The accumulation dtype when every tensor shares one device and one accumulation
+    dtype (the common case, which then needs no grouping), else ``None``."""
+    kinds = {(t.device, _acc_dtype(t)) for t in tensors}
+    return next(iter(kinds))[1] if len(kinds) == 1 else None
+
+
 def fused_norms(
-    tensors: Sequence[torch.Tensor], out_device: torch.device, order: float = 2.0
+    tensors: Sequence[torch.Tensor],
+    out_device: torch.device,
+    order: float = 2.0,
+    uniform: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Norms of ``tensors`` as one float64 vector on ``out_device``, with ``_foreach_norm``.
 
     Tensors are grouped by (device, accumulation dtype) because the fused kernel and
-    ``stack`` need one of each; low-precision tensors accumulate in float32.
+    ``stack`` need one of each; low-precision tensors accumulate in float32. ``uniform``
+    (from :func:`uniform_dtype`, computed once) skips the grouping.
     """
     if not tensors:
         return torch.zeros(0, dtype=torch.float64, device=out_device)
+    if uniform is not None:
+        norms = torch._foreach_norm(list(tensors), order, dtype=uniform)
+        return torch.stack(norms).to(device=out_device, dtype=torch.float64)
     groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
     for i, t in enumerate(tensors):
         groups.setdefault((t.device, _acc_dtype(t)), []).append(i)
@@ -110,16 +124,18 @@ class StepStats:
     def __init__(self, params: Sequence[torch.Tensor], device: torch.device) -> None:
         self.params = list(params)
         self.device = device
-        self._on_host = device.type == "cpu"
+        self._uniform = uniform_dtype(self.params)
+        self._on_host = device.type == "cpu" and all(p.device.type == "cpu" for p in self.params)
         self._snapshot: list[torch.Tensor] | None = None
 
     @torch.no_grad()
     def before_step(self) -> PreStep:
         """Gradient norms and non-finite counts, and a snapshot of θ for the exact update."""
         present = [i for i, p in enumerate(self.params) if p.grad is not None]
-        grads = [self.params[i].grad for i in present]
-        norms = fused_norms([g for g in grads if g is not None], self.device)
-        counts = self._counts([g for g in grads if g is not None], norms)
+        grads = [g for g in (self.params[i].grad for i in present) if g is not None]
+        uniform = self._uniform if len(grads) == len(self.params) else None
+        norms = fused_norms(grads, self.device, uniform=uniform)
+        counts = self._counts(grads, norms)
         grad_norm, nonfinite = norms, counts
         if len(present) != len(self.params):
             idx = index_tensor(present, self.device)
@@ -136,13 +152,13 @@ class StepStats:
     @torch.no_grad()
     def after_step(self, pre: PreStep) -> torch.Tensor:
         """The ``(T, 4)`` float64 matrix of this step, still on the device."""
-        params = [p.detach() for p in self.params]
-        param_norm = fused_norms(params, self.device)
+        params = self.params  # under no_grad: no detach needed
+        param_norm = fused_norms(params, self.device, uniform=self._uniform)
         if self._snapshot is None:
             update = torch.full_like(param_norm, float("nan"))
         else:
             torch._foreach_sub_(self._snapshot, params)
-            update = fused_norms(self._snapshot, self.device)
+            update = fused_norms(self._snapshot, self.device, uniform=self._uniform)
         return torch.stack([pre.grad_norm, param_norm, update, pre.nonfinite], dim=1)
 
     def release(self) -> None:
@@ -150,16 +166,12 @@ class StepStats:
         self._snapshot = None
 
     def _counts(self, grads: list[torch.Tensor], norms: torch.Tensor) -> torch.Tensor:
-        if self._on_host and all(g.device.type == "cpu" for g in grads):
+        if self._on_host:
             return host_nonfinite_counts(grads, norms)
         return nonfinite_counts(grads, self.device)
 
     def _take_snapshot(self) -> None:
-        params = [p.detach() for p in self.params]
-        snap = self._snapshot
-        if snap is None or any(
-            s.shape != p.shape or s.dtype != p.dtype for s, p in zip(snap, params, strict=True)
-        ):
-            self._snapshot = [p.clone() for p in params]
+        if self._snapshot is None:
+            self._snapshot = [p.detach().clone() for p in self.params]
         else:
-            torch._foreach_copy_(snap, params)
+            torch._foreach_copy_(self._snapshot, self.params)

@@ -56,6 +56,10 @@ class StepChecker:
             order=w.forward_order or list(range(len(w.params))),
         )
 
+    def lr(self) -> list[float] | None:
+        """The learning rates read before this step (read once per step)."""
+        return None if self._view is None else self._view.lr
+
     def pre_step(self, pending: Pending, pre: PreStep | None, args: Any, kwargs: Any) -> Action:
         """Before the update; returns ``skip`` when a policy drops this update."""
         w = self.w

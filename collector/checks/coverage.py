@@ -85,11 +85,17 @@ class CoverageChecks:
         """``param-no-grad``: a trainable tensor got no (or an all-zero) gradient 3 steps in
         a row while others did."""
         assert v.grad_norm is not None
-        has = torch.tensor(v.has_grad) & (v.grad_norm != 0)
-        missing = torch.tensor(v.requires_grad) & ~has & bool(has.any())
         streak = self._no_grad.get(v.optimizer)
+        if streak is None and all(v.has_grad) and bool((v.grad_norm != 0).all()):
+            self._settle("param-no-grad", v, [])
+            return []  # the common case: every tensor got a gradient
+        has = v.has_grad_t & (v.grad_norm != 0)
+        missing = v.trainable_t & ~has & bool(has.any())
         streak = missing.long() if streak is None else (streak + 1) * missing
-        self._no_grad[v.optimizer] = streak
+        if bool(streak.any()):
+            self._no_grad[v.optimizer] = streak
+        else:
+            self._no_grad.pop(v.optimizer, None)
         bad = torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist()
         self._settle("param-no-grad", v, bad)
         return [
@@ -113,13 +119,23 @@ class CoverageChecks:
         """``param-not-updated`` and ``frozen-param-changed`` from the update norms."""
         assert v.update_norm is not None and v.grad_norm is not None
         g = v.grad_norm
+        frozen = not all(v.requires_grad)
+        if (
+            v.optimizer not in self._not_updated
+            and not frozen
+            and not bool((v.update_norm == 0).any())
+        ):
+            return  # the common case: every tensor moved, none is frozen
         finite = torch.isfinite(g)
         top = float(g[finite].max()) if bool(finite.any()) else 0.0
         # an update of a gradient ~1e-4× the largest one can round to zero: not "stuck"
         stuck = (g > 1e-4 * top) & finite & (v.update_norm == 0)
         streak = self._not_updated.get(v.optimizer)
         streak = stuck.long() if streak is None else (streak + 1) * stuck
-        self._not_updated[v.optimizer] = streak
+        if bool(streak.any()):
+            self._not_updated[v.optimizer] = streak
+        else:
+            self._not_updated.pop(v.optimizer, None)
         if self.sink.enabled("param-not-updated"):
             for i in torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist():
                 self.sink.report(
@@ -138,8 +154,8 @@ class CoverageChecks:
                         },
                     )
                 )
-        changed = ~torch.tensor(v.requires_grad) & (v.update_norm > 0)
-        if self.sink.enabled("frozen-param-changed") and bool(changed.any()):
+        changed = ~v.trainable_t & (v.update_norm > 0)
+        if frozen and self.sink.enabled("frozen-param-changed") and bool(changed.any()):
             for i in torch.nonzero(changed).flatten().tolist():
                 self.sink.report(
                     finding(

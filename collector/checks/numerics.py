@@ -48,6 +48,7 @@ class _State:
     streaks: dict[str, torch.Tensor] = field(default_factory=dict)
     max_lr: list[float] = field(default_factory=list)
     previous_param_norm: torch.Tensor | None = None
+    ends: tuple[int, int] | None = None  # first and last weight matrix in forward order
 
 
 def _streak(old: torch.Tensor | None, now: torch.Tensor) -> torch.Tensor:
@@ -60,6 +61,7 @@ class NumericsChecks:
     def __init__(self, sink: FindingSink) -> None:
         self.sink = sink
         self._state: dict[int, _State] = {}
+        self._deep: set[int] = set()  # optimizers whose first/last ratio is low right now
 
     def _of(self, v: StepView) -> _State:
         state = self._state.get(v.optimizer)
@@ -138,8 +140,12 @@ class NumericsChecks:
         finite = torch.isfinite(norms)
         exploding = finite & (rms > RMS_EXPLODE)
         if state.last is not None:
-            state.growth = _streak(state.growth, finite & (norms > GROWTH * state.last))
-            exploding |= state.growth >= GROWTH_STEPS
+            growing = norms > GROWTH * state.last
+            if state.growth is not None or bool(growing.any()):  # most steps: none grows
+                state.growth = _streak(state.growth, finite & growing)
+                exploding |= state.growth >= GROWTH_STEPS
+                if not bool(state.growth.any()):
+                    state.growth = None
         if state.filled >= MIN_HISTORY:
             if state.median is None or state.filled % MEDIAN_EVERY == 0:
                 state.median = state.history[: min(state.filled, WINDOW)].median(dim=0).values
@@ -148,62 +154,66 @@ class NumericsChecks:
             state.history[state.filled % WINDOW] = norms
             state.filled += 1
             state.last = norms
-        bad = torch.nonzero(exploding).flatten().tolist() if bool(exploding.any()) else []
+        if not bool(exploding.any()):
+            self._settle("exploding-grad", v, [])
+            return []
+        bad = torch.nonzero(exploding).flatten().tolist()
         self._settle("exploding-grad", v, bad)
-        median = state.median
-        return [
-            self.sink.report(
-                finding(
-                    "exploding-grad",
-                    v.step,
-                    f"the gradient norm jumped to {float(norms[i]):.3g}"
-                    + (
-                        f", {float(norms[i] / median[i]):.0f}× its median of the last "
-                        f"{min(state.filled, WINDOW)} steps."
-                        if median is not None and median[i] > 0
-                        else "."
-                    ),
-                    "lower the learning rate, add warm-up or clip gradients "
-                    "(torch.nn.utils.clip_grad_norm_).",
-                    param=v.names[i],
-                    optimizer=v.optimizer,
-                    details={
-                        "grad_norm": float(norms[i]),
-                        "rms": float(rms[i]),
-                        "rolling_median": None if median is None else float(median[i]),
-                    },
-                )
+        return [self._explosion(v, state, rms, i) for i in bad]
+
+    def _explosion(self, v: StepView, state: _State, rms: torch.Tensor, i: int) -> Action:
+        assert v.grad_norm is not None
+        norm, median = float(v.grad_norm[i]), state.median
+        times = (
+            f", {norm / float(median[i]):.0f}× its median of the last "
+            f"{min(state.filled, WINDOW)} steps."
+            if median is not None and median[i] > 0
+            else "."
+        )
+        return self.sink.report(
+            finding(
+                "exploding-grad",
+                v.step,
+                f"the gradient norm jumped to {norm:.3g}{times}",
+                "lower the learning rate, add warm-up or clip gradients "
+                "(torch.nn.utils.clip_grad_norm_).",
+                param=v.names[i],
+                optimizer=v.optimizer,
+                details={
+                    "grad_norm": norm,
+                    "rms": float(rms[i]),
+                    "rolling_median": None if median is None else float(median[i]),
+                },
             )
-            for i in bad
-        ]
+        )
 
     def _vanishing(self, v: StepView, state: _State, rms: torch.Tensor) -> None:
         assert v.grad_norm is not None
+        small = rms < RMS_VANISH
+        quiet = state.vanish is None and v.optimizer not in self._deep
+        if quiet and not bool(small.any()) and self._first_last_ratio(v, state) is None:
+            return  # the common case: nothing small, no streak, no deep-net ratio
         finite = torch.isfinite(rms)
         top = float(rms[finite].max()) if bool(finite.any()) else 0.0
         # a gradient ~1e-4× smaller than the largest one is zero up to rounding (a bias
         # feeding a normalisation layer): structural, not vanishing
-        tiny = (v.grad_norm > 0) & (rms < RMS_VANISH) & (rms >= STRUCTURAL_ZERO * top)
-        tiny &= torch.tensor(v.has_grad)
-        first, last = self._ends(v, state)
-        if first is not None and last is not None and float(v.grad_norm[last]) > 0:
-            ratio = float(v.grad_norm[first]) / float(v.grad_norm[last])
-            if 0 < ratio < FIRST_LAST_RATIO:
-                tiny[first] = True
+        tiny = (v.grad_norm > 0) & small & (rms >= STRUCTURAL_ZERO * top) & v.has_grad_t
+        ratio = self._first_last_ratio(v, state)
+        if ratio is not None:
+            tiny = tiny.clone()
+            tiny[ratio[0]] = True
         state.vanish = _streak(state.vanish, tiny)
-        bad = torch.nonzero(state.vanish >= VANISH_STEPS).flatten().tolist()
-        for i in bad:
+        if not bool(state.vanish.any()):
+            state.vanish = None
+            return
+        for i in torch.nonzero(state.vanish >= VANISH_STEPS).flatten().tolist():
+            extra = f", {ratio[1]:.2g}× the last layer's norm" if ratio and i == ratio[0] else ""
             self.sink.report(
                 finding(
                     "vanishing-grad",
                     v.step,
-                    f"the gradient of this tensor is vanishing (RMS {float(rms[i]):.2g}"
-                    + (
-                        f", {float(v.grad_norm[i] / v.grad_norm[last]):.2g}× the last layer's norm"
-                        if last is not None and i == first and float(v.grad_norm[last]) > 0
-                        else ""
-                    )
-                    + f" for {int(state.vanish[i])} steps).",
+                    f"the gradient of this tensor is vanishing (RMS {float(rms[i]):.2g}{extra} "
+                    f"for {int(state.vanish[i])} steps).",
                     "check the initialisation, activations (saturating sigmoid/tanh) and "
                     "normalisation between this layer and the loss.",
                     param=v.names[i],
@@ -212,10 +222,22 @@ class NumericsChecks:
                 )
             )
 
-    @staticmethod
-    def _ends(v: StepView, state: _State) -> tuple[int | None, int | None]:
-        weights = [i for i in v.order if bool(state.matrix[i]) and v.has_grad[i]]
-        return (weights[0], weights[-1]) if len(weights) >= 2 else (None, None)
+    def _first_last_ratio(self, v: StepView, state: _State) -> tuple[int, float] | None:
+        """(first weight matrix, its norm / the last one's) when below 1e-3 (deep nets)."""
+        assert v.grad_norm is not None
+        if state.ends is None:
+            weights = [i for i in v.order if bool(state.matrix[i])]
+            state.ends = (weights[0], weights[-1]) if len(weights) >= 2 else (-1, -1)
+        first, last = state.ends
+        if first < 0 or not (v.has_grad[first] and v.has_grad[last]):
+            return None
+        top = float(v.grad_norm[last])
+        ratio = float(v.grad_norm[first]) / top if top > 0 else 0.0
+        if 0 < ratio < FIRST_LAST_RATIO:
+            self._deep.add(v.optimizer)
+            return first, ratio
+        self._deep.discard(v.optimizer)
+        return None
 
     def params(self, v: StepView) -> None:
         """``nonfinite-param`` after the update."""
@@ -249,16 +271,23 @@ class NumericsChecks:
                 state.max_lr[g] = max(state.max_lr[g], lr)
         if before is None or before.shape != v.update_norm.shape:
             before = v.param_norm  # first step: ‖θ_after‖ stands in for ‖θ_before‖
-        settled = torch.tensor([v.lr[g] >= 0.1 * state.max_lr[g] for g in v.group_of])
-        ok = state.matrix & settled & torch.tensor(v.has_grad) & (before > 0)
         ratio = v.update_norm / before
+        out_of_range = (ratio < RATIO_WARN[0]) | (ratio > RATIO_WARN[1])
+        if not state.streaks and not bool((out_of_range & state.matrix).any()):
+            return  # the common case: every weight matrix moves at a healthy rate
+        settled = torch.tensor([v.lr[g] >= 0.1 * state.max_lr[g] for g in v.group_of])
+        ok = state.matrix & settled & v.has_grad_t & (before > 0)
         levels: list[tuple[str, tuple[float, float], int, Severity]] = [
             ("warn", RATIO_WARN, RATIO_WARN_STEPS, "warning"),
             ("error", RATIO_ERROR, RATIO_ERROR_STEPS, "error"),
         ]
         for key, (low, high), steps, severity in levels:
             out = ok & ((ratio < low) | (ratio > high))
-            streak = state.streaks[key] = _streak(state.streaks.get(key), out)
+            streak = _streak(state.streaks.get(key), out)
+            if bool(streak.any()):
+                state.streaks[key] = streak
+            else:
+                state.streaks.pop(key, None)
             for i in torch.nonzero(streak >= steps).flatten().tolist():
                 self.sink.report(
                     finding(

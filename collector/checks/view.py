@@ -3,6 +3,7 @@ are on the host (``None`` until then)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import torch
@@ -33,6 +34,16 @@ class StepView:
     nonfinite: torch.Tensor | None = None
     param_norm: torch.Tensor | None = None
     update_norm: torch.Tensor | None = None
+
+    @functools.cached_property
+    def has_grad_t(self) -> torch.Tensor:
+        """``has_grad`` as a bool tensor (built once per step)."""
+        return torch.tensor(self.has_grad, dtype=torch.bool)
+
+    @functools.cached_property
+    def trainable_t(self) -> torch.Tensor:
+        """``requires_grad`` as a bool tensor (built once per step)."""
+        return torch.tensor(self.requires_grad, dtype=torch.bool)
 
     @property
     def has_values(self) -> bool:
