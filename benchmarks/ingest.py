@@ -262,7 +262,7 @@ def main() -> None:
     p.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
     p.add_argument("--runs", type=int, default=8)
     p.add_argument("--tensors", type=int, default=300)
-    p.add_argument("--frames", type=int, default=40, help="STEPS requests per run")
+    p.add_argument("--frames", type=int, default=100, help="STEPS requests per run")
     p.add_argument("--steps-per-frame", type=int, default=50)
     p.add_argument("--overview-steps", type=int, default=100_000)
     p.add_argument("--overview-reps", type=int, default=10)
