@@ -92,7 +92,7 @@ class OptimizerWatch:
         self.forward_order: list[int] | None = None  # read from the first loss's graph
         self.stats = StepStats(self.params, device)
         self.transfer: Transfer[StepMeta] = Transfer(
-            LEADING + 4 * len(self.params), device, run.transfer_every
+            LEADING + 4 * len(self.params), device, run.transfer_every, run.transfer_max_age
         )
         self.step = 0
         self.pending = Pending()

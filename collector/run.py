@@ -32,6 +32,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 HEARTBEAT_SECONDS = 5.0
+CPU_GROUP_STEPS, CPU_GROUP_SECONDS = 256, 0.25
 _SCALARS_PER_RECORD = 512
 _live: weakref.WeakSet[Run] = weakref.WeakSet()
 
@@ -70,7 +71,12 @@ class Run:
         self.dir = run_dir
         self.options = options
         self.device = device
-        self.transfer_every = options.transfer_every or (1 if device.type == "cpu" else 10)
+        # On the CPU the values are on the host at once and the checks see every step; the
+        # rows are handed to the writer in groups (at most CPU_GROUP_SECONDS old) so that
+        # one record is not encoded per step. On accelerators: one transfer per 10 steps.
+        cpu = device.type == "cpu"
+        self.transfer_every = options.transfer_every or (CPU_GROUP_STEPS if cpu else 10)
+        self.transfer_max_age = CPU_GROUP_SECONDS if cpu and not options.transfer_every else None
         self.names = names
         self.internal_errors = 0
         self.status = "running"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -25,10 +26,14 @@ _PINNED_POOL = 4  # host buffers in flight per optimizer before a new one is all
 class Transfer(Generic[Meta]):
     """Batches device rows and their host-side metadata into periodic host transfers."""
 
-    def __init__(self, width: int, device: torch.device, every: int) -> None:
+    def __init__(
+        self, width: int, device: torch.device, every: int, max_age: float | None = None
+    ) -> None:
         self.width = width
         self.device = device
         self.every = every
+        self.max_age = max_age  # CPU: hand rows over at least this often (seconds)
+        self._first = 0.0
         self._meta: list[Meta] = []
         self._rows: list[torch.Tensor] = []
         self._buffer: torch.Tensor | None = None
@@ -48,8 +53,11 @@ class Transfer(Generic[Meta]):
             self._buffer[len(self._meta)].copy_(row, non_blocking=True)
         else:
             self._rows.append(row)
+        if not self._meta:
+            self._first = time.monotonic()
         self._meta.append(meta)
-        return self.drain() if len(self._meta) >= self.every else None
+        old = self.max_age is not None and time.monotonic() - self._first >= self.max_age
+        return self.drain() if len(self._meta) >= self.every or old else None
 
     def drain(self) -> Reader[Meta] | None:
         """Queue the transfer of every waiting row and return the reader that collects it

@@ -89,8 +89,9 @@ def _full_disk_run(data_dir: Path, preexec: Callable[[], None] | None) -> None:
     run_dir = Path(out.splitlines()[0].split(" ", 1)[1])
     run = load_run(run_dir)
     assert run.corrupt_frames == 0 and run.torn_tail_bytes == 0
-    steps = [r.step for r in run.steps[0]]
-    assert steps == list(range(1, len(steps) + 1)) and len(steps) < 200
+    steps = [r.step for r in run.steps.get(0, [])]
+    # whole records are written or dropped (never half of one), in order
+    assert steps == sorted(set(steps)) and len(steps) < 200
 
 
 def test_file_size_limit_never_raises_into_training(tmp_path: Path) -> None:
@@ -101,7 +102,7 @@ def test_full_tmpfs_never_raises_into_training(tmp_path: Path) -> None:
     mount = tmp_path / "tiny"
     mount.mkdir()
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(mount)],
+        ["mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs", str(mount)],
         capture_output=True,
         text=True,
     )
