@@ -120,6 +120,20 @@ def _server(value: object) -> str | None:
     return server.rstrip("/")
 
 
+def _accumulation(value: object) -> int | None:
+    """``accumulation_steps``, else ``$GRADWATCH_ACCUMULATION_STEPS`` (for ``gradwatch run``)."""
+    if value is None:
+        env = os.environ.get("GRADWATCH_ACCUMULATION_STEPS")
+        if not env:
+            return None
+        if not env.isdigit():
+            raise ConfigError(
+                f"$GRADWATCH_ACCUMULATION_STEPS must be a positive integer, got {env!r}"
+            )
+        value = int(env)
+    return _positive_int("accumulation_steps", value, allow_none=True)
+
+
 def resolve(
     *,
     project: object = None,
@@ -164,7 +178,7 @@ def resolve(
         config=normal,
         config_hash=config_hash(normal),
         tags=_tags(tags),
-        accumulation_steps=_positive_int("accumulation_steps", accumulation_steps, allow_none=True),
+        accumulation_steps=_accumulation(accumulation_steps),
         every=_positive_int("every", every) or 1,
         checks=policies,
         server=_server(server),

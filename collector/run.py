@@ -32,6 +32,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 HEARTBEAT_SECONDS = 5.0
+FINGERPRINT_WAIT = 2.0  # close() waits at most this long for the slow fingerprint
 CPU_GROUP_STEPS, CPU_GROUP_SECONDS = 256, 0.25
 _SCALARS_PER_RECORD = 512
 _live: weakref.WeakSet[Run] = weakref.WeakSet()
@@ -180,7 +181,7 @@ class Run:
             watch.detach()
         self.model_hooks.detach()
         backward_tap.uninstall(self._backward_listener)
-        deadline = time.monotonic() + timeout / 2
+        deadline = time.monotonic() + min(timeout / 2, FINGERPRINT_WAIT)
         for thread in self.background:
             thread.join(max(0.0, deadline - time.monotonic()))
         self.flush(timeout)

@@ -21,6 +21,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "GRADWATCH_TOKEN",
         "GRADWATCH_PROJECT",
         "GRADWATCH_NAME",
+        "GRADWATCH_ACCUMULATION_STEPS",
     ):
         monkeypatch.delenv(var, raising=False)
     return root

@@ -36,7 +36,7 @@ class LifecycleChecks:
                     + ": gradients are not being cleared.",
                     "call optimizer.zero_grad() once per optimizer step (before backward, or "
                     "right after step()); with gradient accumulation pass "
-                    "accumulation_steps=K to watch().",
+                    "accumulation_steps=K to watch() (gradwatch run --accumulation-steps K).",
                     optimizer=v.optimizer,
                     details={
                         "backward_since_clear": v.since_clear,

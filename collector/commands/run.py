@@ -49,6 +49,8 @@ def child_env(
         env["GRADWATCH_NAME"] = args.name
     if args.server is not None:
         env["GRADWATCH_SERVER"] = args.server
+    if args.accumulation_steps is not None:
+        env["GRADWATCH_ACCUMULATION_STEPS"] = str(args.accumulation_steps)
     if args.check:  # later entries win, so the flags override the environment
         env[options.CHECKS_ENV] = ",".join(filter(None, [env.get(options.CHECKS_ENV), *args.check]))
     return env
@@ -57,7 +59,12 @@ def child_env(
 def _validate(args: argparse.Namespace) -> None:
     """Every flag checked here, before the script starts (ConfigError says what to fix)."""
     options.parse_checks(",".join(args.check), source="--check")
-    options.resolve(project=args.project, name=args.name, server=args.server)
+    options.resolve(
+        project=args.project,
+        name=args.name,
+        server=args.server,
+        accumulation_steps=args.accumulation_steps,
+    )
 
 
 def spawn(command: Sequence[str], env: dict[str, str]) -> int:
@@ -167,6 +174,12 @@ def add_parser(sub: Subparsers) -> None:
         "repeatable; 'all=POLICY' sets every check",
     )
     p.add_argument("--server", help="also stream to this server (default: $GRADWATCH_SERVER)")
+    p.add_argument(
+        "--accumulation-steps",
+        type=int,
+        metavar="K",
+        help="declared gradient accumulation (backward passes per optimizer step)",
+    )
     p.add_argument("--data-dir", help="data directory (default: $GRADWATCH_DIR)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command, after `--`")
     p.set_defaults(func=run)

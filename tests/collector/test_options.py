@@ -82,3 +82,16 @@ def test_errors_are_gradwatch_errors_and_value_errors() -> None:
     assert issubclass(gradwatch.ConfigError, gradwatch.GradwatchError)
     assert issubclass(gradwatch.ConfigError, ValueError)
     assert issubclass(gradwatch.IntegrityError, gradwatch.GradwatchError)
+
+
+def test_accumulation_steps_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gradwatch run --accumulation-steps K`` passes K to the script this way."""
+    model, opt = model_and_opt()
+    monkeypatch.setenv("GRADWATCH_ACCUMULATION_STEPS", "4")
+    with gradwatch.watch(model, opt) as run:
+        assert run.options.accumulation_steps == 4
+    with gradwatch.watch(model, opt, accumulation_steps=2) as run:
+        assert run.options.accumulation_steps == 2
+    monkeypatch.setenv("GRADWATCH_ACCUMULATION_STEPS", "four")
+    with pytest.raises(gradwatch.ConfigError, match="GRADWATCH_ACCUMULATION_STEPS"):
+        gradwatch.watch(model, opt)
