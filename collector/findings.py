@@ -131,16 +131,22 @@ class FindingSink:
 
     def active(self, check: str, optimizer: int | None = None) -> set[str | None]:
         """Tensors for which ``check`` currently holds (to clear only those, cheaply)."""
+        if not self._active:
+            return set()
         return {k[1] for k in self._active if k[0] == check and k[2] == optimizer}
 
     def clear(self, check: str, param: str | None = None, optimizer: int | None = None) -> None:
         """The condition no longer holds: its next onset is a new finding."""
+        if not self._active:
+            return  # the common case: nothing to clear
         with self._lock:
             for severity in ("info", "warning", "error"):
                 self._active.discard((check, param, optimizer, severity))
 
     def flush(self) -> None:
         """Queue the findings stored since the last flush as one FINDINGS record."""
+        if not self._pending:
+            return
         with self._lock:
             pending, self._pending = self._pending, []
         if pending:

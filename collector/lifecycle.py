@@ -47,6 +47,7 @@ class StepMeta:
     has_grad: list[bool]
     has_loss: bool
     batch: list[str]
+    requires_grad: list[bool] | None = None  # as at this step (checks run later)
 
 
 @dataclass
@@ -271,19 +272,17 @@ class OptimizerWatch:
         if pending.dropped_events:
             pending.events.append(("dropped", end - self._t_last, f"{pending.dropped_events}"))
         pending.events.append(("step", end - self._t_last, ""))
-        matrix, reader = None, None
+        matrix = None
         if pre is not None:
             self._pre = None
-            matrix, reader = self._collect(pre, pending, end)
-        self.checker.post_step(matrix, reader)
+            matrix = self._collect(pre, pending, end)
+        self.checker.post_step(matrix)
         self.pending = Pending()
         self._refresh_grads()
         self._t_last = end
         self.run.after_step(self)
 
-    def _collect(
-        self, pre: PreStep, pending: Pending, end: float
-    ) -> tuple[torch.Tensor, Reader[StepMeta] | None]:
+    def _collect(self, pre: PreStep, pending: Pending, end: float) -> torch.Tensor:
         matrix = self.stats.after_step(pre)
         device = matrix.device
         loss = pending.loss
@@ -308,11 +307,12 @@ class OptimizerWatch:
             has_grad=pre.has_grad,
             has_loss=loss is not None,
             batch=pending.batch_sig,
+            requires_grad=self.checker.requires_grad(),
         )
         reader = self.transfer.add(row, meta)
         if reader is not None:
             self.run.emit_steps(self, reader)
-        return matrix, reader
+        return matrix
 
     def learning_rates(self) -> list[float]:
         """The learning rate of every param group (NaN where it is not a plain number)."""

@@ -3,7 +3,6 @@ builds the host-side view of each step and decides when device values are looked
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -12,7 +11,6 @@ from gradwatch.checks import CheckEngine
 from gradwatch.checks.view import StepView
 from gradwatch.findings import Action
 from gradwatch.stats import GRAD, NONFINITE, PARAM, UPDATE, PreStep, fused_norms
-from gradwatch.transfer import Reader
 
 if TYPE_CHECKING:
     from gradwatch.lifecycle import OptimizerWatch, Pending, StepMeta
@@ -34,8 +32,6 @@ class StepChecker:
         self._view: StepView | None = None
         self._values_live = False
         self._last_norms: tuple[int, torch.Tensor] | None = None
-        self._late: Reader[StepMeta] | None = None
-        self._late_lock = threading.Lock()
 
     def view(self, step: int, pending: Pending, has_grad: list[bool], lr: list[float]) -> StepView:
         """The host-side facts of a step."""
@@ -56,6 +52,10 @@ class StepChecker:
             order=w.forward_order or list(range(len(w.params))),
         )
 
+    def requires_grad(self) -> list[bool] | None:
+        """``requires_grad`` of every tensor as read before this step."""
+        return None if self._view is None else self._view.requires_grad
+
     def lr(self) -> list[float] | None:
         """The learning rates read before this step (read once per step)."""
         return None if self._view is None else self._view.lr
@@ -66,73 +66,53 @@ class StepChecker:
         has_grad = pre.has_grad if pre is not None else [p.grad is not None for p in w.params]
         v = self.view(w.step + 1, pending, has_grad, w.learning_rates())
         v.has_closure = _has_closure(args, kwargs)
-        self._values_live = pre is not None and (self.live or self.engine.needs_values_now())
-        if self._values_live and pre is not None:
+        if pre is not None and self.engine.needs_values_now():
             v.grad_norm, v.nonfinite = pre.grad_norm.cpu(), pre.nonfinite.cpu()
             v.loss = None if pending.loss is None else float(pending.loss)
+        if pre is not None and self.live:
             self._mutation(v)
         self._view = v
         return self.engine.pre_step(w, v)
 
     def _mutation(self, v: StepView) -> None:
         last = self._last_norms
-        if (
-            not self.live
-            or last is None
-            or last[0] != v.step - 1
-            or v.step % MUTATION_EVERY != 0
-            or not self.engine.on("param-mutated-outside-step")
-        ):
+        due = last is not None and last[0] == v.step - 1 and v.step % MUTATION_EVERY == 0
+        if not due or not self.engine.on("param-mutated-outside-step"):
             return
-        now = fused_norms([p.detach() for p in self.w.params], self.w.stats.device)
+        assert last is not None
+        with torch.no_grad():
+            now = fused_norms(self.w.params, self.w.stats.device)
         self.engine.coverage.mutated(v, last[1], now)
 
-    def post_step(self, matrix: torch.Tensor | None, reader: Reader[StepMeta] | None) -> None:
-        """After the update (``matrix``: this step's statistics, ``None`` if not collected)."""
+    def post_step(self, matrix: torch.Tensor | None) -> None:
+        """After the update (``matrix``: this step's statistics, ``None`` if not collected).
+        The value checks of collected steps run later, on the I/O thread (``check_rows``)."""
         v, self._view = self._view, None
-        if v is None:
-            return
-        if matrix is not None and self.live:
-            v.param_norm, v.update_norm = matrix[:, PARAM], matrix[:, UPDATE]
-            self._last_norms = (v.step, v.param_norm)
-            self.engine.post_step(v)
-        elif matrix is None:
-            self.engine.post_step(v)  # loss-curve checks still see a live loss, if any
-        if reader is not None and not self.live:
-            self._evaluate_late(reader)
+        if v is not None and matrix is not None and self.live:
+            self._last_norms = (v.step, matrix[:, PARAM])
 
-    def _evaluate_late(self, newest: Reader[StepMeta] | None) -> None:
-        """Accelerators: check the previous transfer window, whose copy has most likely
-        finished by now (so reading it costs no pipeline stall)."""
-        with self._late_lock:
-            previous, self._late = self._late, newest
-        if previous is None:
-            return
-        data, metas = previous()
-        for row, meta in zip(data, metas, strict=True):
-            self._check_row(row, meta)
-
-    def _check_row(self, row: torch.Tensor, meta: StepMeta) -> None:
+    def check_rows(self, data: torch.Tensor, metas: list[StepMeta]) -> None:
+        """Check a window of collected steps on the I/O thread, once it is on the host: the
+        value checks (unless a raise/skip policy already ran them before the update), the
+        update-based checks and the loss curve. Never touches the training thread."""
         from gradwatch.lifecycle import LEADING, Pending
 
-        pending = Pending(n_backward=meta.n_backward, events=meta.events)
-        v = self.view(meta.step, pending, meta.has_grad, meta.lr)
-        stats = row[LEADING:].reshape(len(self.w.params), 4)
-        v.loss = float(row[0]) if meta.has_loss else None
-        v.grad_norm, v.nonfinite = stats[:, GRAD], stats[:, NONFINITE]
-        v.param_norm, v.update_norm = stats[:, PARAM], stats[:, UPDATE]
-        if not self.engine.needs_values_now():  # else they were checked in real time
-            self.engine.values(v)
-        self.engine.post_step(v)
-
-    def post_drain(self, reader: Reader[StepMeta]) -> None:
-        """Rows handed over early (flush, close) are checked too."""
-        if not self.live:
-            self._evaluate_late(reader)
+        values_done = self.engine.needs_values_now()
+        for row, meta in zip(data, metas, strict=True):
+            pending = Pending(n_backward=meta.n_backward, events=meta.events)
+            v = self.view(meta.step, pending, meta.has_grad, meta.lr)
+            if meta.requires_grad is not None:
+                v.requires_grad = meta.requires_grad
+            stats = row[LEADING:].reshape(len(self.w.params), 4)
+            v.loss = float(row[0]) if meta.has_loss else None
+            v.grad_norm, v.nonfinite = stats[:, GRAD], stats[:, NONFINITE]
+            v.param_norm, v.update_norm = stats[:, PARAM], stats[:, UPDATE]
+            if not values_done:
+                self.engine.values(v)
+            self.engine.post_step(v)
 
     def finish(self) -> StepView:
-        """At close: check what is still waiting; returns the last view for final checks."""
-        self._evaluate_late(None)
+        """At close: the last view, for the final checks."""
         return self.view(
             self.w.step,
             self.w.pending,

@@ -8,6 +8,7 @@ happens only for tensors that are (or just stopped being) in a bad state.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 
 import torch
@@ -61,9 +62,17 @@ class NumericsChecks:
     def __init__(self, sink: FindingSink) -> None:
         self.sink = sink
         self._state: dict[int, _State] = {}
+        self._lock = threading.Lock()  # value checks may run live, update checks on I/O
         self._deep: set[int] = set()  # optimizers whose first/last ratio is low right now
 
     def _of(self, v: StepView) -> _State:
+        state = self._state.get(v.optimizer)
+        if state is None:  # created once; later reads need no lock
+            with self._lock:
+                return self._create(v)
+        return state
+
+    def _create(self, v: StepView) -> _State:
         state = self._state.get(v.optimizer)
         if state is None:
             state = self._state[v.optimizer] = _State(
@@ -154,6 +163,11 @@ class NumericsChecks:
             state.history[state.filled % WINDOW] = norms
             state.filled += 1
             state.last = norms
+        if bool(exploding.any()):
+            # a jump of a gradient that is zero up to rounding (a bias feeding a
+            # normalisation layer) is rounding noise, not an explosion
+            top = float(rms[finite].max()) if bool(finite.any()) else 0.0
+            exploding &= rms >= STRUCTURAL_ZERO * top
         if not bool(exploding.any()):
             self._settle("exploding-grad", v, [])
             return []

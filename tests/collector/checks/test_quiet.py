@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import torch
+
+import gradwatch
 from torch import nn
 
 from tests.collector.checks.common import (
@@ -335,3 +337,20 @@ OPTIMIZERS: dict[str, Callable[[nn.Module], torch.optim.Optimizer]] = {
 def test_common_optimizers(name: str) -> None:
     model = mlp()
     assert_quiet(train(model, OPTIMIZERS[name](model), STEPS))
+
+
+def test_conv_bias_before_batchnorm_is_not_an_exploding_gradient() -> None:
+    """The bias of a conv feeding BatchNorm has a gradient that is zero up to rounding;
+    its relative jumps are noise, not an explosion (nor a vanishing gradient)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randn(16, 3, 8, 8), torch.randint(0, 4, (16,))
+    with gradwatch.watch(model, opt) as run:
+        for _ in range(60):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    assert [f for f in run.findings if f.check in ("exploding-grad", "vanishing-grad")] == []
