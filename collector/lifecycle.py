@@ -219,7 +219,8 @@ class OptimizerWatch:
         scale = getattr(scaler, "_scale", None)
         if isinstance(scale, torch.Tensor):
             return root.to(torch.float64) / scale.to(root.device, torch.float64)
-        return root.to(torch.float64)
+        # float32/float64 as they are (one op less per backward); half types widened
+        return root if root.dtype in (torch.float32, torch.float64) else root.float()
 
     def _manual_clearing(self) -> None:
         """Between the last backward and ``step``: gradients replaced or set to None by

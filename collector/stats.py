@@ -14,6 +14,7 @@ Columns of a step's ``(T, 4)`` float64 matrix, one row per parameter tensor:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -102,11 +103,23 @@ def nonfinite_counts(tensors: Sequence[torch.Tensor], out_device: torch.device) 
 def host_nonfinite_counts(tensors: Sequence[torch.Tensor], norms: torch.Tensor) -> torch.Tensor:
     """CPU path: the values are already on the host, so count exactly, but only in the
     tensors whose norm is not finite (the count is 0 wherever the norm is finite)."""
+    if math.isfinite(float(norms.sum())):  # norms are ≥ 0: a finite sum means all finite
+        return _zeros(len(tensors))
     counts = torch.zeros(len(tensors), dtype=torch.float64)
-    if not bool(torch.isfinite(norms).all()):
-        for i in torch.nonzero(~torch.isfinite(norms)).flatten().tolist():
-            counts[i] = float((~torch.isfinite(tensors[i])).sum())
+    for i in torch.nonzero(~torch.isfinite(norms)).flatten().tolist():
+        counts[i] = float((~torch.isfinite(tensors[i])).sum())
     return counts
+
+
+_ZEROS: dict[int, torch.Tensor] = {}
+
+
+def _zeros(n: int) -> torch.Tensor:
+    """A shared read-only zero vector (callers copy it, never write to it)."""
+    found = _ZEROS.get(n)
+    if found is None:
+        found = _ZEROS[n] = torch.zeros(n, dtype=torch.float64)
+    return found
 
 
 @dataclass

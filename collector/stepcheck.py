@@ -3,6 +3,7 @@ builds the host-side view of each step and decides when device values are looked
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -110,6 +111,7 @@ class StepChecker:
             if not values_done:
                 self.engine.values(v)
             self.engine.post_step(v)
+            time.sleep(0)  # let the training thread take the GIL between rows
 
     def finish(self) -> StepView:
         """At close: the last view, for the final checks."""
