@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 import torch
-
-import gradwatch
 from torch import nn
 
+import gradwatch
 from tests.collector.checks.common import (
     D_IN,
     D_OUT,
@@ -344,8 +343,12 @@ def test_conv_bias_before_batchnorm_is_not_an_exploding_gradient() -> None:
     its relative jumps are noise, not an explosion (nor a vanishing gradient)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
-        torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 4))
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(8 * 8 * 8, 4),
+    )
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x, y = torch.randn(16, 3, 8, 8), torch.randint(0, 4, (16,))
     with gradwatch.watch(model, opt) as run:
