@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = textwrap.dedent("""
     import os, sys, torch, gradwatch
+    from gradwatch.reader import load_run
     from gradwatch.spool import read_spool
     assert "site-packages" in gradwatch.__file__ or os.environ["MODE"] == "editable", \\
         gradwatch.__file__
@@ -26,7 +27,8 @@ SMOKE = textwrap.dedent("""
             model(torch.randn(4, 3)).sum().backward()
             opt.step()
     kinds = [f.record.kind.name for f in read_spool(run.dir).frames]
-    assert kinds.count("STEPS") == 3 and kinds[-1] == "END", kinds
+    assert kinds[0] == "RUN_START" and kinds[-1] == "END", kinds
+    assert [row.step for row in load_run(run.dir).steps[0]] == [1, 2, 3]
     print("ok", gradwatch.__version__)
 """)
 
