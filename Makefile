@@ -35,6 +35,7 @@ test: lint typecheck pytest
 
 bench: install
 	$(BIN)/python benchmarks/collector_overhead.py
+	$(BIN)/python benchmarks/ingest.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache

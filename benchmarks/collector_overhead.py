@@ -34,6 +34,7 @@ import contextlib
 import copy
 import cProfile
 import datetime as dt
+import hashlib
 import io
 import itertools
 import json
@@ -269,7 +270,7 @@ def make_variants(work: Workload, steps: int) -> dict[str, VariantState]:
         model = copy.deepcopy(work.model).train()
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
         if name == "lower_bound":
-            step_fn = LowerBound(model, optimizer, steps).step
+            step_fn: StepFn = LowerBound(model, optimizer, steps).step
         else:
             step_fn = plain_step(model, optimizer)
         out[name] = VariantState(name, model, optimizer, step_fn)
@@ -416,7 +417,14 @@ def run_block(
 
 
 def bench_model(
-    name: str, reps: int, steps: int, warmup: int, batch_size: int, data_dir: Path
+    name: str,
+    reps: int,
+    steps: int,
+    warmup: int,
+    batch_size: int,
+    data_dir: Path,
+    triples: int,
+    parts_n: int = 50,
 ) -> dict[str, Any]:
     """All repetitions of one model; returns its JSON section."""
     work = make_workload(name, batch_size)
@@ -441,9 +449,46 @@ def bench_model(
         )
     result = summarize(work, states, time.perf_counter() - t_start)
     result["batch_size"] = batch_size
-    result["collection_parts_cpu_ms"] = collection_parts(work)
+    result["collection_parts_cpu_ms"] = collection_parts(work, parts_n)
+    if triples:
+        print(f"[{name}] alternating every step: {triples} triples", flush=True)
+        result["alternating"] = alternating(work, triples, data_dir)
     result["loadavg_1min_per_rep"] = load
     return result
+
+
+def alternating(work: Workload, triples: int, data_dir: Path) -> dict[str, Any]:
+    """A finer-grained check: one gradwatch run attached for the whole measurement, and the
+    three variants alternate every single step (rotating order), so each step of a variant
+    is compared with the plain step right next to it. Per metric: the median over triples
+    of (variant − plain) in ms."""
+    states = make_variants(work, 1)
+    gw = states["gradwatch"]
+    run = gradwatch.watch(gw.model, gw.optimizer, every=1, data_dir=data_dir)
+    for thread in run.background:
+        thread.join()
+    samples: dict[str, dict[str, list[float]]] = {v: {"wall": [], "cpu": []} for v in VARIANTS}
+    try:
+        for state in states.values():
+            timed_steps(state, work.batches, 3)
+        for i in range(triples):
+            for v in VARIANTS[i % 3 :] + VARIANTS[: i % 3]:
+                wall, cpu = timed_steps(states[v], work.batches, 1)
+                samples[v]["wall"].append(wall[0])
+                samples[v]["cpu"].append(cpu[0])
+    finally:
+        run.close()
+    out: dict[str, Any] = {"triples": triples}
+    for metric in ("wall", "cpu"):
+        plain = samples["plain"][metric]
+        entry: dict[str, Any] = {"plain_ms": statistics.median(plain) * 1e3}
+        for v in ("lower_bound", "gradwatch"):
+            diffs = [a - b for a, b in zip(samples[v][metric], plain, strict=True)]
+            entry[f"{v}_added_ms"] = statistics.median(diffs) * 1e3
+        lb, g = entry["lower_bound_added_ms"], entry["gradwatch_added_ms"]
+        entry["added_factor"] = g / lb if lb > 0 else None
+        out[metric] = entry
+    return out
 
 
 def _stats(values: Sequence[float]) -> dict[str, float]:
@@ -515,11 +560,16 @@ def machine_info() -> dict[str, Any]:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
+    digest = hashlib.sha256()
+    source_dir = Path(gradwatch.__file__).resolve().parent
+    for path in sorted(source_dir.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return {
         "cpu_model": cpu,
         "logical_cpus": os.cpu_count(),
         "torch": torch.__version__,
         "gradwatch": gradwatch.__version__,
+        "gradwatch_sources_sha256": digest.hexdigest()[:16],
         "python": platform.python_version(),
         "platform": platform.platform(),
         "torch_num_threads": torch.get_num_threads(),
@@ -548,7 +598,8 @@ def markdown(result: dict[str, Any]) -> str:
         "# gradwatch collector overhead",
         "",
         f"{m['date']} · {m['cpu_model']} ({m['logical_cpus']} logical CPUs) · torch {m['torch']}"
-        f" · gradwatch {m['gradwatch']} · `torch.set_num_threads({m['torch_num_threads']})`"
+        f" · gradwatch {m['gradwatch']} (sources {m['gradwatch_sources_sha256']})"
+        f" · `torch.set_num_threads({m['torch_num_threads']})`"
         f" · 1-min load average during the run {min(loads):.2f}–{max(loads):.2f}",
         "",
         f"`{cfg['command']}` — {cfg['reps']} repetitions × {cfg['steps']} steps per variant"
@@ -625,6 +676,32 @@ def markdown(result: dict[str, Any]) -> str:
                 f"| {v['gradwatch']['best_added_ms']:.3f} "
                 f"| {_factor(r['best_of_reps_added_factor'][metric])} |"
             )
+    alt = {name: r["alternating"] for name, r in models.items() if "alternating" in r}
+    if alt:
+        lines += [
+            "",
+            "## Alternating every step",
+            "",
+            f"One gradwatch run attached throughout; plain, lower bound and gradwatch steps"
+            f" alternate one step at a time in rotating order ({cfg['alternate_triples']}"
+            " triples), and each variant step is compared with the plain step next to it:"
+            " the median of those differences (ms). The finest pairing, so the least"
+            " disturbed by other processes; it leaves out watch()/close() and the first step"
+            " of each run.",
+            "",
+            "| model | metric | plain ms | LB added ms | GW added ms | GW added / LB added "
+            f"| ≤ {GOAL}× |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name, a in alt.items():
+            for metric, label in (("wall", "wall"), ("cpu", "training thread CPU")):
+                e = a[metric]
+                f = e["added_factor"]
+                lines.append(
+                    f"| {name} | {label} | {e['plain_ms']:.3f} "
+                    f"| {e['lower_bound_added_ms']:.3f} | {e['gradwatch_added_ms']:.3f} "
+                    f"| {_factor(f)} | {_verdict(None if f is None else f <= GOAL)} |"
+                )
     lines += [
         "",
         "## One-time costs of each gradwatch run",
@@ -647,7 +724,8 @@ def markdown(result: dict[str, Any]) -> str:
         "## Collection work alone",
         "",
         "Training-thread CPU ms of the collection work without the training step, on a copy"
-        " of the model's parameters with random gradients, median of 50 (much less noisy"
+        " of the model's parameters with random gradients, median of 50 (5 with --quick; much"
+        " less noisy"
         " than the step times). `nonfinite_fused_l0` is what the lower bound runs"
         " (`_foreach_norm(_foreach_mul(g, 0), 0)`); `nonfinite_isfinite_check` is the"
         " cheaper CPU path gradwatch takes instead (`isfinite` of the gradient norms it"
@@ -714,11 +792,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON path (.md beside it)")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
-    p.add_argument("--quick", action="store_true", help="smoke run: 2 reps x 3 steps")
+    p.add_argument(
+        "--alternate",
+        type=int,
+        default=150,
+        metavar="K",
+        help="also K triples of steps alternating every step under one run (0: skip)",
+    )
+    p.add_argument("--quick", action="store_true", help="smoke run: 2 reps x 2 steps")
     p.add_argument("--profile", metavar="MODEL", help="cProfile gradwatch on MODEL and exit")
     args = p.parse_args(argv)
     if args.quick:
-        args.reps, args.steps, args.warmup = 2, 3, 2
+        args.reps, args.steps, args.warmup, args.alternate = 2, 2, 1, 2
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = sorted(set(args.models) - set(MODELS))
     if unknown or args.reps < 1 or args.steps < 1:
@@ -747,6 +832,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "seed": SEED,
                 "optimizer": "Adam(lr=1e-3)",
                 "gradwatch_options": {"every": 1},
+                "alternate_triples": args.alternate,
                 "goal": f"gradwatch added time <= {GOAL} x lower-bound added time",
             },
             "models": {},
@@ -760,6 +846,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.warmup,
                 args.batch_size or BATCH_SIZE[name],
                 data_dir,
+                args.alternate,
+                5 if args.quick else 50,
             )
         result["seconds"] = time.perf_counter() - t0
     args.out.parent.mkdir(parents=True, exist_ok=True)
