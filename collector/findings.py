@@ -135,6 +135,11 @@ class FindingSink:
             return set()
         return {k[1] for k in self._active if k[0] == check and k[2] == optimizer}
 
+    def settle(self, check: str, optimizer: int | None, still_bad: set[str]) -> None:
+        """Clear ``check`` for every tensor of ``optimizer`` that is no longer bad."""
+        for name in self.active(check, optimizer) - still_bad:
+            self.clear(check, name, optimizer)
+
     def clear(self, check: str, param: str | None = None, optimizer: int | None = None) -> None:
         """The condition no longer holds: its next onset is a new finding."""
         if not self._active:

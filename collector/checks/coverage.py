@@ -76,18 +76,13 @@ class CoverageChecks:
             )
 
     # -- values ---------------------------------------------------------------------------
-    def _settle(self, check: str, v: StepView, bad: list[int]) -> None:
-        still = {v.names[i] for i in bad}
-        for name in self.sink.active(check, v.optimizer) - still:
-            self.sink.clear(check, name, v.optimizer)
-
     def no_grad(self, v: StepView) -> list[Action]:
         """``param-no-grad``: a trainable tensor got no (or an all-zero) gradient 3 steps in
         a row while others did."""
         assert v.grad_norm is not None
         streak = self._no_grad.get(v.optimizer)
         if streak is None and all(v.has_grad) and bool((v.grad_norm != 0).all()):
-            self._settle("param-no-grad", v, [])
+            self.sink.settle("param-no-grad", v.optimizer, set())
             return []  # the common case: every tensor got a gradient
         has = v.has_grad_t & (v.grad_norm != 0)
         missing = v.trainable_t & ~has & bool(has.any())
@@ -97,7 +92,7 @@ class CoverageChecks:
         else:
             self._no_grad.pop(v.optimizer, None)
         bad = torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist()
-        self._settle("param-no-grad", v, bad)
+        self.sink.settle("param-no-grad", v.optimizer, {v.names[i] for i in bad})
         return [
             self.sink.report(
                 finding(

@@ -82,12 +82,6 @@ class NumericsChecks:
             )
         return state
 
-    def _settle(self, check: str, v: StepView, bad: list[int]) -> None:
-        """Clear the findings of tensors that are no longer bad."""
-        still = {v.names[i] for i in bad}
-        for name in self.sink.active(check, v.optimizer) - still:
-            self.sink.clear(check, name, v.optimizer)
-
     def loss(self, v: StepView) -> Action:
         """``nonfinite-loss``."""
         if v.loss is not None and not math.isfinite(v.loss):
@@ -122,11 +116,11 @@ class NumericsChecks:
     def _nonfinite(self, v: StepView) -> list[Action]:
         assert v.nonfinite is not None
         if not bool((v.nonfinite > 0).any()):
-            self._settle("nonfinite-grad", v, [])
+            self.sink.settle("nonfinite-grad", v.optimizer, set())
             return []
         bad = [i for i in v.order if v.nonfinite[i] > 0]  # first in forward order
         counts = {v.names[i]: int(v.nonfinite[i]) for i in bad}
-        self._settle("nonfinite-grad", v, bad[:1])
+        self.sink.settle("nonfinite-grad", v.optimizer, {v.names[i] for i in bad[:1]})
         return [
             self.sink.report(
                 finding(
@@ -169,10 +163,10 @@ class NumericsChecks:
             top = float(rms[finite].max()) if bool(finite.any()) else 0.0
             exploding &= rms >= STRUCTURAL_ZERO * top
         if not bool(exploding.any()):
-            self._settle("exploding-grad", v, [])
+            self.sink.settle("exploding-grad", v.optimizer, set())
             return []
         bad = torch.nonzero(exploding).flatten().tolist()
-        self._settle("exploding-grad", v, bad)
+        self.sink.settle("exploding-grad", v.optimizer, {v.names[i] for i in bad})
         return [self._explosion(v, state, rms, i) for i in bad]
 
     def _explosion(self, v: StepView, state: _State, rms: torch.Tensor, i: int) -> Action:
