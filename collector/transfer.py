@@ -10,7 +10,6 @@ training thread. On the CPU rows are already on the host and are handed over as 
 from __future__ import annotations
 
 import queue
-import threading
 import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -61,11 +60,7 @@ class Transfer(Generic[Meta]):
 
     def drain(self) -> Reader[Meta] | None:
         """Queue the transfer of every waiting row and return the reader that collects it
-        (memoised: the I/O thread and the late checks may both call it)."""
-        reader = self._drain()
-        return None if reader is None else _memo(reader)
-
-    def _drain(self) -> Reader[Meta] | None:
+        (called once, on the I/O thread)."""
         if not self._meta:
             return None
         meta, self._meta = self._meta, []
@@ -97,16 +92,3 @@ class Transfer(Generic[Meta]):
             return data, meta
 
         return read
-
-
-def _memo(reader: Reader[Meta]) -> Reader[Meta]:
-    lock = threading.Lock()
-    result: list[tuple[torch.Tensor, list[Meta]]] = []
-
-    def read() -> tuple[torch.Tensor, list[Meta]]:
-        with lock:
-            if not result:
-                result.append(reader())
-            return result[0]
-
-    return read

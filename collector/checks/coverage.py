@@ -9,7 +9,7 @@ from fnmatch import fnmatch
 
 import torch
 
-from gradwatch.checks.view import StepView
+from gradwatch.checks.view import StepView, held_for
 from gradwatch.findings import Action, FindingSink, finding
 
 PERSIST_STEPS = 3  # param-no-grad and param-not-updated must hold this many steps in a row
@@ -86,7 +86,7 @@ class CoverageChecks:
             return []  # the common case: every tensor got a gradient
         has = v.has_grad_t & (v.grad_norm != 0)
         missing = v.trainable_t & ~has & bool(has.any())
-        streak = missing.long() if streak is None else (streak + 1) * missing
+        streak = held_for(streak, missing)
         if bool(streak.any()):
             self._no_grad[v.optimizer] = streak
         else:
@@ -126,7 +126,7 @@ class CoverageChecks:
         # an update of a gradient ~1e-4× the largest one can round to zero: not "stuck"
         stuck = (g > 1e-4 * top) & finite & (v.update_norm == 0)
         streak = self._not_updated.get(v.optimizer)
-        streak = stuck.long() if streak is None else (streak + 1) * stuck
+        streak = held_for(streak, stuck)
         if bool(streak.any()):
             self._not_updated[v.optimizer] = streak
         else:

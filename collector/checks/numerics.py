@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from gradwatch.catalogue import Severity
-from gradwatch.checks.view import StepView
+from gradwatch.checks.view import StepView, held_for
 from gradwatch.findings import Action, FindingSink, finding
 
 WINDOW = 100  # steps of gradient-norm history for the rolling median
@@ -50,10 +50,6 @@ class _State:
     max_lr: list[float] = field(default_factory=list)
     previous_param_norm: torch.Tensor | None = None
     ends: tuple[int, int] | None = None  # first and last weight matrix in forward order
-
-
-def _streak(old: torch.Tensor | None, now: torch.Tensor) -> torch.Tensor:
-    return now.long() if old is None or old.shape != now.shape else (old + 1) * now
 
 
 class NumericsChecks:
@@ -145,7 +141,7 @@ class NumericsChecks:
         if state.last is not None:
             growing = norms > GROWTH * state.last
             if state.growth is not None or bool(growing.any()):  # most steps: none grows
-                state.growth = _streak(state.growth, finite & growing)
+                state.growth = held_for(state.growth, finite & growing)
                 exploding |= state.growth >= GROWTH_STEPS
                 if not bool(state.growth.any()):
                     state.growth = None
@@ -210,7 +206,7 @@ class NumericsChecks:
         if ratio is not None:
             tiny = tiny.clone()
             tiny[ratio[0]] = True
-        state.vanish = _streak(state.vanish, tiny)
+        state.vanish = held_for(state.vanish, tiny)
         if not bool(state.vanish.any()):
             state.vanish = None
             return
@@ -291,7 +287,7 @@ class NumericsChecks:
         ]
         for key, (low, high), steps, severity in levels:
             out = ok & ((ratio < low) | (ratio > high))
-            streak = _streak(state.streaks.get(key), out)
+            streak = held_for(state.streaks.get(key), out)
             if bool(streak.any()):
                 state.streaks[key] = streak
             else:

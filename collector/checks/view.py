@@ -49,3 +49,8 @@ class StepView:
     def has_values(self) -> bool:
         """Whether the pre-step device values (gradient norms, counts) are on the host."""
         return self.grad_norm is not None and self.nonfinite is not None
+
+
+def held_for(old: torch.Tensor | None, now: torch.Tensor) -> torch.Tensor:
+    """Consecutive steps each tensor's condition has held: ``old + 1`` where ``now``, else 0."""
+    return now.long() if old is None or old.shape != now.shape else (old + 1) * now
