@@ -293,7 +293,7 @@ def collection_parts(work: Workload, n: int = 50) -> dict[str, float]:
     norms = torch._foreach_norm
     grad_norms = torch.stack(norms(grads))
     buffer = torch.zeros((len(params), 4), dtype=torch.float64)
-    stepstats = StepStats(list(model.parameters()), torch.device("cpu"))
+    stepstats = StepStats(list(model.parameters()), torch.device("cpu"), grads_after=True)
     x = work.batches[0][0]
 
     def lower_bound() -> None:

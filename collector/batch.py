@@ -2,10 +2,11 @@
 
 Per input tensor ``x`` with batch size ``n`` (first dimension): the per-sample sums
 ``r_i`` (accumulated in float32 for floating inputs, float64 for integer ones such as token
-ids: no widened copy of the batch), then the float64 pair ``(Σ r_i, Σ (i+1)·r_i)`` as one
-small matrix product. Swapping two samples, replacing one, or a different augmentation
-changes the pair; the same samples in the same order give bit-identical values on the same
-device. Shapes and dtypes are kept on the host and hashed with the values later.
+ids: no widened copy of the batch), then the pair ``(Σ r_i, Σ (i+1)·r_i)`` as one small
+matrix-vector product in that dtype (two device ops per input tensor). Swapping two
+samples, replacing one, or a different augmentation changes the pair; the same samples in
+the same order give bit-identical values on the same device. Shapes and dtypes are kept
+on the host and hashed with the values later.
 """
 
 from __future__ import annotations
@@ -30,21 +31,47 @@ def _tensors(obj: Any, depth: int = 0) -> Iterator[torch.Tensor]:
             yield from _tensors(obj[key], depth + 1)
 
 
+def inspect(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[torch.Tensor | None, list[str]]:
+    """The checksum of the inputs (``None`` without a tensor) and their host-side
+    description (``"float32[64,3,32,32]"`` per tensor), in one walk over the inputs."""
+    if not kwargs and len(args) == 1 and isinstance(args[0], torch.Tensor):
+        found = [args[0]]  # model(x): the common case, without the walk
+    else:
+        found = list(_tensors((args, kwargs)))[:_MAX_TENSORS]
+    return (checksum_of(found) if found else None), [_describe(t) for t in found]
+
+
 def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
     """Host-side description of the inputs: ``"float32[64,3,32,32]"`` per tensor."""
-    found = list(_tensors((args, kwargs)))[:_MAX_TENSORS]
-    return [f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}" for t in found]
+    return inspect(args, kwargs)[1]
 
 
-@torch.no_grad()
 def checksum(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
-    """The ``(2,)`` float64 checksum of every tensor in the inputs, on their device.
+    """The ``(2,)`` checksum of every tensor in the inputs, on their device (``None`` when
+    the inputs hold no tensor). Computed with device ops only."""
+    return inspect(args, kwargs)[0]
 
-    Returns ``None`` when the inputs hold no tensor. Computed with device ops only.
-    """
+
+_DESCRIBED: dict[tuple[torch.dtype, torch.Size], str] = {}
+
+
+def _describe(t: torch.Tensor) -> str:
+    key = (t.dtype, t.shape)
+    found = _DESCRIBED.get(key)
+    if found is None:
+        if len(_DESCRIBED) > 1024:
+            _DESCRIBED.clear()
+        found = _DESCRIBED[key] = f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
+    return found
+
+
+def checksum_of(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """Per tensor: per-sample sums, then the pair ``(Σ r_i, Σ (i+1)·r_i)`` as one small
+    matrix-vector product in the accumulation dtype (float32 for floating inputs, float64
+    for integer ones). Tensor ``j`` is weighted by ``j+1`` so that swapped inputs differ."""
     total: torch.Tensor | None = None
-    for j, t in enumerate(list(_tensors((args, kwargs)))[:_MAX_TENSORS]):
-        x = t.detach()
+    for j, t in enumerate(tensors):
+        x = t.detach() if t.requires_grad else t  # no graph is recorded either way
         if x.is_complex():
             x = torch.view_as_real(x)
         if x.dtype == torch.bool:
@@ -53,24 +80,25 @@ def checksum(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | No
         acc = (
             torch.float64
             if x.dtype == torch.float64 or not x.is_floating_point()
-            else (torch.float32)
+            else torch.float32
         )
-        per_sample = rows.sum(dim=1, dtype=acc).to(torch.float64)
-        pair = _weights(per_sample.numel(), x.device, j + 1) @ per_sample
-        total = pair if total is None else total + pair.to(total.device)
+        per_sample = rows.sum(dim=1, dtype=acc)
+        pair = torch.mv(_weights(per_sample.numel(), x.device, j + 1, acc), per_sample)
+        total = pair if total is None else total + pair.to(total.device, torch.float64)
+    assert total is not None
     return total
 
 
-_WEIGHTS: dict[tuple[int, torch.device, int], torch.Tensor] = {}
+_WEIGHTS: dict[tuple[int, torch.device, int, torch.dtype], torch.Tensor] = {}
 
 
-def _weights(n: int, device: torch.device, scale: int) -> torch.Tensor:
+def _weights(n: int, device: torch.device, scale: int, dtype: torch.dtype) -> torch.Tensor:
     """The cached ``(2, n)`` matrix ``scale·[1…1; 1…n]`` (built on the device once)."""
-    key = (n, device, scale)
+    key = (n, device, scale, dtype)
     found = _WEIGHTS.get(key)
     if found is None:
         if len(_WEIGHTS) > 64:
             _WEIGHTS.clear()
-        ramp = torch.arange(1, n + 1, dtype=torch.float64, device=device)
+        ramp = torch.arange(1, n + 1, dtype=dtype, device=device)
         found = _WEIGHTS[key] = torch.stack([torch.ones_like(ramp), ramp]) * scale
     return found

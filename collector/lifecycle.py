@@ -22,15 +22,21 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from gradwatch.graphorder import forward_order
-from gradwatch.stats import PreStep, StepStats
+from gradwatch.rows import LEADING, HostStep, assemble, write_row
+from gradwatch.stats import PreStep, StepStats, StepValues, grads_untouched_by_step
 from gradwatch.stepcheck import StepChecker
 from gradwatch.transfer import Reader, Transfer
 
 if TYPE_CHECKING:
     from gradwatch.run import Run
 
+
+def has_closure(args: Any, kwargs: Any) -> bool:
+    """Whether ``step()`` was given a closure (it then computes gradients of its own)."""
+    return any(callable(a) for a in (*args, *kwargs.values()))
+
+
 Event = tuple[str, float, str]  # (kind, seconds since the previous step ended, detail)
-LEADING = 3  # loss, batch checksum (2): the columns before the (T, 4) statistics
 MAX_EVENTS = 256  # lifecycle events kept per step
 
 
@@ -91,9 +97,14 @@ class OptimizerWatch:
         self.model_keys: list[str] = []  # the watched models that own these parameters
         self.since_clear = 0  # backward passes since the gradients were last cleared
         self.forward_order: list[int] | None = None  # read from the first loss's graph
-        self.stats = StepStats(self.params, device)
+        self.stats = StepStats(self.params, device, grads_after=grads_untouched_by_step(optimizer))
+        n = len(self.params)
         self.transfer: Transfer[StepMeta] = Transfer(
-            LEADING + 4 * len(self.params), device, run.transfer_every, run.transfer_max_age
+            LEADING + 4 * n,
+            device,
+            run.transfer_every,
+            run.transfer_max_age,
+            (lambda steps: assemble(steps, n)) if self.stats.on_host else None,
         )
         self.step = 0
         self.pending = Pending()
@@ -254,8 +265,13 @@ class OptimizerWatch:
         self._t_step_start = time.perf_counter()
         self._follow_changes()
         self._manual_clearing()
-        self._pre = self.stats.before_step() if self.collecting() else None
-        if self.checker.pre_step(self.pending, self._pre, args, kwargs) == "skip":
+        closure = has_closure(args, kwargs)  # step(closure) computes new gradients
+        self._pre = (
+            self.stats.before_step(now=closure or self.checker.engine.needs_values_now())
+            if self.collecting()
+            else None
+        )
+        if self.checker.pre_step(self.pending, self._pre, closure) == "skip":
             self._drop_update()
 
     def _drop_update(self) -> None:
@@ -273,31 +289,20 @@ class OptimizerWatch:
         if pending.dropped_events:
             pending.events.append(("dropped", end - self._t_last, f"{pending.dropped_events}"))
         pending.events.append(("step", end - self._t_last, ""))
-        matrix = None
+        values = None
         if pre is not None:
             self._pre = None
-            matrix = self._collect(pre, pending, end)
-        self.checker.post_step(matrix)
+            values = self._collect(pre, pending, end)
+        self.checker.post_step(values)
         self.pending = Pending()
         self._refresh_grads()
         self._t_last = end
         self.run.after_step(self)
 
-    def _collect(self, pre: PreStep, pending: Pending, end: float) -> torch.Tensor:
-        matrix = self.stats.after_step(pre)
-        device = matrix.device
-        loss = pending.loss
-        loss_vec = (
-            torch.zeros(1, dtype=torch.float64, device=device)
-            if loss is None
-            else loss.reshape(1).to(device, non_blocking=True)
-        )
-        batch = (
-            torch.zeros(2, dtype=torch.float64, device=device)
-            if pending.batch is None
-            else pending.batch.to(device, non_blocking=True)
-        )
-        row = torch.cat([loss_vec, batch, matrix.flatten()])
+    def _collect(self, pre: PreStep, pending: Pending, end: float) -> StepValues:
+        """Hand this step's values (loss, batch checksum, statistics) to the transfer."""
+        values = self.stats.after_step(pre)
+        loss, batch = pending.loss, pending.batch
         meta = StepMeta(
             step=self.step,
             n_backward=pending.n_backward,
@@ -310,10 +315,15 @@ class OptimizerWatch:
             batch=pending.batch_sig,
             requires_grad=self.checker.requires_grad(),
         )
-        reader = self.transfer.add(row, meta)
+        if self.stats.on_host:
+            reader = self.transfer.add_host(HostStep(values, loss, batch), meta)
+        else:
+            row, zeroed = self.transfer.slot()
+            write_row(row, values, loss, batch, zeroed)
+            reader = self.transfer.commit(meta)
         if reader is not None:
             self.run.emit_steps(self, reader)
-        return matrix
+        return values
 
     def learning_rates(self) -> list[float]:
         """The learning rate of every param group (NaN where it is not a plain number)."""

@@ -65,8 +65,7 @@ class ModelHooks:
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             if not torch.is_grad_enabled():  # evaluation or inference: not a training forward
                 return None
-            checksum = batch.checksum(args, kwargs) if want_checksum else None
-            sig = batch.signature(args, kwargs) if want_checksum else []
+            checksum, sig = batch.inspect(args, kwargs) if want_checksum else (None, [])
             self._started[key] = (time.perf_counter(), checksum, sig)
             return None
 

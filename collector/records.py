@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 import torch
 
-from gradwatch.lifecycle import LEADING, StepMeta
+from gradwatch.lifecycle import StepMeta
+from gradwatch.rows import LEADING
 from gradwatch.stats import STAT_NAMES
 from gradwatch.wire import Array, Kind, Record
 
@@ -44,9 +45,10 @@ def batch_hash(pair: Sequence[float], signature: Sequence[str]) -> str:
 def steps_record(
     optimizer: int, n_tensors: int, data: torch.Tensor, metas: Sequence[StepMeta]
 ) -> Record:
-    """One STEPS record: ``data`` is the ``(n, LEADING + 4T)`` host matrix of the window."""
+    """One STEPS record: ``data`` is the ``(n, LEADING + 4T)`` host matrix of the window
+    (statistics stat-major in each row; the wire holds them as ``(n, T, 4)``)."""
     n = len(metas)
-    stats = data[:, LEADING:].reshape(n, n_tensors, len(STAT_NAMES))
+    stats = data[:, LEADING:].reshape(n, len(STAT_NAMES), n_tensors).transpose(1, 2)
     batch = data[:, 1:3]
     has_batch = [bool(m.batch) for m in metas]
     hashes = [

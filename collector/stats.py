@@ -1,15 +1,24 @@
 """Per-tensor statistics of one optimizer step, computed on the device with fused ops.
 
-*What* is computed lives here; *when* is decided by :mod:`gradwatch.lifecycle` and *how
+*What* is computed lives here; *when* is decided by :mod:`gradwatch.lifecycle` and *where
 it is stored* by :mod:`gradwatch.transfer`. Nothing here reads a value back to the host
 for a tensor on an accelerator: results stay on the device until the batched transfer.
 
-Columns of a step's ``(T, 4)`` float64 matrix, one row per parameter tensor:
+A step's statistics are ``4·T`` float64 values of the step's row, *stat-major* (all
+gradient norms, then all parameter norms, …), one value per parameter tensor:
 
 * ``grad_norm``      ‖g‖₂ (0 where the tensor has no gradient; see ``has_grad``)
 * ``param_norm``     ‖θ‖₂ after the step
 * ``update_norm``    ‖θ_after − θ_before‖₂, exact (from a snapshot taken before the step)
 * ``nonfinite_grad`` number of NaN/±Inf elements of g
+
+The common case — one device, one accumulation dtype, every tensor with a gradient, an
+optimizer of ``torch.optim`` that leaves gradients alone during ``step()`` — costs one
+snapshot copy before the update and, after it, one subtraction, one fused norm of
+gradients, parameters and differences together and one ``stack`` (on the CPU also one
+scalar read to see that every norm is finite; exact counts are taken only if one is not).
+Everything else (a raise/skip policy that needs the gradients before the update, a
+closure, frozen tensors, mixed dtypes or devices) takes the general path.
 """
 
 from __future__ import annotations
@@ -23,6 +32,12 @@ import torch
 STAT_NAMES: tuple[str, ...] = ("grad_norm", "param_norm", "update_norm", "nonfinite_grad")
 GRAD, PARAM, UPDATE, NONFINITE = range(4)
 _CHUNK_BYTES = 256 << 20  # bounds the temporary memory of the on-device non-finite count
+
+#: optimizers whose ``step()`` never edits ``p.grad`` in place (gradients read after the
+#: update are the ones it applied); any other class is measured before the update
+_GRADS_UNTOUCHED = frozenset(
+    {"SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad", "Adadelta"}
+)
 
 
 def _acc_dtype(t: torch.Tensor) -> torch.dtype:
@@ -49,6 +64,16 @@ def uniform_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype | None:
     dtype (the common case, which then needs no grouping), else ``None``."""
     kinds = {(t.device, _acc_dtype(t)) for t in tensors}
     return next(iter(kinds))[1] if len(kinds) == 1 else None
+
+
+def grads_untouched_by_step(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether gradients read after ``optimizer.step()`` are still those it applied."""
+    cls = type(optimizer)
+    return (
+        cls.__module__.startswith("torch.optim")
+        and cls.__name__ in _GRADS_UNTOUCHED
+        and not any(g.get("differentiable", False) for g in optimizer.param_groups)
+    )
 
 
 def fused_norms(
@@ -103,83 +128,158 @@ def nonfinite_counts(tensors: Sequence[torch.Tensor], out_device: torch.device) 
 def host_nonfinite_counts(tensors: Sequence[torch.Tensor], norms: torch.Tensor) -> torch.Tensor:
     """CPU path: the values are already on the host, so count exactly, but only in the
     tensors whose norm is not finite (the count is 0 wherever the norm is finite)."""
-    if math.isfinite(float(norms.sum())):  # norms are ≥ 0: a finite sum means all finite
-        return _zeros(len(tensors))
     counts = torch.zeros(len(tensors), dtype=torch.float64)
+    if math.isfinite(float(norms.sum())):  # norms are ≥ 0: a finite sum means all finite
+        return counts
     for i in torch.nonzero(~torch.isfinite(norms)).flatten().tolist():
         counts[i] = float((~torch.isfinite(tensors[i])).sum())
     return counts
 
 
-_ZEROS: dict[int, torch.Tensor] = {}
+@dataclass
+class PreStep:
+    """What ``before_step`` measured, waiting for the parameters to change. The gradient
+    norms and counts are ``None`` when they are read after the update instead."""
 
-
-def _zeros(n: int) -> torch.Tensor:
-    """A shared read-only zero vector (callers copy it, never write to it)."""
-    found = _ZEROS.get(n)
-    if found is None:
-        found = _ZEROS[n] = torch.zeros(n, dtype=torch.float64)
-    return found
+    has_grad: list[bool]
+    grad_norm: torch.Tensor | None = None
+    nonfinite: torch.Tensor | None = None
 
 
 @dataclass
-class PreStep:
-    """What ``before_step`` measured, waiting for the parameters to change."""
+class StepValues:
+    """The statistics of one step as computed, not yet laid out in a row.
 
-    grad_norm: torch.Tensor
-    nonfinite: torch.Tensor
-    has_grad: list[bool]
+    ``norms`` holds, stat-major, the norms from statistic ``first`` on (``GRAD`` or
+    ``PARAM``) through ``UPDATE``, in the accumulation dtype; ``grad_norm`` (float64) is set
+    when the gradients were measured before the update, ``nonfinite`` (float64) when some
+    count may be non-zero (``None``: all zero).
+    """
+
+    n: int
+    norms: torch.Tensor
+    first: int
+    grad_norm: torch.Tensor | None = None
+    nonfinite: torch.Tensor | None = None
+
+    @property
+    def param_norm(self) -> torch.Tensor:
+        """‖θ‖ after the step, a view of ``norms``."""
+        start = (PARAM - self.first) * self.n
+        return self.norms[start : start + self.n]
+
+    def write(self, out: torch.Tensor, zeroed: bool) -> None:
+        """Lay the values out in ``out`` (``4·T`` float64; ``zeroed``: it holds zeros)."""
+        n = self.n
+        out[self.first * n : 3 * n].copy_(self.norms)
+        if self.grad_norm is not None:
+            out[:n].copy_(self.grad_norm)
+        if self.nonfinite is not None:
+            out[3 * n :].copy_(self.nonfinite)
+        elif not zeroed:
+            out[3 * n :].zero_()
 
 
 class StepStats:
     """Computes the per-tensor statistics of one optimizer's parameters around ``step()``."""
 
-    def __init__(self, params: Sequence[torch.Tensor], device: torch.device) -> None:
+    def __init__(
+        self, params: Sequence[torch.Tensor], device: torch.device, *, grads_after: bool = False
+    ) -> None:
         self.params = list(params)
+        self.n = len(self.params)
         self.device = device
         self._uniform = uniform_dtype(self.params)
-        self._on_host = device.type == "cpu" and all(p.device.type == "cpu" for p in self.params)
+        self.on_host = device.type == "cpu" and all(p.device.type == "cpu" for p in self.params)
         self._snapshot: list[torch.Tensor] | None = None
+        # the fused path: one device (the run's), one accumulation dtype
+        self._fused = (
+            self._uniform is not None and bool(self.params) and self.params[0].device == device
+        )
+        self._norm_dtype = (
+            self._uniform if any(p.dtype != self._uniform for p in self.params) else None
+        )  # low precision accumulates in float32; float32/float64 need no dtype argument
+        self.grads_after = grads_after and self._fused
 
     @torch.no_grad()
-    def before_step(self) -> PreStep:
-        """Gradient norms and non-finite counts, and a snapshot of θ for the exact update."""
-        present = [i for i, p in enumerate(self.params) if p.grad is not None]
+    def before_step(self, *, now: bool = False) -> PreStep:
+        """Snapshot θ for the exact update; the gradient statistics too when ``now`` (a
+        policy acts before the update) or when they cannot wait until after it."""
+        has_grad = [p.grad is not None for p in self.params]
+        pre = PreStep(has_grad=has_grad)
+        if now or not self.grads_after or not all(has_grad):
+            pre.grad_norm, pre.nonfinite = self._grad_stats(has_grad)
+        self._take_snapshot()
+        return pre
+
+    def _grad_stats(self, has_grad: list[bool]) -> tuple[torch.Tensor, torch.Tensor]:
+        present = [i for i, ok in enumerate(has_grad) if ok]
         grads = [g for g in (self.params[i].grad for i in present) if g is not None]
-        uniform = self._uniform if len(grads) == len(self.params) else None
+        uniform = self._uniform if len(grads) == self.n else None
         norms = fused_norms(grads, self.device, uniform=uniform)
         counts = self._counts(grads, norms)
-        grad_norm, nonfinite = norms, counts
-        if len(present) != len(self.params):
-            idx = index_tensor(present, self.device)
-            grad_norm = torch.zeros(len(self.params), dtype=torch.float64, device=self.device)
-            nonfinite = torch.zeros_like(grad_norm)
-            grad_norm.index_copy_(0, idx, norms)
-            nonfinite.index_copy_(0, idx, counts)
-        self._take_snapshot()
-        has_grad = [False] * len(self.params)
-        for i in present:
-            has_grad[i] = True
-        return PreStep(grad_norm=grad_norm, nonfinite=nonfinite, has_grad=has_grad)
+        if len(present) == self.n:
+            return norms, counts
+        idx = index_tensor(present, self.device)
+        grad_norm = torch.zeros(self.n, dtype=torch.float64, device=self.device)
+        nonfinite = torch.zeros_like(grad_norm)
+        grad_norm.index_copy_(0, idx, norms)
+        nonfinite.index_copy_(0, idx, counts)
+        return grad_norm, nonfinite
 
     @torch.no_grad()
-    def after_step(self, pre: PreStep) -> torch.Tensor:
-        """The ``(T, 4)`` float64 matrix of this step, still on the device."""
-        params = self.params  # under no_grad: no detach needed
-        param_norm = fused_norms(params, self.device, uniform=self._uniform)
-        if self._snapshot is None:
-            update = torch.full_like(param_norm, float("nan"))
+    def after_step(self, pre: PreStep) -> StepValues:
+        """The statistics of the step just taken (device tensors; no host sync on an
+        accelerator, one scalar read on the CPU)."""
+        snapshot = self._snapshot
+        if snapshot is not None:
+            torch._foreach_sub_(snapshot, self.params)  # θ_before − θ_after
+        if not self._fused:
+            parts = [fused_norms(self.params, self.device)]
+            parts.append(
+                fused_norms(snapshot, self.device)
+                if snapshot is not None
+                else torch.full_like(parts[0], float("nan"))
+            )
+            values = StepValues(self.n, torch.cat(parts), PARAM)
         else:
-            torch._foreach_sub_(self._snapshot, params)
-            update = fused_norms(self._snapshot, self.device, uniform=self._uniform)
-        return torch.stack([pre.grad_norm, param_norm, update, pre.nonfinite], dim=1)
+            tensors = self.params + snapshot if snapshot is not None else list(self.params)
+            grads: list[torch.Tensor] = []
+            if pre.grad_norm is None:
+                grads = [p.grad for p in self.params]  # type: ignore[misc]
+                tensors = grads + tensors
+            norms = torch.stack(torch._foreach_norm(tensors, 2.0, dtype=self._norm_dtype))
+            if snapshot is None:
+                norms = torch.cat([norms, torch.full((self.n,), float("nan"), device=self.device)])
+            values = StepValues(self.n, norms, GRAD if grads else PARAM)
+            if grads:
+                values.nonfinite = self._post_counts(grads, norms)
+        if pre.grad_norm is not None:
+            values.grad_norm, values.nonfinite = pre.grad_norm, pre.nonfinite
+        return values
+
+    def _post_counts(self, grads: list[torch.Tensor], norms: torch.Tensor) -> torch.Tensor | None:
+        """Counts of the gradients measured after the update: on the host only when some
+        norm is not finite (one scalar read: a finite sum means every norm is finite)."""
+        if not self.on_host:
+            return nonfinite_counts(grads, self.device)
+        if math.isfinite(float(norms.sum())):
+            return None
+        return host_nonfinite_counts(grads, norms[: self.n])
+
+    @torch.no_grad()
+    def param_norms(self) -> torch.Tensor:
+        """‖θ‖ now, computed exactly as :meth:`after_step` does (comparable bit for bit)."""
+        if not self._fused:
+            return fused_norms(self.params, self.device)
+        return torch.stack(torch._foreach_norm(self.params, 2.0, dtype=self._norm_dtype))
 
     def release(self) -> None:
         """Free the snapshot (the only memory proportional to the model that is kept)."""
         self._snapshot = None
 
     def _counts(self, grads: list[torch.Tensor], norms: torch.Tensor) -> torch.Tensor:
-        if self._on_host:
+        if self.on_host:
             return host_nonfinite_counts(grads, norms)
         return nonfinite_counts(grads, self.device)
 

@@ -4,23 +4,19 @@ builds the host-side view of each step and decides when device values are looked
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from gradwatch.checks import CheckEngine
 from gradwatch.checks.view import StepView
 from gradwatch.findings import Action
-from gradwatch.stats import GRAD, NONFINITE, PARAM, UPDATE, PreStep, fused_norms
+from gradwatch.stats import GRAD, NONFINITE, PARAM, UPDATE, PreStep, StepValues
 
 if TYPE_CHECKING:
     from gradwatch.lifecycle import OptimizerWatch, Pending, StepMeta
 
 MUTATION_EVERY = 10  # collected steps between checks for edits outside step()
-
-
-def _has_closure(args: Any, kwargs: Any) -> bool:
-    return any(callable(a) for a in (*args, *kwargs.values()))
 
 
 class StepChecker:
@@ -32,7 +28,7 @@ class StepChecker:
         self.live = watch.stats.device.type == "cpu"
         self._view: StepView | None = None
         self._values_live = False
-        self._last_norms: tuple[int, torch.Tensor] | None = None
+        self._last: tuple[int, StepValues] | None = None  # the previous collected step
 
     def view(self, step: int, pending: Pending, has_grad: list[bool], lr: list[float]) -> StepView:
         """The host-side facts of a step."""
@@ -61,13 +57,14 @@ class StepChecker:
         """The learning rates read before this step (read once per step)."""
         return None if self._view is None else self._view.lr
 
-    def pre_step(self, pending: Pending, pre: PreStep | None, args: Any, kwargs: Any) -> Action:
+    def pre_step(self, pending: Pending, pre: PreStep | None, closure: bool) -> Action:
         """Before the update; returns ``skip`` when a policy drops this update."""
         w = self.w
         has_grad = pre.has_grad if pre is not None else [p.grad is not None for p in w.params]
         v = self.view(w.step + 1, pending, has_grad, w.learning_rates())
-        v.has_closure = _has_closure(args, kwargs)
-        if pre is not None and self.engine.needs_values_now():
+        v.has_closure = closure
+        if pre is not None and pre.grad_norm is not None and self.engine.needs_values_now():
+            assert pre.nonfinite is not None
             v.grad_norm, v.nonfinite = pre.grad_norm.cpu(), pre.nonfinite.cpu()
             v.loss = None if pending.loss is None else float(pending.loss)
         if pre is not None and self.live:
@@ -76,27 +73,26 @@ class StepChecker:
         return self.engine.pre_step(w, v)
 
     def _mutation(self, v: StepView) -> None:
-        last = self._last_norms
+        last = self._last
         due = last is not None and last[0] == v.step - 1 and v.step % MUTATION_EVERY == 0
         if not due or not self.engine.on("param-mutated-outside-step"):
             return
         assert last is not None
-        with torch.no_grad():
-            now = fused_norms(self.w.params, self.w.stats.device)
-        self.engine.coverage.mutated(v, last[1], now)
+        self.engine.coverage.mutated(v, last[1].param_norm, self.w.stats.param_norms())
 
-    def post_step(self, matrix: torch.Tensor | None) -> None:
-        """After the update (``matrix``: this step's statistics, ``None`` if not collected).
+    def post_step(self, values: StepValues | None) -> None:
+        """After the update (``values``: this step's statistics, ``None`` if not collected).
         The value checks of collected steps run later, on the I/O thread (``check_rows``)."""
         v, self._view = self._view, None
-        if v is not None and matrix is not None and self.live:
-            self._last_norms = (v.step, matrix[:, PARAM])
+        if v is not None and values is not None and self.live:
+            self._last = (v.step, values)
 
     def check_rows(self, data: torch.Tensor, metas: list[StepMeta]) -> None:
         """Check a window of collected steps on the I/O thread, once it is on the host: the
         value checks (unless a raise/skip policy already ran them before the update), the
         update-based checks and the loss curve. Never touches the training thread."""
-        from gradwatch.lifecycle import LEADING, Pending
+        from gradwatch.lifecycle import Pending
+        from gradwatch.rows import LEADING
 
         values_done = self.engine.needs_values_now()
         for row, meta in zip(data, metas, strict=True):
@@ -104,10 +100,10 @@ class StepChecker:
             v = self.view(meta.step, pending, meta.has_grad, meta.lr)
             if meta.requires_grad is not None:
                 v.requires_grad = meta.requires_grad
-            stats = row[LEADING:].reshape(len(self.w.params), 4)
+            stats = row[LEADING:].reshape(4, len(self.w.params))  # stat-major
             v.loss = float(row[0]) if meta.has_loss else None
-            v.grad_norm, v.nonfinite = stats[:, GRAD], stats[:, NONFINITE]
-            v.param_norm, v.update_norm = stats[:, PARAM], stats[:, UPDATE]
+            v.grad_norm, v.nonfinite = stats[GRAD], stats[NONFINITE]
+            v.param_norm, v.update_norm = stats[PARAM], stats[UPDATE]
             if not values_done:
                 self.engine.values(v)
             self.engine.post_step(v)

@@ -61,14 +61,21 @@ class CheckEngine:
         self.modes = {k: loss_checks.mode_dependent_modules(m) for k, m in models.items()}
         self.shape_skip = False
         self.watches: list[OptimizerWatch] = []
+        self._on: dict[str, bool] = {}
+        self._values_now: bool | None = None
 
     def on(self, check: str) -> bool:
-        """Whether ``check`` is evaluated."""
-        return self.sink.enabled(check)
+        """Whether ``check`` is evaluated (policies are fixed for the run: asked once)."""
+        found = self._on.get(check)
+        if found is None:
+            found = self._on[check] = self.sink.enabled(check)
+        return found
 
     def needs_values_now(self) -> bool:
         """Whether some value check must act before the update (raise/skip policy)."""
-        return any(self.sink.wants_action(c) for c in VALUE_CHECKS)
+        if self._values_now is None:
+            self._values_now = any(self.sink.wants_action(c) for c in VALUE_CHECKS)
+        return self._values_now
 
     # -- at start ---------------------------------------------------------------------------
     def at_start(self, fingerprint: dict[str, Any], watches: list[OptimizerWatch]) -> None:

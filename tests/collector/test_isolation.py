@@ -13,7 +13,7 @@ from gradwatch import stats
 def test_internal_errors_are_counted_reported_once_and_training_goes_on(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def broken(self: stats.StepStats) -> stats.PreStep:
+    def broken(self: stats.StepStats, **kwargs: object) -> stats.PreStep:
         raise RuntimeError("injected fault")
 
     monkeypatch.setattr(stats.StepStats, "before_step", broken)

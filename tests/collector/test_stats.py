@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from gradwatch import stats
+from gradwatch.rows import LEADING, HostStep, assemble
 
 NONFINITE = [float("nan"), float("inf"), float("-inf")]
 
@@ -32,26 +33,52 @@ def make_params() -> list[torch.nn.Parameter]:
     return [torch.nn.Parameter(torch.randn(s, generator=g)) for s in shapes]
 
 
+def stat_rows(vec: torch.Tensor, n: int) -> list[list[float]]:
+    """The stat-major ``4·T`` vector as one ``[grad, param, update, nonfinite]`` per tensor."""
+    return vec.reshape(4, n).T.tolist()
+
+
 @pytest.mark.parametrize("bad", [None, *NONFINITE], ids=["finite", "nan", "inf", "-inf"])
-def test_step_stats_match_naive_reference(bad: float | None) -> None:
+@pytest.mark.parametrize("grads_after", [False, True], ids=["before", "after"])
+@pytest.mark.parametrize("all_grads", [False, True], ids=["some-grads", "all-grads"])
+def test_step_stats_match_naive_reference(
+    bad: float | None, grads_after: bool, all_grads: bool
+) -> None:
+    """Both paths (gradients read before the update, or after it with the fused norm) and
+    both row kinds (zero-filled or reused) give the naive reference's values."""
     params = make_params()
     g = torch.Generator().manual_seed(1)
-    for p in params[:-1]:
+    for p in params if all_grads else params[:-1]:
         p.grad = torch.randn(p.shape, generator=g)
     if bad is not None:
         params[0].grad[2, 3] = bad
         params[2].grad[0, 0, 1] = bad
         params[2].grad[1, 1, 0] = bad
     before = [p.detach().clone() for p in params]
-    engine = stats.StepStats(params, torch.device("cpu"))
+    engine = stats.StepStats(params, torch.device("cpu"), grads_after=grads_after)
     pre = engine.before_step()
+    assert (pre.grad_norm is None) == (grads_after and all_grads)
     opt = torch.optim.SGD(params, lr=0.1)
     opt.step()
-    matrix = engine.after_step(pre)
-    assert matrix.shape == (len(params), 4)
-    assert matrix.dtype == torch.float64
-    for i, p in enumerate(params):
-        row = matrix[i].tolist()
+    values = engine.after_step(pre)
+    for zeroed in (True, False):  # a fresh zero row, then a reused one
+        out = torch.zeros(4 * len(params), dtype=torch.float64)
+        if not zeroed:
+            out.fill_(7.0)  # every value must be overwritten
+        values.write(out, zeroed)
+        check_rows(params, pre, before, stat_rows(out, len(params)))
+    rows = assemble([HostStep(values, None, None)] * 2, len(params))
+    assert rows.shape == (2, LEADING + 4 * len(params))
+    check_rows(params, pre, before, stat_rows(rows[1, LEADING:], len(params)))
+
+
+def check_rows(
+    params: list[torch.nn.Parameter],
+    pre: stats.PreStep,
+    before: list[torch.Tensor],
+    rows: list[list[float]],
+) -> None:
+    for i, (p, row) in enumerate(zip(params, rows, strict=True)):
         if p.grad is None:
             assert pre.has_grad[i] is False
             assert row[stats.GRAD] == 0.0 and row[stats.NONFINITE] == 0.0
@@ -61,6 +88,32 @@ def test_step_stats_match_naive_reference(bad: float | None) -> None:
             assert row[stats.NONFINITE] == naive_nonfinite(p.grad)
         assert same(row[stats.PARAM], naive_norm(p))
         assert same(row[stats.UPDATE], naive_norm(p.detach() - before[i]))
+
+
+def test_grads_are_read_after_the_update_only_for_optimizers_that_leave_them_alone() -> None:
+    p = torch.nn.Parameter(torch.ones(2))
+    assert stats.grads_untouched_by_step(torch.optim.Adam([p]))
+    assert stats.grads_untouched_by_step(torch.optim.SGD([p], lr=0.1, momentum=0.9))
+    assert not stats.grads_untouched_by_step(torch.optim.LBFGS([p]))
+    assert not stats.grads_untouched_by_step(torch.optim.Adam([p], differentiable=True))
+
+    class Custom(torch.optim.SGD):
+        pass
+
+    assert not stats.grads_untouched_by_step(Custom([p], lr=0.1))
+
+
+def test_low_precision_parameters_take_the_fused_path_in_float32() -> None:
+    p = torch.nn.Parameter(torch.full((1000,), 300.0, dtype=torch.float16))
+    p.grad = torch.full((1000,), 300.0, dtype=torch.float16)
+    engine = stats.StepStats([p], torch.device("cpu"), grads_after=True)
+    pre = engine.before_step()
+    vec = torch.zeros(4)
+    engine.after_step(pre).write(vec, zeroed=True)
+    # 300² · 1000 = 9e7 overflows float16 (max 65504) but not the float32 accumulator
+    assert vec[stats.GRAD].item() == pytest.approx(math.sqrt(9e7))
+    assert vec[stats.PARAM].item() == pytest.approx(math.sqrt(9e7))
+    assert vec[stats.NONFINITE].item() == 0.0
 
 
 @pytest.mark.parametrize("bad", NONFINITE, ids=["nan", "inf", "-inf"])
@@ -101,7 +154,9 @@ def test_update_norm_is_exact_not_approximate() -> None:
     engine = stats.StepStats([p], torch.device("cpu"))
     pre = engine.before_step()
     torch.optim.SGD([p], lr=1.0).step()
-    assert engine.after_step(pre)[0, stats.UPDATE].item() == 5.0
+    vec = torch.zeros(4, dtype=torch.float64)
+    engine.after_step(pre).write(vec, zeroed=True)
+    assert vec[stats.UPDATE].item() == 5.0
 
 
 def test_snapshot_is_released() -> None:

@@ -1,0 +1,73 @@
+"""Rows of collected steps: ``[loss, batch checksum (2), 4·T statistics]`` in float64.
+
+On an accelerator each step writes its row in place in the device buffer of
+:mod:`gradwatch.transfer`. On the CPU the training thread only keeps what it computed
+(:class:`HostStep`: a few small tensors) and the I/O thread lays a window of them out as
+rows (:func:`assemble`), so that the step itself runs no copy or layout op at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from gradwatch.stats import StepValues
+
+LEADING = 3  # loss, batch checksum (2): the columns before the 4·T statistics
+
+
+@dataclass
+class HostStep:
+    """What one CPU step left for its row."""
+
+    values: StepValues
+    loss: torch.Tensor | None
+    batch: torch.Tensor | None
+
+
+def write_row(
+    row: torch.Tensor,
+    values: StepValues,
+    loss: torch.Tensor | None,
+    batch: torch.Tensor | None,
+    zeroed: bool,
+) -> None:
+    """Write one step into ``row`` (``zeroed``: it holds zeros already)."""
+    if not zeroed:
+        row[:LEADING].zero_()
+    if loss is not None:
+        row[0].copy_(loss.reshape(()))
+    if batch is not None:
+        row[1:LEADING].copy_(batch)
+    values.write(row[LEADING:], zeroed)
+
+
+def assemble(steps: Sequence[HostStep], n_tensors: int) -> torch.Tensor:
+    """The ``(len(steps), LEADING + 4·T)`` float64 rows of a window of CPU steps."""
+    data = torch.zeros((len(steps), LEADING + 4 * n_tensors), dtype=torch.float64)
+    if not steps:
+        return data
+    lossy = [i for i, s in enumerate(steps) if s.loss is not None]
+    if lossy:
+        losses = [float(s.loss) for s in steps if s.loss is not None]
+        data[lossy, 0] = torch.tensor(losses, dtype=torch.float64)
+    batched = [i for i, s in enumerate(steps) if s.batch is not None]
+    if batched:
+        pairs = [s.batch.to(torch.float64) for s in steps if s.batch is not None]
+        data[batched, 1:LEADING] = torch.stack(pairs)
+    by_layout: dict[tuple[int, int, torch.dtype], list[int]] = {}
+    for i, s in enumerate(steps):
+        key = (s.values.first, s.values.norms.numel(), s.values.norms.dtype)
+        by_layout.setdefault(key, []).append(i)
+    for (first, _numel, _dtype), idx in by_layout.items():
+        start = LEADING + first * n_tensors
+        norms = torch.stack([steps[i].values.norms for i in idx])
+        data[idx, start : LEADING + 3 * n_tensors] = norms.to(torch.float64)
+    for i, s in enumerate(steps):
+        if s.values.grad_norm is not None:
+            data[i, LEADING : LEADING + n_tensors] = s.values.grad_norm
+        if s.values.nonfinite is not None:
+            data[i, LEADING + 3 * n_tensors :] = s.values.nonfinite
+    return data
