@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from gradwatch.catalogue import Severity
 from gradwatch.lint.catalogue import BY_ID
-from gradwatch.lint.events import Collector, Event
+from gradwatch.lint.events import Collector
+from gradwatch.lint.facts import Event
 from gradwatch.lint.kinds import Scope, class_scope, function_scope, module_scope, own_nodes
 from gradwatch.lint.result import Confidence, LintFinding, fingerprint
 from gradwatch.lint.source import Source, text

@@ -16,6 +16,20 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from gradwatch.lint.facts import (
+    BACKWARD,
+    CALL,
+    EVAL,
+    SCHED_STEP,
+    STEP,
+    TRAIN,
+    UPDATE,
+    ZERO,
+    Event,
+    Guard,
+    is_accum_guard,
+    is_data_loop,
+)
 from gradwatch.lint.kinds import (
     ACCELERATOR,
     ENGINE,
@@ -28,73 +42,17 @@ from gradwatch.lint.kinds import (
 )
 from gradwatch.lint.source import Source, text
 
-BACKWARD, STEP, ZERO, EVAL, TRAIN = "backward", "step", "zero", "eval", "train"
-CALL, SCHED_STEP, UPDATE = "call", "sched_step", "update"
-
-_ACCUM = re.compile(
-    r"accum|need_update|should_step|sync_grad|update_grad|do_step|is_update|step_now|micro",
-    re.IGNORECASE,
-)
 _BACKWARD_CALLERS = re.compile(r"accelerator|fabric", re.IGNORECASE)
 _BUILTINS = set(dir(builtins))
+#: Libraries whose functions never zero, step or switch a user's model.
+_KNOWN_LIBRARIES = {
+    "torch", "torchvision", "numpy", "math", "random", "time", "os", "sys", "json",
+    "logging", "tqdm", "itertools", "functools", "collections", "wandb", "pathlib",
+}  # fmt: skip
 _INPLACE_UPDATES = {"add_", "sub_", "copy_", "mul_", "addcdiv_", "addcmul_"}
 
 Lookup = Callable[[str], Kind | None]
 Function = ast.FunctionDef | ast.AsyncFunctionDef
-
-
-@dataclass(frozen=True)
-class Guard:
-    """An ``if`` test around an event; ``negated`` in its ``else`` branch."""
-
-    test: str
-    accum: bool
-    negated: bool
-
-
-@dataclass(frozen=True)
-class Event:
-    """One event; ``target`` is the receiver as the analysed code names it."""
-
-    kind: str
-    node: ast.AST
-    depth: int
-    target: str | None = None
-    guards: tuple[Guard, ...] = ()
-    branches: tuple[tuple[int, int], ...] = ()
-    closure: bool = False
-    managed: bool = False
-    no_grad: bool = False
-    via: str | None = None
-    operand: ast.expr | None = None
-    tkind: Kind | None = None
-    args: tuple[str, ...] = ()
-    loops: tuple[int, ...] = ()
-    data_loop: bool = False
-
-    @property
-    def line(self) -> int:
-        return int(getattr(self.node, "lineno", 0))
-
-    @property
-    def accum_guarded(self) -> bool:
-        return any(g.accum and not g.negated for g in self.guards)
-
-    def exclusive(self, other: Event) -> bool:
-        """Whether the two events sit in different branches of one ``if``."""
-        mine = dict(self.branches)
-        return any(mine.get(node, side) != side for node, side in other.branches)
-
-
-def is_accum_guard(test: ast.expr) -> bool:
-    """``(i + 1) % k == 0``, ``need_update``, ``accelerator.sync_gradients``, ..."""
-    for node in ast.walk(test):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-            return True
-        name = text(node)
-        if isinstance(node, ast.Name | ast.Attribute) and name and _ACCUM.search(name):
-            return True
-    return False
 
 
 @dataclass(frozen=True)
@@ -243,7 +201,9 @@ class Collector:
             out.append(self._ev(BACKWARD, ctx, c, operand=c.args[0]))
         elif q is not None and q.startswith("torch._foreach_") and q.endswith("_"):
             out.append(self._ev(UPDATE, ctx, c))
-        elif q is None and not (isinstance(func, ast.Name) and func.id in _BUILTINS):
+        elif (q is None or q.split(".")[0] not in _KNOWN_LIBRARIES) and not (
+            isinstance(func, ast.Name) and func.id in _BUILTINS
+        ):
             args = tuple(ctx.name(a) or "" for a in [*c.args, *(k.value for k in c.keywords)])
             target = ctx.name(func)
             tkind = ctx.lookup(target) if target else None
@@ -366,16 +326,6 @@ class Collector:
             data_loop=ctx.data_loop,
             **kw,  # type: ignore[arg-type]
         )
-
-
-def is_data_loop(s: ast.For | ast.AsyncFor) -> bool:
-    """Whether a ``for`` iterates over data (not ``range(...)`` or a parameter list)."""
-    for node in ast.walk(s.iter):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute):
-            name = text(node.func) or ""
-            if name.rsplit(".", 1)[-1] in ("range", "parameters", "named_parameters", "count"):
-                return False
-    return not isinstance(s.iter, ast.Constant | ast.List | ast.Tuple)
 
 
 def _mode(attr: str, c: ast.Call) -> str | None:

@@ -113,9 +113,9 @@ class Scope:
             for i, elt in enumerate(target.elts):
                 if isinstance(elt, ast.Name):
                     self.assigns.setdefault(elt.id, []).append((line, value))
-                name = text(elt)
-                if name and kinds[i] is not None:
-                    self.kinds[name] = kinds[i]  # type: ignore[assignment]
+                name, kind = text(elt), kinds[i]
+                if name and kind is not None:
+                    self.kinds[name] = kind
             return
         name = text(target)
         if name is None:

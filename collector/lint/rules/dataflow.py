@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from gradwatch.lint.analysis import Analysis, Unit
-from gradwatch.lint.events import BACKWARD
+from gradwatch.lint.facts import BACKWARD
 from gradwatch.lint.kinds import LOSS, MODULE, Scope, function_scope, own_nodes
 from gradwatch.lint.source import text
 

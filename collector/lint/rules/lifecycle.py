@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 
 from gradwatch.lint.analysis import Analysis, Unit
-from gradwatch.lint.events import BACKWARD, CALL, STEP, UPDATE, ZERO, Event
+from gradwatch.lint.facts import BACKWARD, CALL, STEP, UPDATE, ZERO, Event
 from gradwatch.lint.kinds import OPTIMIZER, Kind, Scope
 from gradwatch.lint.source import text
 

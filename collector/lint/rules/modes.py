@@ -7,7 +7,7 @@ import ast
 import re
 
 from gradwatch.lint.analysis import Analysis, Unit
-from gradwatch.lint.events import BACKWARD, CALL, EVAL, STEP, TRAIN, Event
+from gradwatch.lint.facts import BACKWARD, CALL, EVAL, STEP, TRAIN, Event
 from gradwatch.lint.kinds import MODULE
 from gradwatch.lint.rules.lifecycle import related
 

@@ -7,7 +7,7 @@ import ast
 from dataclasses import dataclass
 
 from gradwatch.lint.analysis import Analysis, Unit
-from gradwatch.lint.events import BACKWARD, STEP
+from gradwatch.lint.facts import BACKWARD, STEP
 from gradwatch.lint.kinds import MODULE, OPTIMIZER, own_nodes
 from gradwatch.lint.rules.lifecycle import related
 from gradwatch.lint.source import text
