@@ -183,7 +183,7 @@ class Collector:
 
     def _exprs(self, node: ast.expr, ctx: Ctx, out: list[Event], scope: Scope) -> None:
         calls = [n for n in ast.walk(node) if isinstance(n, ast.Call)]
-        calls.sort(key=lambda c: (c.lineno, c.col_offset))
+        calls.sort(key=lambda c: (c.end_lineno or 0, c.end_col_offset or 0))  # inner first
         for call in calls:
             self._call(call, ctx, out, scope)
 
@@ -249,8 +249,9 @@ class Collector:
                 out.append(self._ev(mode, ctx, c, target=target, tkind=kind))
                 return True
             return False
-        if attr == "zero_" and (text(recv) or "").endswith(".grad"):
-            base = (text(recv) or "").removesuffix(".grad")
+        grad_of = _grad_owner(recv)
+        if attr == "zero_" and grad_of is not None:  # p.grad.zero_(), p.grad.data.zero_()
+            base = grad_of
             out.append(self._ev(ZERO, ctx, c, target=ctx.loopvars.get(base)))
             return True
         if attr in _INPLACE_UPDATES and _manual(recv, ctx):
@@ -353,6 +354,15 @@ def _loopvars(s: ast.For | ast.AsyncFor, ctx: Ctx) -> dict[str, str | None]:
     if isinstance(target, ast.Tuple) and target.elts:
         target = target.elts[-1]
     return {target.id: root} if isinstance(target, ast.Name) else {}
+
+
+def _grad_owner(node: ast.expr) -> str | None:
+    """``p`` for ``p.grad``, ``p.grad.data`` or ``p.grad.detach_()``; None otherwise."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value  # p.grad.detach_()
+    dotted = text(node) or ""
+    head, sep, _ = dotted.partition(".grad")
+    return head if sep and dotted[len(head) + 5 :] in ("", ".data") else None
 
 
 def _manual(node: ast.expr, ctx: Ctx) -> bool:

@@ -72,11 +72,15 @@ def _stale(a: Analysis, unit: Unit, loop: ast.AST, st: Event, ev: list[Event]) -
     target = st.target or ""
     hidden = [e for e in ev if e.kind == CALL and any(a and related(a, target) for a in e.args)]
     where = f" (in {st.via}())" if st.via else ""
+    every = (
+        f"every {unit.name.rsplit('.', 1)[-1]}()"
+        if loop is unit.node
+        else f"every iteration of the loop at line {getattr(loop, 'lineno', '?')}"
+    )
     a.emit(
         "stale-grad",
         st.node,
-        f"{st.target}.step(){where} runs every iteration of the loop at line "
-        f"{getattr(loop, 'lineno', '?')}, but nothing in that loop clears {st.target}'s "
+        f"{st.target}.step(){where} runs {every}, but nothing there clears {st.target}'s "
         "gradients: each step applies the sum of all earlier gradients.",
         unit,
         severity="warning" if hidden or (st.tkind and st.tkind.guessed) else None,
@@ -192,7 +196,8 @@ def _scaled(expr: ast.expr | None, scope: Scope, line: int, depth: int) -> bool:
         fn = scope.src.functions.get(expr.func.id) if isinstance(expr.func, ast.Name) else None
         if fn is not None:
             returns = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value]
-            return any(isinstance(r, ast.BinOp) for r in returns)
+            firsts = [r.elts[0] if isinstance(r, ast.Tuple) and r.elts else r for r in returns]
+            return any(isinstance(r, ast.BinOp) for r in firsts)
         return False
     if isinstance(expr, ast.Name):
         value = scope.value_before(expr.id, line)

@@ -31,6 +31,12 @@ def check(a: Analysis) -> None:
         _inference(a, unit)
 
 
+def _feeds_backward(ev: list[Event], model: str) -> bool:
+    """Whether ``model(...)`` is called before some ``backward()`` of the loop."""
+    called = [i for i, e in enumerate(ev) if e.kind == CALL and e.target == model]
+    return any(e.kind == BACKWARD and called and i > called[0] for i, e in enumerate(ev))
+
+
 def _whole_model(target: str | None) -> bool:
     """``model`` or ``self.model``, not ``model.backbone`` (frozen-BN fine-tuning)."""
     return bool(target) and (target or "").removeprefix("self.").count(".") == 0
@@ -49,6 +55,8 @@ def _stuck_in_eval(a: Analysis, unit: Unit, loop: ast.AST, ev: list[Event]) -> N
         model = e.target or ""
         if known and not any(related(model, r) for r in roots):
             continue  # a teacher, an EMA copy, a target network: not the trained model
+        if not known and not _feeds_backward(ev, model):
+            continue  # parameters not visible: only a model whose output is backpropagated
         order = list(range(i + 1, len(ev))) + list(range(i))
         for j in order:
             f = ev[j]

@@ -61,6 +61,14 @@ MUTATIONS = [
     ("accumulation.py", "    if i % k == 0:\n        opt.zero_grad()\n", "stale-grad"),
     ("amp_and_lbfgs.py", "        optimizer.zero_grad(set_to_none=True)\n", "stale-grad"),
     ("zero_at_end_set_to_none.py", "torch.manual_seed(0)\n", "unseeded-run"),
+    ("real_world_styles.py", "        self.optimizer.zero_grad()\n", "stale-grad"),
+    ("real_world_styles.py", "\n    optimizer.zero_grad()", "stale-grad"),
+    (
+        "real_world_styles.py",
+        "            loss = loss / args.gradient_accumulation_steps\n",
+        "accumulation-loss-not-scaled",
+    ),
+    ("real_world_styles.py", "        model.eval()\n", "inference-in-train-mode"),
 ]
 
 
