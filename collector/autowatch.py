@@ -20,7 +20,9 @@ Options come from the environment (``GRADWATCH_PROJECT``, ``GRADWATCH_NAME``,
 ``GRADWATCH_CHECKS``, ``GRADWATCH_DIR``, ``GRADWATCH_SERVER``), which is how
 ``gradwatch run`` passes its flags; each run started is appended as one JSON line to
 ``$GRADWATCH_RUN_MANIFEST`` so that ``gradwatch run`` can report it after the script
-exits. Runs are closed by the collector's own exit handler.
+exits, and the script's lint findings (``$GRADWATCH_LINT_FINDINGS``, a JSON file written
+by ``gradwatch run``) are stored with every run started. Runs are closed by the
+collector's own exit handler.
 """
 
 from __future__ import annotations

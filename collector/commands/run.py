@@ -4,7 +4,9 @@ The command runs as a child process with the script's stdin, stdout and stderr; 
 status is the child's. The child (and any Python process it starts, e.g. under
 ``torchrun``) gets a ``PYTHONPATH`` entry with a ``sitecustomize.py`` that loads
 :mod:`gradwatch.autowatch` once torch is imported, and the options as environment
-variables. gradwatch's own lines go to stderr, prefixed ``gradwatch``.
+variables. gradwatch's own lines go to stderr, prefixed ``gradwatch``. Before the start,
+the script is linted (``gradwatch lint``); its findings are stored with every run it
+starts (``--no-lint`` skips this).
 """
 
 from __future__ import annotations
