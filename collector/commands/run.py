@@ -150,7 +150,11 @@ def lint_script(command: Sequence[str], folder: Path) -> dict[str, str]:
     script = script_of(command)
     if script is None:
         return {}
-    result = lint_paths([script])
+    try:
+        result = lint_paths([script])
+    except Exception as exc:  # linting never stops the script from running
+        _say(f"lint skipped: {type(exc).__name__}: {exc}")
+        return {}
     if result.errors:
         _say(f"lint skipped: {result.errors[0]}")
         return {}

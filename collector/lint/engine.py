@@ -93,5 +93,13 @@ def lint_paths(paths: Sequence[str | Path], enabled: set[str] | None = None) -> 
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             result.errors.append(f"{path}: cannot read: {exc}")
             continue
-        result.findings += lint_source(src, enabled)
+        try:
+            result.findings += lint_source(src, enabled)
+        except RecursionError:
+            result.errors.append(f"{path}: nested too deeply to analyse")
+        except Exception as exc:  # a linter bug must not hide the other files' findings
+            result.errors.append(
+                f"{path}: internal error in gradwatch lint ({type(exc).__name__}: {exc}); "
+                "please report it with this file"
+            )
     return result
