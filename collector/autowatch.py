@@ -20,7 +20,9 @@ Options come from the environment (``GRADWATCH_PROJECT``, ``GRADWATCH_NAME``,
 ``GRADWATCH_CHECKS``, ``GRADWATCH_DIR``, ``GRADWATCH_SERVER``), which is how
 ``gradwatch run`` passes its flags; each run started is appended as one JSON line to
 ``$GRADWATCH_RUN_MANIFEST`` so that ``gradwatch run`` can report it after the script
-exits. Runs are closed by the collector's own exit handler.
+exits, and the script's lint findings (``$GRADWATCH_LINT_FINDINGS``, a JSON file written
+by ``gradwatch run``) are stored with every run started. Runs are closed by the
+collector's own exit handler.
 """
 
 from __future__ import annotations
@@ -40,9 +42,11 @@ from torch.utils.hooks import RemovableHandle
 from gradwatch.errors import ConfigError
 from gradwatch.run import Run
 from gradwatch.watch import watch
+from gradwatch.wire import Kind, Record
 
 ENV_ON = "GRADWATCH_AUTOWATCH"
 ENV_MANIFEST = "GRADWATCH_RUN_MANIFEST"
+ENV_LINT = "GRADWATCH_LINT_FINDINGS"
 _LIBRARIES = ("torch.", "gradwatch.")  # frames whose variable names say nothing about roots
 
 SITECUSTOMIZE = '''\
@@ -242,8 +246,25 @@ def _attach(
         _say(f"not watched: {exc}")
         return
     _state.runs.append(run)
+    _attach_lint(run)
     _refire(called, before, args)
     _announce(run, roots, kept)
+
+
+def _attach_lint(run: Run) -> None:
+    """Store the script's lint findings (written by ``gradwatch run``) with the run, as
+    findings with ``source: "lint"``; they reach the server like every other record."""
+    path = os.environ.get(ENV_LINT)
+    if not path:
+        return
+    try:
+        with open(path, encoding="utf-8") as fh:
+            findings = json.load(fh)
+    except (OSError, ValueError) as exc:
+        _say(f"cannot read the lint findings of this script ({exc}); not stored")
+        return
+    if isinstance(findings, list) and findings:
+        run.io.submit(Record(Kind.FINDINGS, {"findings": findings}))
 
 
 def _refire(called: torch.nn.Module, before: set[int], args: tuple[Any, ...]) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlmodel import Session, col
 
+from gradwatch.lint.confirm import confirmation, confirming_checks
 from gradwatch.server.errors import RequestError
 from gradwatch.server.models import Finding, Fingerprint, Project, Run, RunTag
 from gradwatch.server.schemas import (
@@ -169,7 +170,30 @@ def findings(
     total = session.execute(select(func.count()).select_from(query.subquery())).scalar_one()
     ordered = query.order_by(col(Finding.step), col(Finding.seq), col(Finding.idx))
     rows = session.execute(ordered.offset(offset).limit(limit)).scalars().all()
-    return [_finding(f) for f in rows], int(total)
+    out = [_finding(f) for f in rows]
+    lint = [f for f in out if f.source == "lint"]
+    if lint:
+        runtime = _confirming(session, run_id, {f.check for f in lint})
+        for f in lint:
+            f.confirmed_by = confirmation(f.check, runtime)
+            f.confirmed = f.confirmed_by is not None
+    return out, int(total)
+
+
+def _confirming(session: Session, run_id: str, rules: set[str]) -> list[dict[str, Any]]:
+    """The run's runtime findings that could confirm lint findings of ``rules``."""
+    checks = confirming_checks(rules)
+    if not checks:
+        return []
+    query = select(col(Finding.check), col(Finding.step), col(Finding.details)).where(
+        col(Finding.run_id) == run_id,
+        col(Finding.source) == "runtime",
+        col(Finding.check).in_(sorted(checks)),
+    )
+    return [
+        {"check": c, "step": step, "details": load_json(d) or {}, "source": "runtime"}
+        for c, step, d in session.execute(query).all()
+    ]
 
 
 def _finding(f: Finding) -> FindingPublic:

@@ -69,7 +69,15 @@ class FindingPublic(BaseModel):
     hint: str
     details: dict[str, Any]
     t: Any
-    source: str
+    source: str = Field(description="runtime (a check in the training process) or lint")
+    confirmed: bool | None = Field(
+        default=None,
+        description="lint findings: whether a runtime finding of the run confirms it "
+        "(None for runtime findings)",
+    )
+    confirmed_by: dict[str, Any] | None = Field(
+        default=None, description="the confirming runtime finding: {check, step}"
+    )
 
 
 class FindingsPublic(BaseModel):

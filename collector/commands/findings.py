@@ -22,7 +22,18 @@ from gradwatch.commands import Subparsers
 from gradwatch.spool import list_segments, read_spool
 from gradwatch.wire import Kind
 
-JSON_KEYS = ("run", "check", "severity", "step", "param", "message", "details")
+JSON_KEYS = (
+    "run",
+    "check",
+    "severity",
+    "step",
+    "param",
+    "message",
+    "details",
+    "source",
+    "confirmed",
+    "confirmed_by",
+)
 PAGE = 10_000  # the server's largest page
 
 
@@ -101,9 +112,23 @@ def server_findings(server: str, run: str | None, token: str | None) -> list[dic
         raise
 
 
+def _marked(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from gradwatch.lint.confirm import mark
+
+    return mark(found)
+
+
 def public(finding: dict[str, Any]) -> dict[str, Any]:
-    """The ``--json`` form of a finding: exactly the keys of :data:`JSON_KEYS`."""
-    return {key: finding.get(key) for key in JSON_KEYS} | {"details": finding.get("details") or {}}
+    """The ``--json`` form of a finding: exactly the keys of :data:`JSON_KEYS`.
+
+    ``source`` is ``runtime`` or ``lint`` (found by ``gradwatch lint`` when ``gradwatch
+    run`` started the script); ``confirmed`` is whether a lint finding was confirmed by a
+    runtime finding of the run (``confirmed_by``: its check and step), None for runtime
+    findings."""
+    return {key: finding.get(key) for key in JSON_KEYS} | {
+        "details": finding.get("details") or {},
+        "source": finding.get("source") or "runtime",
+    }
 
 
 def line(finding: dict[str, Any]) -> str:
@@ -111,6 +136,12 @@ def line(finding: dict[str, Any]) -> str:
     step = f"step {finding['step']}" if finding.get("step") is not None else "-"
     param = f" [{finding['param']}]" if finding.get("param") else ""
     hint = f" Fix: {finding['hint']}" if finding.get("hint") else ""
+    if finding.get("source") == "lint":
+        d = finding.get("details") or {}
+        step = f"lint {d.get('path', '?')}:{d.get('line', '?')}"
+        by = finding.get("confirmed_by")
+        if by:
+            hint += f" [confirmed at runtime: {by.get('check')} at step {by.get('step')}]"
     return (
         f"{finding.get('severity', '?'):<7} {finding.get('check', '?')} {step}{param}: "
         f"{finding.get('message', '')}{hint}"
@@ -125,20 +156,35 @@ def counts(findings: list[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
+def runtime_only(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The findings of the runtime checks (lint findings attached to the run left out)."""
+    return [f for f in findings if f.get("source") != "lint"]
+
+
 def summary(run: str, findings: list[dict[str, Any]]) -> str:
-    """``run ID: 1 error, 0 warnings, 2 info``."""
-    c = counts(findings)
+    """``run ID: 1 error, 0 warnings, 2 info`` (runtime findings), then the lint findings
+    attached to the run, if any: ``; lint: 2 findings, 1 confirmed at runtime``."""
+    c = counts(runtime_only(findings))
     plural = "s" if c["error"] != 1 else ""
     warns = "s" if c["warning"] != 1 else ""
-    return f"run {run}: {c['error']} error{plural}, {c['warning']} warning{warns}, {c['info']} info"
+    text = f"run {run}: {c['error']} error{plural}, {c['warning']} warning{warns}, {c['info']} info"
+    lint = [f for f in findings if f.get("source") == "lint"]
+    if lint:
+        confirmed = sum(bool(f.get("confirmed")) for f in lint)
+        text += (
+            f"; lint: {len(lint)} finding{'s' if len(lint) != 1 else ''}, "
+            f"{confirmed} confirmed at runtime"
+        )
+    return text
 
 
 def failing(findings: list[dict[str, Any]], level: str | None) -> bool:
-    """Whether a finding at or above ``level`` (``warning`` or ``error``) exists."""
+    """Whether a runtime finding at or above ``level`` (``warning`` or ``error``) exists
+    (lint findings gate in ``gradwatch lint --fail-on``, not here)."""
     if level is None:
         return False
     rank: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
-    return any(rank.get(f.get("severity", ""), -1) >= rank[level] for f in findings)
+    return any(rank.get(f.get("severity", ""), -1) >= rank[level] for f in runtime_only(findings))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -153,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             run_dir = local_run_dir(args.run, args.data_dir)
             found, run_id = local_findings(run_dir), run_dir.name
+            found = _marked(found)
     except UsageError as exc:
         print(f"gradwatch findings: {exc}", file=sys.stderr)
         return 2

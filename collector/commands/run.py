@@ -4,7 +4,9 @@ The command runs as a child process with the script's stdin, stdout and stderr; 
 status is the child's. The child (and any Python process it starts, e.g. under
 ``torchrun``) gets a ``PYTHONPATH`` entry with a ``sitecustomize.py`` that loads
 :mod:`gradwatch.autowatch` once torch is imported, and the options as environment
-variables. gradwatch's own lines go to stderr, prefixed ``gradwatch``.
+variables. gradwatch's own lines go to stderr, prefixed ``gradwatch``. Before the start,
+the script is linted (``gradwatch lint``); its findings are stored with every run it
+starts (``--no-lint`` skips this).
 """
 
 from __future__ import annotations
@@ -109,6 +111,7 @@ def started_runs(manifest: Path) -> list[dict[str, str]]:
 def report(runs: list[dict[str, str]], data_dir: Path, explicit_dir: bool) -> None:
     """One line per run: its findings by severity and the command that lists them."""
     from gradwatch.commands.findings import local_findings, summary
+    from gradwatch.lint.confirm import mark
 
     if not runs:
         _say(
@@ -119,10 +122,53 @@ def report(runs: list[dict[str, str]], data_dir: Path, explicit_dir: bool) -> No
     where = f" --data-dir {data_dir}" if explicit_dir else ""
     for entry in runs:
         try:
-            text = summary(entry["run"], local_findings(Path(entry["dir"])))
+            text = summary(entry["run"], mark(local_findings(Path(entry["dir"]))))
         except (OSError, ValueError) as exc:
             text = f"run {entry['run']}: cannot read its findings ({exc})"
         _say(f"{text}; details: gradwatch findings {entry['run']}{where}")
+
+
+def script_of(command: Sequence[str]) -> Path | None:
+    """The Python script a command runs (``python train.py``, ``torchrun ... train.py``,
+    ``./train.py``), or None (``python -m package``, not a Python command)."""
+    for arg in command[1:]:
+        if arg == "-m":
+            return None
+        if arg.endswith(".py") and Path(arg).is_file():
+            return Path(arg)
+    first = Path(command[0]) if command else None
+    return first if first is not None and first.suffix == ".py" and first.is_file() else None
+
+
+def lint_script(command: Sequence[str], folder: Path) -> dict[str, str]:
+    """Lint the command's script; its findings go to a file the watched process attaches
+    to every run it starts (the environment entry that names it is returned). A script
+    that cannot be linted is run all the same."""
+    from gradwatch.autowatch import ENV_LINT
+    from gradwatch.lint import lint_paths
+
+    script = script_of(command)
+    if script is None:
+        return {}
+    try:
+        result = lint_paths([script])
+    except Exception as exc:  # linting never stops the script from running
+        _say(f"lint skipped: {type(exc).__name__}: {exc}")
+        return {}
+    if result.errors:
+        _say(f"lint skipped: {result.errors[0]}")
+        return {}
+    shown = result.shown()
+    if shown:
+        errors = sum(f.severity == "error" for f in shown)
+        _say(
+            f"lint: {errors} error{'s' if errors != 1 else ''}, {len(shown) - errors} "
+            f"warning{'s' if len(shown) - errors != 1 else ''} in {script}; stored with the run "
+            f"(`gradwatch lint {script}` explains them)"
+        )
+    path = folder / "lint.json"
+    path.write_text(json.dumps([f.to_meta() for f in shown]), encoding="utf-8")
+    return {ENV_LINT: str(path)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
         (bootstrap / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
         manifest = bootstrap / "runs.jsonl"
         env = child_env(args, bootstrap, manifest, data_dir)
+        if not args.no_lint:
+            env.update(lint_script(command, bootstrap))
         _say(f"watching `{shlex.join(command)}`; runs are stored in {paths.runs_dir(data_dir)}")
         code = spawn(command, env)
         runs = started_runs(manifest)
@@ -181,5 +229,11 @@ def add_parser(sub: Subparsers) -> None:
         help="declared gradient accumulation (backward passes per optimizer step)",
     )
     p.add_argument("--data-dir", help="data directory (default: $GRADWATCH_DIR)")
+    p.add_argument(
+        "--no-lint",
+        action="store_true",
+        help="do not lint the script (by default its `gradwatch lint` findings are stored "
+        "with the run)",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command, after `--`")
     p.set_defaults(func=run)

@@ -83,8 +83,20 @@ def test_json_is_a_list_with_exactly_the_public_keys(
     items = json.loads(out)
     assert isinstance(items, list) and items
     for item in items:
-        assert set(item) == {"run", "check", "severity", "step", "param", "message", "details"}
+        assert set(item) == {
+            "run",
+            "check",
+            "severity",
+            "step",
+            "param",
+            "message",
+            "details",
+            "source",
+            "confirmed",
+            "confirmed_by",
+        }
         assert item["run"] == run.id and isinstance(item["details"], dict)
+        assert (item["source"], item["confirmed"], item["confirmed_by"]) == ("runtime", None, None)
     stale = [i for i in items if i["check"] == "stale-grad"]
     assert [(i["severity"], i["step"]) for i in stale] == [("error", 2)]
 

@@ -1,0 +1,156 @@
+"""The lint catalogue: every rule of ``gradwatch lint``, its default severity and the
+runtime checks that confirm it.
+
+A rule that finds, before the run, the bug a runtime check finds during it carries the
+runtime check's id (``stale-grad``, ``grad-zeroed-before-step``, ``param-not-in-optimizer``,
+``eval-mode-training``); the other rules have ids of their own. Like the runtime ids,
+these are a public interface: never rename one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gradwatch.catalogue import CHECKS, Severity
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One lint rule.
+
+    ``confirmed_by`` lists the runtime check ids whose finding, in a run of the linted
+    script, confirms a finding of this rule (see :func:`confirms`).
+    """
+
+    id: str
+    severity: Severity
+    title: str
+    hint: str
+    confirmed_by: tuple[str, ...] = ()
+
+
+RULES: Final[tuple[Rule, ...]] = (
+    Rule(
+        "stale-grad",
+        "error",
+        "an optimizer steps in a loop that never clears its gradients",
+        "call optimizer.zero_grad() once per optimizer step in the same loop (before "
+        "backward, or right after step())",
+        ("stale-grad",),
+    ),
+    Rule(
+        "grad-zeroed-before-step",
+        "error",
+        "gradients are cleared between backward() and step()",
+        "move zero_grad() before backward() or after step()",
+        ("grad-zeroed-before-step",),
+    ),
+    Rule(
+        "accumulation-wiped",
+        "error",
+        "gradient accumulation is undone by a zero_grad() that runs every micro-batch",
+        "clear gradients only right after the guarded step() (or under the first-micro-step "
+        "guard, before backward)",
+        ("grad-zeroed-before-step",),
+    ),
+    Rule(
+        "accumulation-loss-not-scaled",
+        "warning",
+        "gradient accumulation sums unscaled losses",
+        "divide the loss by the number of accumulation steps before backward()",
+    ),
+    Rule(
+        "backward-without-step",
+        "warning",
+        "a loop clears and computes gradients but no optimizer ever steps",
+        "call optimizer.step() after backward() (or update the parameters by hand)",
+    ),
+    Rule(
+        "param-not-in-optimizer",
+        "error",
+        "the optimizer was built before a layer was replaced or unfrozen",
+        "build the optimizer after replacing or unfreezing layers (or add a param group "
+        "with optimizer.add_param_group)",
+        ("param-not-in-optimizer",),
+    ),
+    Rule(
+        "eval-mode-training",
+        "error",
+        "a model set to eval() is trained again without train()",
+        "call model.train() at the start of every training epoch",
+        ("eval-mode-training",),
+    ),
+    Rule(
+        "inference-in-train-mode",
+        "warning",
+        "validation or inference runs with the model in training mode",
+        "call model.eval() before the validation loop (and model.train() after it)",
+    ),
+    Rule(
+        "loss-detached",
+        "error",
+        "the tensor backward() is called on is cut from the model's graph",
+        "build the loss from the model output itself; keep .item(), .detach(), .data and "
+        "torch.tensor(...) for logging",
+        ("param-no-grad",),
+    ),
+    Rule(
+        "softmax-into-cross-entropy",
+        "error",
+        "softmax output fed to a loss that applies log-softmax itself",
+        "pass the raw logits to CrossEntropyLoss / cross_entropy (use log_softmax with NLLLoss)",
+    ),
+    Rule(
+        "sigmoid-into-bce-with-logits",
+        "error",
+        "sigmoid output fed to BCEWithLogitsLoss, which applies sigmoid itself",
+        "pass the raw logits to BCEWithLogitsLoss / binary_cross_entropy_with_logits",
+    ),
+    Rule(
+        "sampler-epoch-not-set",
+        "warning",
+        "DistributedSampler shuffles in the same order every epoch",
+        "call sampler.set_epoch(epoch) at the start of every epoch",
+    ),
+    Rule(
+        "unseeded-run",
+        "warning",
+        "a training script that never seeds torch",
+        "call torch.manual_seed(SEED) (or lightning.seed_everything / transformers.set_seed) "
+        "before building the model",
+        ("nondeterminism-risk",),
+    ),
+)
+
+BY_ID: Final[dict[str, Rule]] = {r.id: r for r in RULES}
+IDS: Final[tuple[str, ...]] = tuple(BY_ID)
+
+#: What a runtime finding must show, beyond its check id, to confirm a lint rule.
+_CONFIRMING_RISK = {"unseeded-run": "seeds.torch_seed_user_set"}
+
+
+def confirms(rule: str, runtime: Mapping[str, Any]) -> bool:
+    """Whether the runtime finding ``runtime`` (wire form) confirms lint rule ``rule``.
+
+    Example::
+
+        >>> confirms("stale-grad", {"check": "stale-grad", "source": "runtime"})
+        True
+    """
+    entry = BY_ID.get(rule)
+    if entry is None or runtime.get("source", "runtime") != "runtime":
+        return False
+    if runtime.get("check") not in entry.confirmed_by:
+        return False
+    field = _CONFIRMING_RISK.get(rule)
+    if field is None:
+        return True
+    risks = (runtime.get("details") or {}).get("risks") or []
+    return any(isinstance(r, dict) and r.get("field") == field for r in risks)
+
+
+def shared_ids() -> list[str]:
+    """Lint rule ids that are also runtime check ids."""
+    return [r.id for r in RULES if r.id in CHECKS]

@@ -1,0 +1,370 @@
+"""Gradient and mode events of a block of code, in source order.
+
+A loop body becomes a list of :class:`Event` — backward, step, zero_grad, eval/train,
+manual updates, unresolved calls — each with the ``if`` tests around it, its loop depth
+below the analysed loop and the branch it sits in. Calls to functions of the same file
+(and to ``self`` methods of the same class) are followed one level deep, their
+parameters renamed to the caller's arguments, so ``train_one_epoch(model, opt)`` and a
+``reset_grad()`` helper count where they are called.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from gradwatch.lint.facts import (
+    BACKWARD,
+    CALL,
+    EVAL,
+    SCHED_STEP,
+    STEP,
+    TRAIN,
+    UPDATE,
+    ZERO,
+    Event,
+    Guard,
+    is_accum_guard,
+    is_data_loop,
+)
+from gradwatch.lint.kinds import (
+    ACCELERATOR,
+    ENGINE,
+    OPTIMIZER,
+    SCALER,
+    SCHEDULER,
+    Kind,
+    Scope,
+    function_scope,
+)
+from gradwatch.lint.source import Source, text
+
+_BACKWARD_CALLERS = re.compile(r"accelerator|fabric", re.IGNORECASE)
+_BUILTINS = set(dir(builtins))
+#: Libraries whose functions never zero, step or switch a user's model.
+_KNOWN_LIBRARIES = {
+    "torch", "torchvision", "numpy", "math", "random", "time", "os", "sys", "json",
+    "logging", "tqdm", "itertools", "functools", "collections", "wandb", "pathlib",
+}  # fmt: skip
+_INPLACE_UPDATES = {"add_", "sub_", "copy_", "mul_", "addcdiv_", "addcmul_"}
+
+Lookup = Callable[[str], Kind | None]
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Where the walk is: loop depth, guards, flags, and how names resolve."""
+
+    lookup: Lookup
+    depth: int = 0
+    guards: tuple[Guard, ...] = ()
+    branches: tuple[tuple[int, int], ...] = ()
+    closure: bool = False
+    managed: bool = False
+    no_grad: bool = False
+    via: str | None = None
+    subst: dict[str, str | None] = field(default_factory=dict)
+    loopvars: dict[str, str | None] = field(default_factory=dict)
+    inline: bool = True
+    loops: tuple[int, ...] = ()
+    data_loop: bool = False
+
+    def name(self, node: ast.AST | None) -> str | None:
+        """The expression's dotted name, helper parameters renamed to the caller's."""
+        dotted = text(node)
+        if dotted is None:
+            return None
+        root, dot, rest = dotted.partition(".")
+        if root in self.subst:
+            mapped = self.subst[root]
+            return None if mapped is None else mapped + dot + rest
+        return dotted
+
+
+class Collector:
+    """Builds the event list of a block of code in one file."""
+
+    def __init__(self, src: Source, module: Scope, cls_scopes: dict[str, Scope]) -> None:
+        self.src = src
+        self.module = module
+        self.cls_scopes = cls_scopes
+        self._scopes: dict[int, Scope] = {}
+
+    def events(self, body: list[ast.stmt], scope: Scope, *, no_grad: bool = False) -> list[Event]:
+        """The events of ``body`` (a loop body or a function body) read in ``scope``."""
+        out: list[Event] = []
+        self._stmts(body, Ctx(lookup=scope.kind, no_grad=no_grad), out, scope)
+        return out
+
+    # -- statements ---------------------------------------------------------------------------
+    def _stmts(self, body: list[ast.stmt], ctx: Ctx, out: list[Event], scope: Scope) -> None:
+        for stmt in body:
+            self._stmt(stmt, ctx, out, scope)
+
+    def _stmt(self, s: ast.stmt, ctx: Ctx, out: list[Event], scope: Scope) -> None:
+        if isinstance(s, ast.For | ast.AsyncFor):
+            self._exprs(s.iter, ctx, out, scope)
+            inner = replace(
+                ctx,
+                depth=ctx.depth + 1,
+                loopvars=ctx.loopvars | _loopvars(s, ctx),
+                loops=(*ctx.loops, id(s)),
+                data_loop=ctx.data_loop or is_data_loop(s),
+            )
+            self._stmts(s.body, inner, out, scope)
+            self._stmts(s.orelse, ctx, out, scope)
+        elif isinstance(s, ast.While):
+            self._exprs(s.test, ctx, out, scope)
+            inner = replace(ctx, depth=ctx.depth + 1, loops=(*ctx.loops, id(s)))
+            self._stmts(s.body, inner, out, scope)
+        elif isinstance(s, ast.If):
+            self._exprs(s.test, ctx, out, scope)
+            test, accum = ast.unparse(s.test), is_accum_guard(s.test)
+            for side, block in enumerate((s.body, s.orelse)):
+                inner = replace(
+                    ctx,
+                    guards=(*ctx.guards, Guard(test, accum, bool(side))),
+                    branches=(*ctx.branches, (id(s), side)),
+                )
+                self._stmts(block, inner, out, scope)
+        elif isinstance(s, ast.With | ast.AsyncWith):
+            inner = ctx
+            for item in s.items:
+                self._exprs(item.context_expr, ctx, out, scope)
+                inner = self._with(item.context_expr, inner)
+            self._stmts(s.body, inner, out, scope)
+        elif isinstance(s, ast.Try):
+            self._stmts(s.body, ctx, out, scope)
+            for handler in s.handlers:
+                self._stmts(handler.body, ctx, out, scope)
+            self._stmts(s.orelse, ctx, out, scope)
+            self._stmts(s.finalbody, ctx, out, scope)
+        elif isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef):
+            self._stmts(s.body, replace(ctx, closure=True), out, scope)
+        elif isinstance(s, ast.ClassDef):
+            return
+        elif isinstance(s, ast.Match):
+            self._exprs(s.subject, ctx, out, scope)
+            for i, case in enumerate(s.cases):
+                inner = replace(ctx, branches=(*ctx.branches, (id(s), i)))
+                self._stmts(case.body, inner, out, scope)
+        else:
+            self._simple(s, ctx, out, scope)
+
+    def _with(self, item: ast.expr, ctx: Ctx) -> Ctx:
+        call = item.func if isinstance(item, ast.Call) else item
+        q = self.src.qualname(call) or ""
+        if q.endswith(("no_grad", "inference_mode")):
+            return replace(ctx, no_grad=True)
+        if isinstance(call, ast.Attribute) and call.attr in ("accumulate", "no_sync"):
+            k = ctx.lookup(ctx.name(call.value) or "")
+            if call.attr == "accumulate" and (k is None or k.kind == ACCELERATOR):
+                return replace(ctx, managed=True)
+        return ctx
+
+    def _simple(self, s: ast.stmt, ctx: Ctx, out: list[Event], scope: Scope) -> None:
+        targets: list[ast.expr] = []
+        if isinstance(s, ast.Assign):
+            targets = s.targets
+        elif isinstance(s, ast.AugAssign | ast.AnnAssign):
+            targets = [s.target]
+        for t in targets:
+            if isinstance(t, ast.Attribute) and t.attr == "grad" and isinstance(s, ast.Assign):
+                out.append(self._ev(ZERO, ctx, s, target=ctx.loopvars.get(text(t.value) or "")))
+            elif isinstance(s, ast.AugAssign) and _manual(t, ctx):
+                out.append(self._ev(UPDATE, ctx, s))
+        for child in ast.iter_child_nodes(s):
+            if isinstance(child, ast.expr):
+                self._exprs(child, ctx, out, scope)
+
+    def _exprs(self, node: ast.expr, ctx: Ctx, out: list[Event], scope: Scope) -> None:
+        calls = [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+        calls.sort(key=lambda c: (c.end_lineno or 0, c.end_col_offset or 0))  # inner first
+        for call in calls:
+            self._call(call, ctx, out, scope)
+
+    # -- calls --------------------------------------------------------------------------------
+    def _call(self, c: ast.Call, ctx: Ctx, out: list[Event], scope: Scope) -> None:
+        func = c.func
+        if isinstance(func, ast.Attribute) and self._method(c, func, ctx, out):
+            return
+        helper = self._helper(func, ctx, scope)
+        if helper is not None:
+            self._inline(helper, c, ctx, out, scope)
+            return
+        q = self.src.qualname(func)
+        if q == "torch.autograd.backward" and c.args:
+            out.append(self._ev(BACKWARD, ctx, c, operand=c.args[0]))
+        elif q is not None and q.startswith("torch._foreach_") and q.endswith("_"):
+            out.append(self._ev(UPDATE, ctx, c))
+        elif (q is None or q.split(".")[0] not in _KNOWN_LIBRARIES) and not (
+            isinstance(func, ast.Name) and func.id in _BUILTINS
+        ):
+            args = tuple(ctx.name(a) or "" for a in [*c.args, *(k.value for k in c.keywords)])
+            target = ctx.name(func)
+            tkind = ctx.lookup(target) if target else None
+            out.append(self._ev(CALL, ctx, c, target=target, tkind=tkind, args=args))
+
+    def _method(self, c: ast.Call, func: ast.Attribute, ctx: Ctx, out: list[Event]) -> bool:
+        attr, recv = func.attr, func.value
+        target = ctx.name(recv)
+        kind = ctx.lookup(target) if target else None
+        if attr in ("backward", "manual_backward"):
+            q = self.src.qualname(recv) or ""
+            if q.startswith("torch.distributed") or (kind is not None and kind.kind == ENGINE):
+                return True
+            by_arg = attr == "manual_backward" or (
+                bool(c.args)
+                and (
+                    (kind is not None and kind.kind == ACCELERATOR)
+                    or bool(target and _BACKWARD_CALLERS.search(target))
+                )
+            )
+            operand = (c.args[0] if c.args else None) if by_arg else recv
+            out.append(self._ev(BACKWARD, ctx, c, operand=operand))
+            return True
+        if attr == "step":
+            if kind is None:
+                return False
+            if kind.kind == OPTIMIZER:
+                closure = bool(c.args) or any(k.arg == "closure" for k in c.keywords)
+                out.append(self._ev(STEP, ctx, c, target=target, tkind=kind, closure=closure))
+            elif kind.kind == SCALER and c.args:
+                t = ctx.name(c.args[0])
+                out.append(self._ev(STEP, ctx, c, target=t, tkind=ctx.lookup(t) if t else None))
+            elif kind.kind == SCHEDULER:
+                out.append(self._ev(SCHED_STEP, ctx, c, target=target))
+            return True
+        if attr == "zero_grad":
+            if kind is None or kind.kind != ENGINE:
+                out.append(self._ev(ZERO, ctx, c, target=target, tkind=kind))
+            return True
+        if attr in ("eval", "train"):
+            mode = _mode(attr, c)
+            if mode is not None:
+                out.append(self._ev(mode, ctx, c, target=target, tkind=kind))
+                return True
+            return False
+        grad_of = _grad_owner(recv)
+        if attr == "zero_" and grad_of is not None:  # p.grad.zero_(), p.grad.data.zero_()
+            base = grad_of
+            out.append(self._ev(ZERO, ctx, c, target=ctx.loopvars.get(base)))
+            return True
+        if attr in _INPLACE_UPDATES and _manual(recv, ctx):
+            out.append(self._ev(UPDATE, ctx, c))
+            return True
+        return False
+
+    def _helper(self, func: ast.expr, ctx: Ctx, scope: Scope) -> Function | None:
+        if not ctx.inline:
+            return None
+        if isinstance(func, ast.Name):
+            return self.src.functions.get(func.id)
+        if isinstance(func, ast.Attribute) and text(func.value) == "self" and scope.cls:
+            for item in scope.cls.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and (
+                    item.name == func.attr
+                ):
+                    return item
+        return None
+
+    def _inline(self, fn: Function, c: ast.Call, ctx: Ctx, out: list[Event], scope: Scope) -> None:
+        parent = self.cls_scopes.get(scope.cls.name, self.module) if scope.cls else self.module
+        key = id(fn)
+        if key not in self._scopes:
+            self._scopes[key] = function_scope(self.src, fn, parent)
+        inner_scope = self._scopes[key]
+        names = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+        if names and names[0] == "self" and isinstance(c.func, ast.Attribute):
+            names = names[1:]
+        subst: dict[str, str | None] = {}
+        for name, arg in zip(names, c.args, strict=False):
+            subst[name] = ctx.name(arg)
+        for kw in c.keywords:
+            if kw.arg:
+                subst[kw.arg] = ctx.name(kw.value)
+        outer = ctx.lookup
+
+        def lookup(dotted: str) -> Kind | None:
+            root = dotted.split(".", 1)[0]
+            local = root in inner_scope.assigns or root in inner_scope.kinds
+            if local or (root in inner_scope.params and root not in subst):
+                return inner_scope.kind(dotted)
+            return outer(dotted)
+
+        decorated = any(
+            (self.src.qualname(d.func if isinstance(d, ast.Call) else d) or "").endswith(
+                ("no_grad", "inference_mode")
+            )
+            for d in fn.decorator_list
+        )
+        inner = replace(
+            ctx,
+            lookup=lookup,
+            via=fn.name,
+            subst=subst,
+            inline=False,
+            no_grad=ctx.no_grad or decorated,
+        )
+        self._stmts(fn.body, inner, out, inner_scope)
+
+    def _ev(self, kind: str, ctx: Ctx, node: ast.AST, **kw: object) -> Event:
+        return Event(
+            kind,
+            node=node,
+            depth=ctx.depth,
+            guards=ctx.guards,
+            branches=ctx.branches,
+            closure=bool(kw.pop("closure", False)) or ctx.closure,
+            managed=ctx.managed,
+            no_grad=ctx.no_grad,
+            via=ctx.via,
+            loops=ctx.loops,
+            data_loop=ctx.data_loop,
+            **kw,  # type: ignore[arg-type]
+        )
+
+
+def _mode(attr: str, c: ast.Call) -> str | None:
+    if attr == "eval":
+        return EVAL if not c.args and not c.keywords else None
+    values = [*c.args, *(k.value for k in c.keywords if k.arg == "mode")]
+    if len(values) + len([k for k in c.keywords if k.arg != "mode"]) > 1:
+        return None
+    if not values:
+        return TRAIN
+    v = values[0]
+    if isinstance(v, ast.Constant) and isinstance(v.value, bool):
+        return TRAIN if v.value else EVAL
+    return None
+
+
+def _loopvars(s: ast.For | ast.AsyncFor, ctx: Ctx) -> dict[str, str | None]:
+    it = s.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)):
+        return {}
+    if it.func.attr not in ("parameters", "named_parameters"):
+        return {}
+    root = ctx.name(it.func.value)
+    target = s.target
+    if isinstance(target, ast.Tuple) and target.elts:
+        target = target.elts[-1]
+    return {target.id: root} if isinstance(target, ast.Name) else {}
+
+
+def _grad_owner(node: ast.expr) -> str | None:
+    """``p`` for ``p.grad``, ``p.grad.data`` or ``p.grad.detach_()``; None otherwise."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value  # p.grad.detach_()
+    dotted = text(node) or ""
+    head, sep, _ = dotted.partition(".grad")
+    return head if sep and dotted[len(head) + 5 :] in ("", ".data") else None
+
+
+def _manual(node: ast.expr, ctx: Ctx) -> bool:
+    dotted = text(node) or ""
+    return dotted.endswith(".data") or dotted in ctx.loopvars

@@ -1,0 +1,247 @@
+"""Optimizer lifecycle rules: ``stale-grad``, ``grad-zeroed-before-step``,
+``accumulation-wiped``, ``accumulation-loss-not-scaled``, ``backward-without-step``.
+
+Each runs on the *step-owning* loop: a loop with an optimizer ``step()`` directly in its
+body (not in a nested loop; code of a same-file helper called there counts as the body).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gradwatch.lint.analysis import Analysis, Unit
+from gradwatch.lint.facts import BACKWARD, CALL, STEP, UPDATE, ZERO, Event
+from gradwatch.lint.kinds import OPTIMIZER, Kind, Scope
+from gradwatch.lint.source import text
+
+_SAME_VALUE = {"mean", "sum", "float", "to", "squeeze", "view", "reshape", "clone"}
+
+
+def related(a: str, b: str) -> bool:
+    """``model`` and ``model.fc`` name overlapping modules."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def covers(zero: Event, step: Event, scope: Scope) -> bool:
+    """Whether ``zero`` clears the gradients ``step`` applies."""
+    if zero.target is None or zero.target == step.target:
+        return True
+    if zero.tkind is not None and zero.tkind.kind == OPTIMIZER:
+        return False  # another optimizer's zero_grad
+    roots = step.tkind.roots if step.tkind is not None else None
+    if roots is None:
+        return True  # a module's zero_grad and an optimizer whose parameters are not visible
+    if any(related(zero.target, r) for r in roots):
+        return True
+    value = scope.value_before(zero.target.split(".")[0], 10**9)  # wrappers: DDP(model)
+    names = {text(n) for n in ast.walk(value)} if value is not None else set()
+    return any(r in names for r in roots)
+
+
+def check(a: Analysis) -> None:
+    for unit in a.lifecycle_units():
+        blocks: list[ast.AST] = list(unit.loops)
+        if unit.virtual_loop:
+            blocks.append(unit.node)
+        for loop in blocks:
+            events = a.events(unit, None if loop is unit.node else loop)
+            _loop(a, unit, loop, events)
+        _without_step(a, unit)
+
+
+def _loop(a: Analysis, unit: Unit, loop: ast.AST, ev: list[Event]) -> None:
+    steps = [e for e in ev if e.kind == STEP and e.depth == 0 and e.target]
+    backwards = [e for e in ev if e.kind == BACKWARD]
+    if not steps or not backwards:
+        return
+    zeros = [e for e in ev if e.kind == ZERO]
+    seen: set[str] = set()
+    for st in steps:
+        mine = [z for z in zeros if covers(z, st, unit.scope)]
+        if not mine and st.target not in seen:
+            seen.add(st.target or "")
+            _stale(a, unit, loop, st, ev)
+        if not st.closure:
+            _zero_between(a, unit, loop, st, mine, backwards, ev)
+        if not st.managed:
+            _wiped(a, unit, loop, st, mine, backwards, ev)
+    _unscaled(a, unit, loop, steps, backwards)
+
+
+def _stale(a: Analysis, unit: Unit, loop: ast.AST, st: Event, ev: list[Event]) -> None:
+    target = st.target or ""
+    hidden = [e for e in ev if e.kind == CALL and any(a and related(a, target) for a in e.args)]
+    where = f" (in {st.via}())" if st.via else ""
+    every = (
+        f"every {unit.name.rsplit('.', 1)[-1]}()"
+        if loop is unit.node
+        else f"every iteration of the loop at line {getattr(loop, 'lineno', '?')}"
+    )
+    a.emit(
+        "stale-grad",
+        st.node,
+        f"{st.target}.step(){where} runs {every}, but nothing there clears {st.target}'s "
+        "gradients: each step applies the sum of all earlier gradients.",
+        unit,
+        severity="warning" if hidden or (st.tkind and st.tkind.guessed) else None,
+        confidence="medium" if hidden else "high",
+        loop=loop,
+    )
+
+
+def _zero_between(
+    a: Analysis,
+    unit: Unit,
+    loop: ast.AST,
+    st: Event,
+    zeros: list[Event],
+    backwards: list[Event],
+    ev: list[Event],
+) -> None:
+    at = {id(e): i for i, e in enumerate(ev)}
+    s = at[id(st)]
+    for z in zeros:
+        zi = at[id(z)]
+        if zi > s or z.closure or z.exclusive(st):
+            continue
+        before = [b for b in backwards if at[id(b)] < zi and not b.exclusive(z) and not b.closure]
+        after = [b for b in backwards if zi < at[id(b)] < s and not b.exclusive(st)]
+        if before and not after:
+            a.emit(
+                "grad-zeroed-before-step",
+                z.node,
+                f"gradients are cleared after backward() (line {before[-1].line}) and before "
+                f"{st.target}.step() (line {st.line}): that step applies no gradient.",
+                unit,
+                loop=loop,
+            )
+            return
+
+
+def _wiped(
+    a: Analysis,
+    unit: Unit,
+    loop: ast.AST,
+    st: Event,
+    zeros: list[Event],
+    backwards: list[Event],
+    ev: list[Event],
+) -> None:
+    at = {id(e): i for i, e in enumerate(ev)}
+    tests = {g.test for g in st.guards if g.accum and not g.negated}
+    first_backward = min(at[id(b)] for b in backwards)
+    for z in zeros:
+        if z.managed or z.closure:
+            continue
+        own = [g for g in z.guards if g not in st.guards]
+        z_tests = {g.test for g in z.guards if g.accum and not g.negated}
+        message = ""
+        if tests and not own and not z_tests:
+            message = (
+                f"{z.target or 'the gradients'} are cleared every micro-batch while "
+                f"{st.target}.step() runs only when `{next(iter(tests))}`: each step applies "
+                "the last micro-batch's gradient only."
+            )
+        elif tests and z_tests & tests:
+            if at[id(z)] < first_backward:
+                message = (
+                    f"zero_grad() runs under the same test as {st.target}.step() but before "
+                    "backward(): it wipes the accumulated micro-batches right before each step."
+                )
+        elif len(z.loops) > len(st.loops) and any(
+            b.loops[: len(z.loops)] == z.loops for b in backwards
+        ):
+            message = (
+                "zero_grad() runs inside the micro-step loop that calls backward(), while "
+                f"{st.target}.step() runs after it: only the last micro-batch is applied."
+            )
+        if message:
+            a.emit("accumulation-wiped", z.node, message, unit, loop=loop)
+            return
+
+
+def _unscaled(
+    a: Analysis, unit: Unit, loop: ast.AST, steps: list[Event], backwards: list[Event]
+) -> None:
+    guarded = any(st.accum_guarded for st in steps)
+    micro = any(len(b.loops) > len(st.loops) for b in backwards for st in steps)
+    if not (guarded or micro) or any(e.managed for e in [*steps, *backwards]):
+        return
+    for b in backwards:
+        if b.via is None and not b.closure and not _scaled(b.operand, unit.scope, b.line, 0):
+            a.emit(
+                "accumulation-loss-not-scaled",
+                b.node,
+                "gradients of several micro-batches are summed before each step, but the loss "
+                "is not divided by their number: the effective learning rate grows with it.",
+                unit,
+                loop=loop,
+            )
+
+
+def _scaled(expr: ast.expr | None, scope: Scope, line: int, depth: int) -> bool:
+    if expr is None or depth > 4:
+        return True
+    if isinstance(expr, ast.BinOp):
+        return isinstance(expr.op, ast.Div | ast.Mult | ast.FloorDiv) or (
+            _scaled(expr.left, scope, line, depth + 1) and _scaled(expr.right, scope, line, depth)
+        )
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        if expr.func.attr == "scale" and expr.args:
+            return _scaled(expr.args[0], scope, line, depth + 1)
+        if scope.src.qualname(expr.func) is None and expr.func.attr in _SAME_VALUE:
+            return _scaled(expr.func.value, scope, line, depth + 1)
+        return False
+    if isinstance(expr, ast.Call):
+        fn = scope.src.functions.get(expr.func.id) if isinstance(expr.func, ast.Name) else None
+        if fn is not None:
+            returns = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value]
+            firsts = [r.elts[0] if isinstance(r, ast.Tuple) and r.elts else r for r in returns]
+            return any(isinstance(r, ast.BinOp) for r in firsts)
+        return False
+    if isinstance(expr, ast.Name):
+        value = scope.value_before(expr.id, line)
+        return value is None or _scaled(value, scope, line, depth + 1)
+    if isinstance(expr, ast.Subscript | ast.Attribute):
+        return _scaled(expr.value, scope, line, depth + 1)
+    return True
+
+
+def _without_step(a: Analysis, unit: Unit) -> None:
+    ev = a.events(unit)
+    if any(e.kind in (STEP, UPDATE) or e.managed for e in ev):
+        return
+    optimizers = {
+        name for name, k in _all_kinds(unit.scope).items() if k.kind == OPTIMIZER and not k.guessed
+    }
+    for p in unit.scope.params:
+        k = unit.scope.kind(p)
+        if k is not None and k.kind == OPTIMIZER:
+            optimizers.add(p)
+    if not optimizers:
+        return
+    if any(e.kind == CALL and set(e.args) & optimizers for e in ev):
+        return  # the optimizer goes to code not visible here, which may step it
+    for loop in unit.loops:
+        lev = a.events(unit, loop)
+        backs = [e for e in lev if e.kind == BACKWARD]
+        if backs and any(e.kind == ZERO for e in lev):
+            a.emit(
+                "backward-without-step",
+                backs[0].node,
+                f"this loop clears gradients and calls backward(), but no optimizer "
+                f"({', '.join(sorted(optimizers))}) ever steps: the model never changes.",
+                unit,
+                loop=loop,
+            )
+            return
+
+
+def _all_kinds(scope: Scope) -> dict[str, Kind]:
+    out: dict[str, Kind] = {}
+    s: Scope | None = scope
+    while s is not None:
+        for k, v in s.kinds.items():
+            out.setdefault(k, v)
+        s = s.parent
+    return out

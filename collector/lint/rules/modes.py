@@ -1,0 +1,115 @@
+"""Module mode rules: ``eval-mode-training`` (a model left in ``eval()`` is trained) and
+``inference-in-train-mode`` (a validation loop runs the model in training mode)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from gradwatch.lint.analysis import Analysis, Unit
+from gradwatch.lint.facts import BACKWARD, CALL, EVAL, STEP, TRAIN, Event
+from gradwatch.lint.kinds import MODULE
+from gradwatch.lint.rules.lifecycle import related
+
+_MODEL_NAME = re.compile(
+    r"model|net|encoder|decoder|backbone|classifier|generator|discriminator|policy|critic|"
+    r"actor|^[GD]$",
+    re.IGNORECASE,
+)
+_NOT_MODEL = re.compile(r"loss|criterion|metric|optim|sched", re.IGNORECASE)
+
+
+def sets_train(train: Event, model: str) -> bool:
+    """Whether ``train.target.train()`` puts ``model`` in training mode."""
+    return train.target is None or train.target == model or model.startswith(train.target + ".")
+
+
+def check(a: Analysis) -> None:
+    for unit in a.lifecycle_units():
+        for loop in unit.loops:
+            _stuck_in_eval(a, unit, loop, a.events(unit, loop))
+        _inference(a, unit)
+
+
+def _feeds_backward(ev: list[Event], model: str) -> bool:
+    """Whether ``model(...)`` is called before some ``backward()`` of the loop."""
+    called = [i for i, e in enumerate(ev) if e.kind == CALL and e.target == model]
+    return any(e.kind == BACKWARD and called and i > called[0] for i, e in enumerate(ev))
+
+
+def _whole_model(target: str | None) -> bool:
+    """``model`` or ``self.model``, not ``model.backbone`` (frozen-BN fine-tuning)."""
+    return bool(target) and (target or "").removeprefix("self.").count(".") == 0
+
+
+def _stuck_in_eval(a: Analysis, unit: Unit, loop: ast.AST, ev: list[Event]) -> None:
+    training = [i for i, e in enumerate(ev) if e.kind in (BACKWARD, STEP) and not e.closure]
+    steps = [e for e in ev if e.kind == STEP]
+    if not training or not steps or not any(e.kind == BACKWARD for e in ev):
+        return
+    roots = [r for st in steps for r in ((st.tkind.roots if st.tkind else None) or ())]
+    known = all(st.tkind is not None and st.tkind.roots for st in steps)
+    for i, e in enumerate(ev):
+        if e.kind != EVAL or not _whole_model(e.target):
+            continue
+        model = e.target or ""
+        if known and not any(related(model, r) for r in roots):
+            continue  # a teacher, an EMA copy, a target network: not the trained model
+        if not known and not _feeds_backward(ev, model):
+            continue  # parameters not visible: only a model whose output is backpropagated
+        order = list(range(i + 1, len(ev))) + list(range(i))
+        for j in order:
+            f = ev[j]
+            if f.kind == TRAIN and sets_train(f, model):
+                break
+            if j in training:
+                where = f" (in {e.via}())" if e.via else ""
+                a.emit(
+                    "eval-mode-training",
+                    e.node,
+                    f"{model}.eval(){where} is followed by training (line {f.line}) with no "
+                    f"{model}.train() in between: dropout and batch norm stay in eval mode "
+                    "for every later epoch.",
+                    unit,
+                    severity=None if known else "warning",
+                    confidence="high" if known else "medium",
+                    loop=loop,
+                )
+                break
+
+
+def _model_like(e: Event) -> bool:
+    if e.target is None:
+        return False
+    if e.tkind is not None:
+        return e.tkind.kind == MODULE
+    last = e.target.rsplit(".", 1)[-1]
+    return bool(_MODEL_NAME.search(last)) and not _NOT_MODEL.search(last)
+
+
+def _inference(a: Analysis, unit: Unit) -> None:
+    """Judged where the model's mode is visible: in a function's callers (one level), or
+    in the module's own code; a function nobody in this file calls is left alone."""
+    ev = a.events(unit)
+    trained_loops = {loop for e in ev if e.kind in (BACKWARD, STEP) for loop in e.loops}
+    evals: list[tuple[int, str]] = [
+        (i, e.target) for i, e in enumerate(ev) if e.kind == EVAL and e.target is not None
+    ]
+    for i, e in enumerate(ev):
+        if e.kind != CALL or not e.no_grad or not e.data_loop:
+            continue
+        if e.via is None and not unit.is_module:
+            continue  # judged at the call sites of this function
+        if e.loops[-1] in trained_loops or not _model_like(e):
+            continue
+        model = e.target or ""
+        if any(j < i and (t == model or model.startswith(t + ".")) for j, t in evals):
+            continue
+        where = f"{e.via}()" if e.via else "this loop"
+        a.emit(
+            "inference-in-train-mode",
+            e.node,
+            f"{model} runs under no_grad in {where} without {model}.eval() before it: "
+            "dropout stays active and batch norm updates its statistics on validation data.",
+            unit,
+        )

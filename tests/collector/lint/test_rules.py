@@ -1,0 +1,146 @@
+"""Every rule on its bug fixtures (caught, at the marked line) and on correct training code
+in common styles (silent). Fixtures mark each expected finding with ``# expect: RULE``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gradwatch.lint import IDS, lint_code, lint_paths
+
+FIXTURES = Path(__file__).parent / "fixtures"
+BUGS = sorted((FIXTURES / "bug").glob("*.py"))
+CORRECT = sorted((FIXTURES / "correct").glob("*.py"))
+
+
+def expected(path: Path) -> set[tuple[str, int]]:
+    out = set()
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        out |= {(m, number) for m in re.findall(r"# expect: ([a-z-]+)", line)}
+    return out
+
+
+def found(path: Path) -> set[tuple[str, int]]:
+    result = lint_paths([path])
+    assert not result.errors
+    return {(f.rule, f.line) for f in result.findings}
+
+
+@pytest.mark.parametrize("path", BUGS, ids=lambda p: p.stem)
+def test_bug_fixture_is_caught_where_marked(path: Path) -> None:
+    want = expected(path)
+    assert want, f"{path.name} marks no expected finding"
+    assert found(path) == want
+
+
+@pytest.mark.parametrize("path", CORRECT, ids=lambda p: p.stem)
+def test_correct_training_code_gets_no_finding(path: Path) -> None:
+    assert found(path) == set()
+
+
+def test_every_rule_has_a_bug_fixture() -> None:
+    covered = {rule for path in BUGS for rule, _ in expected(path)}
+    assert covered == set(IDS)
+
+
+# One line removed from a correct fixture turns it into the bug a rule names.
+MUTATIONS = [
+    ("plain_loop.py", "        optimizer.zero_grad()\n", "stale-grad"),
+    ("plain_loop.py", "    model.train()\n", "eval-mode-training"),
+    ("plain_loop.py", "    model.eval()\n", "inference-in-train-mode"),
+    ("fine_tuning.py", "        sampler.set_epoch(epoch)\n", "sampler-epoch-not-set"),
+    ("gan_helpers.py", "    netG.zero_grad()\n", "stale-grad"),
+    (
+        "nanogpt_style.py",
+        "            loss = loss / gradient_accumulation_steps\n",
+        "accumulation-loss-not-scaled",
+    ),
+    ("nanogpt_style.py", "    model.train()\n", "eval-mode-training"),
+    ("accumulation.py", "    if i % k == 0:\n        opt.zero_grad()\n", "stale-grad"),
+    ("amp_and_lbfgs.py", "        optimizer.zero_grad(set_to_none=True)\n", "stale-grad"),
+    ("zero_at_end_set_to_none.py", "torch.manual_seed(0)\n", "unseeded-run"),
+    ("real_world_styles.py", "        self.optimizer.zero_grad()\n", "stale-grad"),
+    ("real_world_styles.py", "\n    optimizer.zero_grad()", "stale-grad"),
+    (
+        "real_world_styles.py",
+        "            loss = loss / args.gradient_accumulation_steps\n",
+        "accumulation-loss-not-scaled",
+    ),
+    ("real_world_styles.py", "        model.eval()\n", "inference-in-train-mode"),
+]
+
+
+@pytest.mark.parametrize(("name", "removed", "rule"), MUTATIONS)
+def test_removing_one_line_of_correct_code_is_caught(name: str, removed: str, rule: str) -> None:
+    code = (FIXTURES / "correct" / name).read_text()
+    assert removed in code
+    assert rule in {f.rule for f in lint_code(code.replace(removed, "", 1), name)}
+
+
+HEAD = """
+import torch
+from torch import nn
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+torch.manual_seed(0)
+k = 4
+"""
+
+# The reference's test matrix for the optimizer lifecycle (static-analysis.md, TI101-TI104).
+MATRIX = [
+    ("for i, (x, y) in enumerate(data):\n    opt.zero_grad()\n    loss = crit(model(x), y)\n"
+     "    loss.backward()\n    opt.step()", None),
+    ("for i, (x, y) in enumerate(data):\n    loss = crit(model(x), y)\n    loss.backward()\n"
+     "    opt.step()\n    opt.zero_grad(set_to_none=True)", None),
+    ("for i, (x, y) in enumerate(data):\n    model.zero_grad()\n    loss = crit(model(x), y)\n"
+     "    loss.backward()\n    opt.step()", None),
+    ("for i, (x, y) in enumerate(data):\n    for p in model.parameters():\n        p.grad = None\n"
+     "    crit(model(x), y).backward()\n    opt.step()", None),
+    ("opt.zero_grad()\nfor i, (x, y) in enumerate(data):\n    crit(model(x), y).backward()\n"
+     "    opt.step()", "stale-grad"),
+    ("for epoch in range(3):\n    opt.zero_grad()\n    for x, y in data:\n"
+     "        crit(model(x), y).backward()\n        opt.step()", "stale-grad"),
+    ("for x, y in data:\n    crit(model(x), y).backward()\n    opt.zero_grad()\n    opt.step()",
+     "grad-zeroed-before-step"),
+    ("for i, (x, y) in enumerate(data):\n    (crit(model(x), y) / k).backward()\n"
+     "    if (i + 1) % k == 0:\n        opt.step()\n        opt.zero_grad()", None),
+    ("for i, (x, y) in enumerate(data):\n    opt.zero_grad()\n"
+     "    (crit(model(x), y) / k).backward()\n"
+     "    if (i + 1) % k == 0:\n        opt.step()", "accumulation-wiped"),
+    ("for i, (x, y) in enumerate(data):\n    if i % k == 0:\n        opt.zero_grad()\n"
+     "    (crit(model(x), y) / k).backward()\n    if (i + 1) % k == 0:\n        opt.step()", None),
+    ("for it, (x, y) in enumerate(data):\n    if it % k == 0:\n        opt.zero_grad()\n"
+     "    (crit(model(x), y) / k).backward()\n    if it % k == 0:\n        opt.step()",
+     "accumulation-wiped"),
+    ("for i, (x, y) in enumerate(data):\n    loss = crit(model(x), y)\n    loss.backward()\n"
+     "    if (i + 1) % k == 0:\n        opt.step()\n        opt.zero_grad()",
+     "accumulation-loss-not-scaled"),
+    ("for x, y in data:\n    opt.zero_grad()\n    crit(model(x), y).backward()\n"
+     "    opt.step(lambda: 0)", None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("body", "rule"), MATRIX)
+def test_reference_matrix(body: str, rule: str | None) -> None:
+    got = [f.rule for f in lint_code(HEAD + body)]
+    assert got == ([rule] if rule else [])
+
+
+def test_helper_in_another_module_downgrades_to_a_warning() -> None:
+    code = HEAD + (
+        "from mylib import train_step\n"
+        "for x, y in data:\n    train_step(model, opt, x, y)\n    opt.step()\n"
+        "    crit(model(x), y).backward()\n"
+    )
+    [f] = lint_code(code)
+    assert (f.rule, f.severity, f.confidence) == ("stale-grad", "warning", "medium")
+
+
+def test_syntax_error_is_reported_not_raised(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(:\n")
+    result = lint_paths([tmp_path])
+    assert result.files == 1 and not result.findings
+    assert result.errors and "bad.py:1: cannot parse" in result.errors[0]
