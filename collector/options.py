@@ -15,7 +15,7 @@ from typing import Any, cast
 import torch
 
 from gradwatch import paths
-from gradwatch.catalogue import CHECKS, DEFAULT_POLICY, POLICIES, Policy
+from gradwatch.catalogue import CHECKPOINT_CHECKS, CHECKS, DEFAULT_POLICY, POLICIES, Policy
 from gradwatch.config import config_hash, normalize_config
 from gradwatch.errors import ConfigError
 
@@ -72,9 +72,20 @@ def _validate_checks(checks: Mapping[Any, Any], *, source: str) -> dict[str, Pol
                 f"{source}: policy for {check!r} must be one of {', '.join(POLICIES)}, "
                 f"got {policy!r}"
             )
+        if policy == "checkpoint" and check != "all" and check not in CHECKPOINT_CHECKS:
+            raise ConfigError(
+                f"{source}: policy 'checkpoint' is not available for {check!r}: it runs after "
+                "the update, so there is no last good state to save; checkpoint works for "
+                f"{', '.join(sorted(CHECKPOINT_CHECKS))} (use raise or warn for {check!r})"
+            )
         out[check] = cast(Policy, policy)
     if "all" in out:
-        every_check = dict.fromkeys(CHECKS, out.pop("all"))
+        every = out.pop("all")
+        # all=checkpoint: checkpoint where it applies, raise for the checks that run later
+        every_check: dict[str, Policy] = {
+            c: "raise" if every == "checkpoint" and c not in CHECKPOINT_CHECKS else every
+            for c in CHECKS
+        }
         out = {**every_check, **out}
     return out
 
