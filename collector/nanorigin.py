@@ -1,9 +1,10 @@
 """NaN provenance: which module and operation made a step's first non-finite value.
 
 Steady state (nothing non-finite): no per-module work. A forward pre-hook on each watched
-root module keeps a reference to the step's inputs and the CPU generator state, a forward
-hook keeps the outputs' autograd nodes, and a backward listener keeps the loss's node; on
-the CPU the optimizer step pre-hook also reads the loss and the gradient norms gradwatch
+root module keeps a reference to the step's inputs (the last ``MAX_FORWARDS``) and the CPU
+generator state, a forward hook tags the outputs' autograd nodes (no reference kept), and
+a backward listener keeps the loss's node (its saved tensors are freed by the backward);
+on the CPU the optimizer step pre-hook also reads the loss and the gradient norms gradwatch
 has already computed (two scalar reads).
 
 When a step turns out non-finite, before its update is applied — in that pre-hook on the
@@ -38,7 +39,9 @@ if TYPE_CHECKING:
     from gradwatch.run import Run
 
 ENV = "GRADWATCH_NAN_ORIGIN"
-MAX_FORWARDS = 16  # forwards kept per model and step (gradient accumulation)
+MAX_FORWARDS = 4  # forwards (inputs only) kept per model and step: gradient accumulation
+MAX_LOSSES = 4  # loss nodes kept per step (their saved tensors are freed by backward)
+_OUTPUT = "gradwatch_model_output"  # metadata key on the autograd node of a model output
 MAX_REPLAYS = 8  # localisations per run: bounds the cost of a run that keeps going NaN
 _RISKY = ("Log", "Div", "Exp", "Pow", "Sqrt", "Rsqrt", "Reciprocal", "Xlogy", "Acos", "Asin")
 
@@ -60,7 +63,7 @@ class NanOrigin:
         self.models: dict[str, nn.Module] = dict(run.model_hooks.models)
         self.handles: list[Any] = []
         self.forwards: dict[str, deque[Captured]] = {}
-        self.losses: deque[Any] = deque(maxlen=MAX_FORWARDS)
+        self.losses: deque[Any] = deque(maxlen=MAX_LOSSES)
         self.epoch = 0  # optimizer steps so far: forwards of an older epoch are dropped
         self._epochs: dict[str, int] = {}
         self.thread: int | None = None  # the training thread (runs the forwards)
@@ -119,11 +122,12 @@ class NanOrigin:
 
     def _outputs(self, key: str) -> Any:
         def hook(module: nn.Module, args: Any, output: Any) -> None:
-            kept = self.forwards.get(key)
-            if kept and isinstance(output, torch.Tensor) and output.grad_fn is not None:
-                kept[-1].outputs = [output.grad_fn]
-            elif kept:
-                kept[-1].outputs = [t.grad_fn for _, t in tensors(output) if t.grad_fn]
+            # tag the outputs' autograd nodes (no reference kept: the graph is not held)
+            if isinstance(output, torch.Tensor):
+                _tag(output.grad_fn, key)
+                return
+            for _, t in tensors(output):
+                _tag(t.grad_fn, key)
 
         return hook
 
@@ -249,8 +253,7 @@ class NanOrigin:
 
     def _loss_side(self, keys: list[str]) -> dict[str, Any]:
         """The model is finite forward and backward: the loss computation made it."""
-        outputs = {id(n) for k in keys for c in self.forwards.get(k, ()) for n in c.outputs}
-        path = next((p for g in reversed(self.losses) if (p := _path(g, outputs))), [])
+        path = next((p for g in reversed(self.losses) if (p := _path(g, set(keys)))), [])
         risky = [n for n in path if n.startswith(_RISKY)]
         return {
             "phase": "loss",
@@ -302,12 +305,18 @@ class NanOrigin:
             return
 
 
+def _tag(node: Any, key: str) -> None:
+    if node is not None:
+        node.metadata[_OUTPUT] = key
+
+
 def _prefixed(key: str, name: str) -> str:
     return f"{key}.{name}" if key and name else key or name
 
 
-def _path(root: Any, outputs: set[int], limit: int = 4096) -> list[str]:
-    """Node names from a model output's consumer up to the loss (forward order)."""
+def _path(root: Any, keys: set[str], limit: int = 4096) -> list[str]:
+    """Node names from the consumer of an output of the models ``keys`` up to the loss
+    (forward order)."""
     parent: dict[int, Any] = {id(root): None}
     queue = deque([root])
     while queue and len(parent) < limit:
@@ -316,7 +325,7 @@ def _path(root: Any, outputs: set[int], limit: int = 4096) -> list[str]:
             if nxt is None or id(nxt) in parent:
                 continue
             parent[id(nxt)] = node
-            if id(nxt) in outputs:
+            if nxt.metadata.get(_OUTPUT) in keys:
                 names, at = [], node
                 while at is not None:
                     names.append(at.name())

@@ -15,7 +15,7 @@ from __future__ import annotations
 import traceback
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,6 @@ class Captured:
     kwargs: dict[str, Any]
     rng: torch.Tensor | None  # CPU generator state before the forward
     cuda_rng: tuple[int, torch.Tensor] | None  # (device index, state) when on an accelerator
-    outputs: list[Any] = field(default_factory=list)  # grad_fn nodes of the outputs
 
 
 def tensors(obj: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
