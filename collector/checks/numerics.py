@@ -280,20 +280,15 @@ class NumericsChecks:
         if bool(torch.isfinite(v.param_norm).all()):
             return
         bad = [i for i in v.order if not math.isfinite(float(v.param_norm[i]))]
+        message = f"after this step {len(bad)} parameter tensors hold NaN/Inf, first this one."
+        details: dict[str, Any] = {"tensors": [v.names[i] for i in bad]}
         if not self.sink.active("nonfinite-param", v.optimizer):  # origin at the onset only
-            before = self._state.get(v.optimizer)
-            norms = None if before is None else before.previous_param_norm
+            state = self._state.get(v.optimizer)
+            norms = None if state is None else state.previous_param_norm
+            before = None if norms is None or len(norms) <= bad[0] else float(norms[bad[0]])
             message, details = self._with_origin(
-                "nonfinite-param",
-                v,
-                f"after this step {len(bad)} parameter tensors hold NaN/Inf, first this one.",
-                {"tensors": [v.names[i] for i in bad]},
-                bad[0],
-                None if norms is None or len(norms) <= bad[0] else float(norms[bad[0]]),
+                "nonfinite-param", v, message, details, bad[0], before
             )
-        else:
-            message = f"after this step {len(bad)} parameter tensors hold NaN/Inf, first this one."
-            details = {"tensors": [v.names[i] for i in bad]}
         self.sink.report(
             finding(
                 "nonfinite-param",
