@@ -20,7 +20,6 @@ its first step only. ``GRADWATCH_NAN_ORIGIN=0`` turns all of it off.
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -28,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from gradwatch import backward_tap, opcause
-from gradwatch.errors import ConfigError
 from gradwatch.replay import Captured, bad, replay, tensors
 
 if TYPE_CHECKING:
@@ -38,7 +36,6 @@ if TYPE_CHECKING:
     from gradwatch.lifecycle import OptimizerWatch
     from gradwatch.run import Run
 
-ENV = "GRADWATCH_NAN_ORIGIN"
 MAX_FORWARDS = 4  # forwards (inputs only) kept per model and step: gradient accumulation
 MAX_LOSSES = 4  # loss nodes kept per step (their saved tensors are freed by backward)
 _OUTPUT = "gradwatch_model_output"  # metadata key on the autograd node of a model output
@@ -46,20 +43,12 @@ MAX_REPLAYS = 8  # localisations per run: bounds the cost of a run that keeps go
 _RISKY = ("Log", "Div", "Exp", "Pow", "Sqrt", "Rsqrt", "Reciprocal", "Xlogy", "Acos", "Asin")
 
 
-def enabled() -> bool:
-    """``$GRADWATCH_NAN_ORIGIN``: on unless ``0``/``off``/``false``."""
-    value = os.environ.get(ENV, "1").strip().lower()
-    if value not in ("1", "on", "true", "0", "off", "false", ""):
-        raise ConfigError(f"${ENV} must be 1 or 0 (on or off), got {value!r}")
-    return value not in ("0", "off", "false")
-
-
 class NanOrigin:
     """The provenance of the first non-finite value of each streak, per optimizer."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.on = enabled()
+        self.on = run.options.nan_origin
         self.models: dict[str, nn.Module] = dict(run.model_hooks.models)
         self.handles: list[Any] = []
         self.forwards: dict[str, deque[Captured]] = {}

@@ -42,6 +42,7 @@ class WatchOptions:
     allow_mutation: tuple[str, ...] = ()
     scaler: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    nan_origin: bool = True  # $GRADWATCH_NAN_ORIGIN: NaN provenance (gradwatch.nanorigin)
 
     def policy(self, check: str) -> Policy:
         """The policy in force for ``check``."""
@@ -145,6 +146,14 @@ def _accumulation(value: object) -> int | None:
     return _positive_int("accumulation_steps", value, allow_none=True)
 
 
+def _nan_origin() -> bool:
+    """``$GRADWATCH_NAN_ORIGIN``: on unless ``0``/``off``/``false``."""
+    value = os.environ.get("GRADWATCH_NAN_ORIGIN", "1").strip().lower()
+    if value not in ("1", "on", "true", "0", "off", "false", ""):
+        raise ConfigError(f"$GRADWATCH_NAN_ORIGIN must be 1 or 0 (on or off), got {value!r}")
+    return value not in ("0", "off", "false")
+
+
 def resolve(
     *,
     project: object = None,
@@ -199,4 +208,5 @@ def resolve(
         batch_checksum=batch_checksum,
         allow_mutation=_tags(allow_mutation) if allow_mutation is not None else (),
         scaler=scaler,
+        nan_origin=_nan_origin(),
     )
