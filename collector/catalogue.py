@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Final, Literal
 
 Severity = Literal["info", "warning", "error"]
-Policy = Literal["off", "record", "warn", "raise", "skip"]
+Policy = Literal["off", "record", "warn", "raise", "skip", "checkpoint"]
 
-POLICIES: Final[tuple[Policy, ...]] = ("off", "record", "warn", "raise", "skip")
+POLICIES: Final[tuple[Policy, ...]] = ("off", "record", "warn", "raise", "skip", "checkpoint")
 SEVERITIES: Final[tuple[Severity, ...]] = ("info", "warning", "error")
 
 #: check id -> default severity (``amp-overflow`` escalates info -> warning -> error itself).
@@ -48,6 +48,29 @@ CHECKS: Final[dict[str, Severity]] = {
     "ddp-rank-spread": "warning",
     "ddp-nonfinite-rank": "error",
 }
+
+#: Checks whose ``raise`` acts in the training thread before an optimizer update is applied
+#: (or, for ``amp-overflow``, after a step the GradScaler skipped): only these accept the
+#: ``checkpoint`` policy (save the last good state, then raise). The others run after the
+#: update, on gradwatch's writer thread, or before training (``nondeterminism-risk``).
+CHECKPOINT_CHECKS: Final[frozenset[str]] = frozenset(
+    {
+        "stale-grad",
+        "grad-zeroed-before-step",
+        "step-without-backward",
+        "param-no-grad",
+        "param-not-in-optimizer",
+        "frozen-param-in-optimizer",
+        "param-mutated-outside-step",
+        "nonfinite-loss",
+        "nonfinite-grad",
+        "amp-overflow",
+        "exploding-grad",
+        "vanishing-grad",
+        "loss-shape-mismatch",
+        "eval-mode-training",
+    }
+)
 
 #: Default policy of every check: findings are recorded and printed once, training goes on.
 DEFAULT_POLICY: Final[Policy] = "warn"

@@ -3,12 +3,14 @@
 A finding is stored with the run (a FINDINGS record in the spool, hence on the server) at
 the *onset* of a condition; while the same condition persists for the same check and
 tensor it is not stored again. ``warn``, ``raise`` and ``skip`` also print one line to
-stderr (at most ``MAX_LINES_PER_CHECK`` per check for the run); ``raise`` and ``skip``
-act every time the condition holds, not only at its onset.
+stderr (at most ``MAX_LINES_PER_CHECK`` per check for the run); ``raise``, ``checkpoint``
+and ``skip`` act every time the condition holds, not only at its onset. ``checkpoint``
+saves the last good state first (:mod:`gradwatch.checkpoint`) and names it in the finding.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -102,20 +104,24 @@ class FindingSink:
         self._lines: dict[str, int] = {}
         self._pending: list[Finding] = []
         self.findings: list[Finding] = []
+        #: policy ``checkpoint``: saves the last good state, returns where (set by the run)
+        self.checkpoint: Callable[[Finding], str] | None = None
 
     def enabled(self, check: str) -> bool:
         """Whether ``check`` is evaluated at all (policy not ``off``)."""
         return self._policy(check) != "off"
 
     def wants_action(self, check: str) -> bool:
-        """Whether the policy of ``check`` acts on training (``raise`` or ``skip``)."""
-        return self._policy(check) in ("raise", "skip")
+        """Whether the policy of ``check`` acts on training (raise, checkpoint or skip)."""
+        return self._policy(check) in ("raise", "skip", "checkpoint")
 
     def report(self, f: Finding) -> Action:
         """Handle a condition that holds now; returns what the caller must do."""
         policy = self._policy(f.check)
         if policy == "off":
             return "none"
+        if policy == "checkpoint":
+            f = self._save(f)
         key = (f.check, f.param, f.optimizer, f.severity)
         with self._lock:
             onset = key not in self._active
@@ -124,10 +130,26 @@ class FindingSink:
                 self._store(f)
                 if policy != "record":
                     self._print(f)
-        if policy == "raise":
+        if policy in ("raise", "checkpoint"):
             self.flush()
             raise IntegrityError(f.line().removeprefix("gradwatch: "))
         return "skip" if policy == "skip" else "none"
+
+    def _save(self, f: Finding) -> Finding:
+        """Policy ``checkpoint``: save the state before the update, name it in the finding.
+        A failed save is reported in the finding; the policy still raises."""
+        if self.checkpoint is None:
+            return f
+        try:
+            path = self.checkpoint(f)
+        except Exception as exc:
+            details = {**f.details, "checkpoint_error": f"{type(exc).__name__}: {exc}"}
+            return dataclasses.replace(f, details=details)
+        return dataclasses.replace(
+            f,
+            message=f"{f.message} Last good state saved to {path}.",
+            details={**f.details, "checkpoint": path},
+        )
 
     def active(self, check: str, optimizer: int | None = None) -> set[str | None]:
         """Tensors for which ``check`` currently holds (to clear only those, cheaply)."""

@@ -117,6 +117,9 @@ class OptimizerWatch:
         self._t_last = time.perf_counter()
         self._zero_grad: Callable[..., Any] | None = None
         self.checker = StepChecker(self, run.checks)
+        # on the CPU the NaN screen (gradwatch.nanorigin) looks at the gradient norms before
+        # the update, so they are measured then
+        self.screened = run.options.nan_origin and self.stats.on_host
 
     # -- attach / detach -------------------------------------------------------------------
     def attach(self) -> None:
@@ -266,11 +269,8 @@ class OptimizerWatch:
         self._follow_changes()
         self._manual_clearing()
         closure = has_closure(args, kwargs)  # step(closure) computes new gradients
-        self._pre = (
-            self.stats.before_step(now=closure or self.checker.engine.needs_values_now())
-            if self.collecting()
-            else None
-        )
+        now = closure or self.screened or self.checker.engine.needs_values_now()
+        self._pre = self.stats.before_step(now=now) if self.collecting() else None
         if self.checker.pre_step(self.pending, self._pre, closure) == "skip":
             self._drop_update()
 

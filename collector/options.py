@@ -15,7 +15,7 @@ from typing import Any, cast
 import torch
 
 from gradwatch import paths
-from gradwatch.catalogue import CHECKS, DEFAULT_POLICY, POLICIES, Policy
+from gradwatch.catalogue import CHECKPOINT_CHECKS, CHECKS, DEFAULT_POLICY, POLICIES, Policy
 from gradwatch.config import config_hash, normalize_config
 from gradwatch.errors import ConfigError
 
@@ -42,6 +42,7 @@ class WatchOptions:
     allow_mutation: tuple[str, ...] = ()
     scaler: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    nan_origin: bool = True  # $GRADWATCH_NAN_ORIGIN: NaN provenance (gradwatch.nanorigin)
 
     def policy(self, check: str) -> Policy:
         """The policy in force for ``check``."""
@@ -72,9 +73,20 @@ def _validate_checks(checks: Mapping[Any, Any], *, source: str) -> dict[str, Pol
                 f"{source}: policy for {check!r} must be one of {', '.join(POLICIES)}, "
                 f"got {policy!r}"
             )
+        if policy == "checkpoint" and check != "all" and check not in CHECKPOINT_CHECKS:
+            raise ConfigError(
+                f"{source}: policy 'checkpoint' is not available for {check!r}: it runs after "
+                "the update, so there is no last good state to save; checkpoint works for "
+                f"{', '.join(sorted(CHECKPOINT_CHECKS))} (use raise or warn for {check!r})"
+            )
         out[check] = cast(Policy, policy)
     if "all" in out:
-        every_check = dict.fromkeys(CHECKS, out.pop("all"))
+        every = out.pop("all")
+        # all=checkpoint: checkpoint where it applies, raise for the checks that run later
+        every_check: dict[str, Policy] = {
+            c: "raise" if every == "checkpoint" and c not in CHECKPOINT_CHECKS else every
+            for c in CHECKS
+        }
         out = {**every_check, **out}
     return out
 
@@ -134,6 +146,14 @@ def _accumulation(value: object) -> int | None:
     return _positive_int("accumulation_steps", value, allow_none=True)
 
 
+def _nan_origin() -> bool:
+    """``$GRADWATCH_NAN_ORIGIN``: on unless ``0``/``off``/``false``."""
+    value = os.environ.get("GRADWATCH_NAN_ORIGIN", "1").strip().lower()
+    if value not in ("1", "on", "true", "0", "off", "false", ""):
+        raise ConfigError(f"$GRADWATCH_NAN_ORIGIN must be 1 or 0 (on or off), got {value!r}")
+    return value not in ("0", "off", "false")
+
+
 def resolve(
     *,
     project: object = None,
@@ -188,4 +208,5 @@ def resolve(
         batch_checksum=batch_checksum,
         allow_mutation=_tags(allow_mutation) if allow_mutation is not None else (),
         scaler=scaler,
+        nan_origin=_nan_origin(),
     )

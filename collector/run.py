@@ -17,6 +17,7 @@ from typing import Any, ParamSpec, TypeVar
 import torch
 
 from gradwatch import backward_tap, lossguard, records
+from gradwatch.checkpoint import CheckpointSaver
 from gradwatch.checks import CheckEngine
 from gradwatch.checks.amp import ScalerWatch
 from gradwatch.errors import IntegrityError
@@ -24,6 +25,7 @@ from gradwatch.findings import Finding, FindingSink
 from gradwatch.io import RunIO
 from gradwatch.lifecycle import OptimizerWatch, StepMeta
 from gradwatch.modelhooks import ModelHooks
+from gradwatch.nanorigin import NanOrigin
 from gradwatch.options import WatchOptions
 from gradwatch.transfer import Reader
 from gradwatch.wire import Kind, Record
@@ -104,6 +106,9 @@ class Run:
         for key, owners in self.model_hooks.owners.items():
             for watch in owners:
                 watch.model_keys.append(key)
+        self.nan_origin = NanOrigin(self)  # provenance of non-finite values; checkpoint policy
+        self.checks.numerics.origin = self.nan_origin.origin
+        self.sink.checkpoint = CheckpointSaver(self).save
         self._shape_listener = self.guard(self._loss_shape, "loss shape check")
         self._backward_listener = self.guard(self._after_backward, "backward listener")
         self.scaler_watch = (
@@ -181,6 +186,7 @@ class Run:
         for watch in self.watches:
             watch.detach()
         self.model_hooks.detach()
+        self.nan_origin.detach()
         backward_tap.uninstall(self._backward_listener)
         deadline = time.monotonic() + min(timeout / 2, FINGERPRINT_WAIT)
         for thread in self.background:
@@ -251,6 +257,7 @@ class Run:
         for watch in self.watches:
             watch.attach()
         self.model_hooks.attach()
+        self.nan_origin.attach()
         _live.add(self)
         _uncaught.install()
         atexit.register(self._at_exit)

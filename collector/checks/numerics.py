@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -31,6 +33,9 @@ RATIO_WARN = (1e-4, 1e-1)
 RATIO_ERROR = (1e-8, 10.0)
 RATIO_WARN_STEPS = 20
 RATIO_ERROR_STEPS = 3
+
+#: ``(check, view, tensor index, ‖θ‖ before the step) -> details.origin`` (set by the run)
+OriginOf = Callable[[str, StepView, "int | None", "float | None"], "dict[str, Any] | None"]
 
 
 @dataclass
@@ -60,6 +65,22 @@ class NumericsChecks:
         self._state: dict[int, _State] = {}
         self._lock = threading.Lock()  # value checks may run live, update checks on I/O
         self._deep: set[int] = set()  # optimizers whose first/last ratio is low right now
+        self.origin: OriginOf | None = None  # NaN provenance (gradwatch.nanorigin)
+
+    def _with_origin(
+        self,
+        check: str,
+        v: StepView,
+        message: str,
+        details: dict[str, Any],
+        tensor: int | None = None,
+        before: float | None = None,
+    ) -> tuple[str, dict[str, Any]]:
+        """Add where the first non-finite value came from, when it is known."""
+        origin = None if self.origin is None else self.origin(check, v, tensor, before)
+        if not origin:
+            return message, details
+        return f"{message} {origin.get('summary', '')}".strip(), {**details, "origin": origin}
 
     def _of(self, v: StepView) -> _State:
         state = self._state.get(v.optimizer)
@@ -81,15 +102,18 @@ class NumericsChecks:
     def loss(self, v: StepView) -> Action:
         """``nonfinite-loss``."""
         if v.loss is not None and not math.isfinite(v.loss):
+            message, details = self._with_origin(
+                "nonfinite-loss", v, f"the loss is {v.loss}.", {"loss": v.loss}
+            )
             return self.sink.report(
                 finding(
                     "nonfinite-loss",
                     v.step,
-                    f"the loss is {v.loss}.",
+                    message,
                     "look for log(0), division by ~0, an exploding learning rate or bad inputs; "
                     "watch(checks={'nonfinite-loss': 'raise'}) stops at the first one.",
                     optimizer=v.optimizer,
-                    details={"loss": v.loss},
+                    details=details,
                 )
             )
         self.sink.clear("nonfinite-loss", None, v.optimizer)
@@ -117,18 +141,25 @@ class NumericsChecks:
         bad = [i for i in v.order if v.nonfinite[i] > 0]  # first in forward order
         counts = {v.names[i]: int(v.nonfinite[i]) for i in bad}
         self.sink.settle("nonfinite-grad", v.optimizer, {v.names[i] for i in bad[:1]})
+        message, details = self._with_origin(
+            "nonfinite-grad",
+            v,
+            f"{sum(counts.values())} gradient elements are NaN/Inf; the first layer (in "
+            f"forward order) where they appear is this one ({len(bad)} tensors affected).",
+            {"counts": counts, "numel": {v.names[i]: v.numel[i] for i in bad}},
+        )
         return [
             self.sink.report(
                 finding(
                     "nonfinite-grad",
                     v.step,
-                    f"{sum(counts.values())} gradient elements are NaN/Inf; the first layer (in "
-                    f"forward order) where they appear is this one ({len(bad)} tensors affected).",
-                    "find the operation that produced it (torch.autograd.detect_anomaly pinpoints "
-                    "it), lower the learning rate or clip gradients; with fp16 use a GradScaler.",
+                    message,
+                    "find the operation that produced it (details.origin; "
+                    "torch.autograd.detect_anomaly pinpoints it too), lower the learning rate or "
+                    "clip gradients; with fp16 use a GradScaler.",
                     param=v.names[bad[0]],
                     optimizer=v.optimizer,
-                    details={"counts": counts, "numel": {v.names[i]: v.numel[i] for i in bad}},
+                    details=details,
                 )
             )
         ]
@@ -249,16 +280,25 @@ class NumericsChecks:
         if bool(torch.isfinite(v.param_norm).all()):
             return
         bad = [i for i in v.order if not math.isfinite(float(v.param_norm[i]))]
+        message = f"after this step {len(bad)} parameter tensors hold NaN/Inf, first this one."
+        details: dict[str, Any] = {"tensors": [v.names[i] for i in bad]}
+        if not self.sink.active("nonfinite-param", v.optimizer):  # origin at the onset only
+            state = self._state.get(v.optimizer)
+            norms = None if state is None else state.previous_param_norm
+            before = None if norms is None or len(norms) <= bad[0] else float(norms[bad[0]])
+            message, details = self._with_origin(
+                "nonfinite-param", v, message, details, bad[0], before
+            )
         self.sink.report(
             finding(
                 "nonfinite-param",
                 v.step,
-                f"after this step {len(bad)} parameter tensors hold NaN/Inf, first this one.",
+                message,
                 "stop here: the run cannot recover; find the first non-finite gradient or loss "
                 "(watch(checks={'nonfinite-grad': 'skip'}) drops such updates).",
                 param=v.names[bad[0]],
                 optimizer=v.optimizer,
-                details={"tensors": [v.names[i] for i in bad]},
+                details=details,
             )
         )
 

@@ -218,7 +218,8 @@ def add_parser(sub: Subparsers) -> None:
         action="append",
         default=[],
         metavar="ID=POLICY",
-        help="policy of one check (off|record|warn|raise|skip), e.g. --check stale-grad=raise; "
+        help="policy of one check (off|record|warn|raise|skip|checkpoint), e.g. --check "
+        "stale-grad=raise; "
         "repeatable; 'all=POLICY' sets every check",
     )
     p.add_argument("--server", help="also stream to this server (default: $GRADWATCH_SERVER)")
