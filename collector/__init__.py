@@ -7,13 +7,21 @@ One line attaches it::
 
 It records per-layer gradient, parameter and update norms, non-finite counts, the
 optimizer lifecycle and a reproducibility fingerprint, spools them to disk and streams
-them to a gradwatch server. Importing it loads torch and the standard library only.
+them to a gradwatch server. Importing it loads the standard library only; torch is loaded
+on first use of ``watch`` or ``Run``, so the server (which shares the wire format, the
+spool reader and the CLI with the collector) runs in an image without torch.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from gradwatch._version import __version__
 from gradwatch.errors import ConfigError, GradwatchError, IntegrityError, WireError
-from gradwatch.run import Run
-from gradwatch.watch import watch
+
+if TYPE_CHECKING:
+    from gradwatch.run import Run
+    from gradwatch.watch import watch
 
 __all__ = [
     "ConfigError",
@@ -24,3 +32,16 @@ __all__ = [
     "__version__",
     "watch",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load ``watch`` and ``Run`` (and with them torch) on first use."""
+    if name == "watch":
+        from gradwatch.watch import watch
+
+        return watch
+    if name == "Run":
+        from gradwatch.run import Run
+
+        return Run
+    raise AttributeError(f"module 'gradwatch' has no attribute {name!r}")
