@@ -12,14 +12,15 @@ on first use of ``watch`` or ``Run``, so the server (which shares the wire forma
 spool reader and the CLI with the collector) runs in an image without torch.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
+import importlib
+import sys
+import types
+import typing
 
 from gradwatch._version import __version__
 from gradwatch.errors import ConfigError, GradwatchError, IntegrityError, WireError
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from gradwatch.run import Run
     from gradwatch.watch import watch
 
@@ -34,14 +35,31 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+_LAZY = ("Run", "watch")
+
+
+class _Package(types.ModuleType):
+    """Keeps ``gradwatch.watch`` the function: importing the submodule of the same name
+    (which Python binds on its package) must not replace it."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+def __getattr__(name: str) -> typing.Any:
     """Load ``watch`` and ``Run`` (and with them torch) on first use."""
-    if name == "watch":
-        from gradwatch.watch import watch
-
-        return watch
-    if name == "Run":
-        from gradwatch.run import Run
-
-        return Run
-    raise AttributeError(f"module 'gradwatch' has no attribute {name!r}")
+    if name not in _LAZY:
+        raise AttributeError(f"module 'gradwatch' has no attribute {name!r}")
+    module = importlib.import_module(f"gradwatch.{name.lower()}")
+    value: typing.Any = getattr(module, name)
+    globals()[name] = value
+    return value

@@ -71,14 +71,18 @@ class ServerProcess:
         if wait:
             self.wait_healthy()
 
-    def wait_healthy(self, limit: float = 60.0) -> None:
+    def wait_healthy(self, limit: float = 120.0) -> None:
         proc = self.proc
         assert proc is not None
-        wait_for(
-            lambda: get_json(f"{self.url}/api/v1/health", 2) or proc.poll() is not None,
-            "gradwatch serve to answer",
-            limit,
-        )
+        try:
+            wait_for(
+                lambda: get_json(f"{self.url}/api/v1/health", 5) or proc.poll() is not None,
+                "gradwatch serve to answer",
+                limit,
+            )
+        except AssertionError:
+            proc.kill()
+            raise AssertionError(f"gradwatch serve did not answer: {proc.communicate()[1]}")
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
 
     def kill(self) -> None:

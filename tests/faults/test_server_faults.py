@@ -40,7 +40,7 @@ def test_server_sigkilled_five_times_loses_and_duplicates_nothing(
     server.start()
     stop = tmp_path / "stop"
     trainers = Trainer.many(
-        RUNS, tmp_path / "collectors", 0.01, "--server", server.url, "--stop-file", str(stop)
+        RUNS, tmp_path / "collectors", 0.02, "--server", server.url, "--stop-file", str(stop)
     )
     try:
         for _ in range(KILLS):
