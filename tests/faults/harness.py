@@ -80,9 +80,9 @@ class ServerProcess:
                 "gradwatch serve to answer",
                 limit,
             )
-        except AssertionError:
+        except AssertionError as e:
             proc.kill()
-            raise AssertionError(f"gradwatch serve did not answer: {proc.communicate()[1]}")
+            raise AssertionError(f"{e}; its stderr: {proc.communicate()[1]}") from e
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
 
     def kill(self) -> None:
