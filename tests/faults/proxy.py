@@ -9,9 +9,11 @@ the faults Toxiproxy would (Toxiproxy itself cannot be installed here):
   the case that makes a client resend what the server already has;
 - ``unavailable``: the proxy answers ``503`` with ``Retry-After: retry_after`` itself.
 
-The draw comes from a seeded RNG. Every request is logged (time, run header, fault) so a
-test can check that the client honoured ``Retry-After``. Plain HTTP/1.1 with
-``Content-Length`` bodies, which is what the collector and uvicorn speak.
+The draw comes from a seeded RNG (after an optional fixed ``script`` for the first
+requests, so that every fault surely happens at least once). Every request is logged
+(time, run header, fault) so a test can check that the client honoured ``Retry-After``.
+Plain HTTP/1.1 with ``Content-Length`` bodies, which is what the collector and uvicorn
+speak.
 
 Example::
 
@@ -55,6 +57,7 @@ class FaultProxy:
     reset_after: float = 0.0
     unavailable: float = 0.0
     retry_after: int = 1
+    script: tuple[str, ...] = ()  # faults for the first requests, in order; then random
     log: list[Logged] = field(default_factory=list)
     port: int = 0
 
@@ -96,6 +99,8 @@ class FaultProxy:
         self._loop.close()
 
     def _draw(self) -> str:
+        if len(self.log) < len(self.script):
+            return self.script[len(self.log)]
         x = self._rng.random()
         for name in FAULTS:
             p: float = getattr(self, name)

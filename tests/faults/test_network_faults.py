@@ -34,7 +34,13 @@ def test_slow_flaky_network_loses_and_duplicates_nothing_and_honours_retry_after
     faults = {"reset_before": 0.1, "reset_after": 0.1, "unavailable": 0.15}
     try:
         with FaultProxy(
-            server.port, seed, latency=0.15, jitter=0.1, retry_after=RETRY_AFTER, **faults
+            server.port,
+            seed,
+            latency=0.15,
+            jitter=0.1,
+            retry_after=RETRY_AFTER,
+            script=("ok", *faults, "ok", *faults),
+            **faults,
         ) as proxy:
             trainers = Trainer.many(
                 2, tmp_path / "c", 0.01, "--server", proxy.url, "--stop-file", str(stop)
