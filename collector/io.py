@@ -47,6 +47,7 @@ RecordSource: TypeAlias = Record | Callable[[], Record | None]
 SEND_INTERVAL = 0.5
 REQUEST_TIMEOUT = 10.0
 FINAL_ATTEMPTS = 3  # failed requests tolerated by close() before leaving the rest to sync
+FINAL_RETRY_DELAY = 1.0  # close() waits at most this between its attempts (unless Retry-After)
 
 
 @dataclass
@@ -96,6 +97,7 @@ class RunIO:
         self._stop_writer = False
         self._stop_sender = threading.Event()
         self._send_deadline: float | None = None
+        self._retry_at = 0.0  # monotonic time before which the sender must not post again
         self._closed = False
         self._owns_transport = False
         self._disowned = False
@@ -230,7 +232,9 @@ class RunIO:
                 outcome = self._send_once(REQUEST_TIMEOUT)
                 if outcome.status == "rejected":
                     return
-                self._stop_sender.wait(_pause_after(outcome))
+                pause = _pause_after(outcome)
+                self._retry_at = time.monotonic() + pause if outcome.retry_after else 0.0
+                self._stop_sender.wait(pause)
             self._final_send()
         finally:
             close = getattr(self._sender.transport, "close", None)
@@ -254,6 +258,13 @@ class RunIO:
     def _final_send(self) -> None:
         """Drain what the writer left, retrying a few times, always within the deadline."""
         deadline = self._send_deadline if self._send_deadline is not None else time.monotonic()
+        # close() cut short a wait the server asked for (Retry-After): still honour it;
+        # our own backoff is not waited out, the final attempts are few and bounded
+        wait = self._retry_at - time.monotonic()
+        if wait > 0:
+            if wait >= deadline - time.monotonic() - 0.05:
+                return  # not allowed to send before the deadline: the rest is for sync
+            time.sleep(wait)
         failures = 0
         while (left := deadline - time.monotonic()) > 0.05:
             outcome = self._send_once(min(left, REQUEST_TIMEOUT))
@@ -261,9 +272,14 @@ class RunIO:
                 return
             if outcome.status == "retry":
                 failures += 1
-                if failures >= FINAL_ATTEMPTS or outcome.delay >= deadline - time.monotonic():
+                # the run's backoff may have grown long during an outage; close() is already
+                # bounded by its deadline and FINAL_ATTEMPTS, so it does not wait that out
+                delay = (
+                    outcome.delay if outcome.retry_after else min(outcome.delay, FINAL_RETRY_DELAY)
+                )
+                if failures >= FINAL_ATTEMPTS or delay >= deadline - time.monotonic():
                     return
-                time.sleep(outcome.delay)
+                time.sleep(delay)
 
     # --- fork -------------------------------------------------------------------------
 

@@ -120,7 +120,21 @@ class HTTPTransport:
         return self._conn
 
     def post(self, path: str, body: bytes, headers: dict[str, str], timeout: float) -> Response:
-        """POST ``body``; the connection is dropped and recreated after any error."""
+        """POST ``body``; the connection is dropped and recreated after any error.
+
+        A kept-alive connection that the server closed meanwhile (e.g. it restarted) fails
+        on first use; that one case is retried at once on a fresh connection (ingest is
+        idempotent, so a resend is harmless). Timeouts are never retried here.
+        """
+        reused = self._conn is not None and self._conn.sock is not None
+        try:
+            return self._post(path, body, headers, timeout)
+        except ConnectionError:
+            if not reused:
+                raise
+        return self._post(path, body, headers, timeout)
+
+    def _post(self, path: str, body: bytes, headers: dict[str, str], timeout: float) -> Response:
         conn = self._connection(timeout)
         try:
             conn.request("POST", self._prefix + path, body=body, headers=headers)
@@ -170,6 +184,7 @@ class Outcome:
     frames: int = 0
     delay: float = 0.0
     more: bool = False  # the batch hit a size limit: more is probably waiting
+    retry_after: bool = False  # ``delay`` is the server's Retry-After, not our backoff
 
 
 def backoff_delay(attempt: int, rng: random.Random) -> float:
@@ -279,7 +294,7 @@ class RunSender:
         delay = backoff_delay(self._attempt, self._rng)
         if retry_after is not None:
             delay = retry_after + 0.1 * self._rng.random()
-        return Outcome("retry", delay=delay)
+        return Outcome("retry", delay=delay, retry_after=retry_after is not None)
 
 
 def _counts(body: bytes, frames: int) -> tuple[int, int]:

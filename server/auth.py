@@ -1,8 +1,10 @@
 """API tokens: per project, scope ``write`` (collectors) or ``read`` (dashboards, CLI).
 
 Only a token's SHA-256 is stored. On loopback no token is needed; a server bound to any
-other address requires one on every request (``Settings.require_tokens``): no or an
-unknown token is 401, a token of another project or scope is 403.
+other address requires one on every request (``Settings.require_tokens``): no, an unknown
+or a revoked token is 401, a token of another project or scope is 403. Tokens are listed
+(``list_tokens``: id, project, scope, dates, never the secret) and revoked by id or by
+secret (``revoke_token``); a revoked token is refused from the next request on.
 
 Example::
 
@@ -16,6 +18,7 @@ import hashlib
 import secrets
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlmodel import Session, col
@@ -72,6 +75,48 @@ def count_tokens(session: Session) -> int:
     return int(session.execute(select(func.count()).select_from(Token)).scalar_one())
 
 
+def list_tokens(session: Session, project: str | None = None) -> list[dict[str, Any]]:
+    """Every token (oldest first): id, project, scope, created_at, revoked_at, digest prefix."""
+    query = (
+        select(Token, col(Project.name))
+        .join(Project, col(Project.id) == col(Token.project_id))
+        .order_by(col(Token.id))
+    )
+    if project is not None:
+        query = query.where(col(Project.name) == project)
+    return [
+        {
+            "id": token.id,
+            "project": name,
+            "scope": token.scope,
+            "created_at": token.created_at,
+            "revoked_at": token.revoked_at,
+            "digest": token.digest[:12],
+        }
+        for token, name in session.execute(query).all()
+    ]
+
+
+def revoke_token(session: Session, which: str) -> dict[str, Any]:
+    """Revoke the token with id ``which`` (digits) or secret ``which`` (``gw_...``).
+
+    Returns the token's listing entry; raises ``LookupError`` when there is no such token.
+    Revoking a revoked token keeps its first revocation time.
+    """
+    key = which.strip()
+    clause = col(Token.id) == int(key) if key.isdigit() else col(Token.digest) == digest(key)
+    token = session.execute(select(Token).where(clause)).scalars().first()
+    if token is None:
+        raise LookupError(
+            f"no token {key[:16]!r}: give the id shown by --list-tokens or the token itself"
+        )
+    if token.revoked_at is None:
+        token.revoked_at = time.time()
+        session.add(token)
+        session.flush()
+    return next(t for t in list_tokens(session) if t["id"] == token.id)
+
+
 def authenticate(session: Session, authorization: str | None) -> Access:
     """The caller behind an ``Authorization: Bearer <token>`` header, or 401."""
     if not authorization:
@@ -82,10 +127,15 @@ def authenticate(session: Session, authorization: str | None) -> Access:
     if scheme.lower() != "bearer" or not token.strip():
         raise RequestError(401, "the Authorization header must be 'Bearer <token>'")
     row = session.execute(
-        select(col(Token.scope), col(Project.name))
+        select(col(Token.scope), col(Project.name), col(Token.revoked_at))
         .join(Project, col(Project.id) == col(Token.project_id))
         .where(col(Token.digest) == digest(token.strip()))
     ).first()
     if row is None:
         raise RequestError(401, "unknown API token; create one with gradwatch serve --create-token")
+    if row[2] is not None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(row[2])))
+        raise RequestError(
+            401, f"this API token was revoked on {when}; ask for a new one (--create-token)"
+        )
     return Access(project=str(row[1]), scope=str(row[0]))

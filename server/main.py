@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradwatch.server.auth import count_tokens, create_token
+from gradwatch.server.auth import count_tokens, create_token, list_tokens, revoke_token
 from gradwatch.server.config import Settings, is_loopback
 from gradwatch.server.db import make_engine, read_session, write_session
 from gradwatch.server.errors import ServerConfigError
@@ -55,6 +55,30 @@ def new_token(settings: Settings, project: str, scope: str) -> str:
         migrate(engine)
         with write_session(engine) as session:
             return create_token(session, project=project, scope=scope)
+    finally:
+        engine.dispose()
+
+
+def tokens(settings: Settings, project: str | None = None) -> list[dict[str, Any]]:
+    """The tokens in the settings' database (no secrets: they are never stored)."""
+    engine = make_engine(settings.db_url)
+    try:
+        migrate(engine)
+        with read_session(engine) as session:
+            return list_tokens(session, project)
+    finally:
+        engine.dispose()
+
+
+def revoke(settings: Settings, which: str) -> dict[str, Any]:
+    """Revoke a token by id or secret; ``ServerConfigError`` if there is none."""
+    engine = make_engine(settings.db_url)
+    try:
+        migrate(engine)
+        with write_session(engine) as session:
+            return revoke_token(session, which)
+    except LookupError as e:
+        raise ServerConfigError(str(e)) from e
     finally:
         engine.dispose()
 

@@ -146,6 +146,7 @@ class Token(SQLModel, table=True):
     scope: str = Field(max_length=16)
     digest: str = Field(sa_column=Column(String(64), unique=True, nullable=False))
     created_at: float = Field(sa_column=Column(Float, nullable=False))
+    revoked_at: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
 
 
 class SpoolImport(SQLModel, table=True):

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from gradwatch import options, paths
+from gradwatch import paths
 from gradwatch.commands import Subparsers
 from gradwatch.errors import ConfigError
 
@@ -38,6 +38,7 @@ def child_env(
     args: argparse.Namespace, bootstrap: Path, manifest: Path, data_dir: Path
 ) -> dict[str, str]:
     """The environment of the watched command."""
+    from gradwatch import options  # loads torch: only when a run is started
     from gradwatch.autowatch import ENV_MANIFEST, ENV_ON
 
     env = dict(os.environ)
@@ -60,6 +61,8 @@ def child_env(
 
 def _validate(args: argparse.Namespace) -> None:
     """Every flag checked here, before the script starts (ConfigError says what to fix)."""
+    from gradwatch import options
+
     options.parse_checks(",".join(args.check), source="--check")
     options.resolve(
         project=args.project,

@@ -1,9 +1,15 @@
-"""``gradwatch serve``: the API (and dashboard) in one process; ``--create-token`` too."""
+"""``gradwatch serve``: the API (and dashboard) in one process; token management too.
+
+``--create-token P --scope S`` prints a new token once; ``--list-tokens [--project P]``
+lists ids, projects, scopes and dates (never secrets); ``--revoke-token ID|TOKEN`` revokes
+one: the server refuses it (401) from the next request on.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from gradwatch.commands import Subparsers
 
@@ -13,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from gradwatch.server.config import Settings
         from gradwatch.server.errors import ServerError
-        from gradwatch.server.main import new_token, serve
+        from gradwatch.server.main import new_token, revoke, serve, tokens
     except ImportError as e:
         print(
             f"gradwatch serve: the server is not installed ({e}); pip install 'gradwatch[server]'",
@@ -33,11 +39,36 @@ def run(args: argparse.Namespace) -> int:
             print(f"{args.scope} token for project {args.create_token!r} (shown once):")
             print(secret)
             return 0
+        if args.list_tokens:
+            _print_tokens(tokens(settings, args.project))
+            return 0
+        if args.revoke_token:
+            done = revoke(settings, args.revoke_token)
+            print(f"revoked token {done['id']} ({done['scope']}, project {done['project']!r})")
+            return 0
         serve(settings)
     except ServerError as e:
         print(f"gradwatch serve: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _print_tokens(rows: list[dict[str, object]]) -> None:
+    if not rows:
+        print("no tokens (create one with --create-token PROJECT --scope write|read)")
+        return
+    print(f"{'id':>4}  {'scope':5}  {'created (UTC)':19}  {'revoked (UTC)':19}  project")
+    for row in rows:
+        print(
+            f"{row['id']:>4}  {row['scope']!s:5}  {_when(row['created_at']):19}  "
+            f"{_when(row['revoked_at']) or '-':19}  {row['project']}"
+        )
+
+
+def _when(t: object) -> str:
+    if not isinstance(t, (int, float)):
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -73,5 +104,16 @@ def add_parser(sub: Subparsers) -> None:
         choices=("write", "read"),
         default="write",
         help="token scope: write (collectors) or read (dashboards, CLI); default write",
+    )
+    p.add_argument(
+        "--list-tokens",
+        action="store_true",
+        help="list API tokens (id, scope, dates, project; never the secret) and exit",
+    )
+    p.add_argument("--project", help="with --list-tokens: only this project's tokens")
+    p.add_argument(
+        "--revoke-token",
+        metavar="ID_OR_TOKEN",
+        help="revoke a token (its id from --list-tokens, or the token itself) and exit",
     )
     p.set_defaults(func=run)

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Request
 from starlette.concurrency import run_in_threadpool
 
-from gradwatch.server.api.deps import AccessDep, EngineDep, SettingsDep
+from gradwatch.server.api.deps import EngineDep, SettingsDep, WriteAccess
 from gradwatch.server.auth import Access
 from gradwatch.server.db import write_session
 from gradwatch.server.errors import RequestError
@@ -111,7 +111,7 @@ async def ingest(
     request: Request,
     settings: SettingsDep,
     engine: EngineDep,
-    access: AccessDep,
+    access: WriteAccess,
     x_gradwatch_run: Annotated[str | None, Header()] = None,
     x_gradwatch_schema: Annotated[str | None, Header()] = None,
     content_type: Annotated[str | None, Header()] = None,

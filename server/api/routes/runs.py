@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from gradwatch.server import crud
-from gradwatch.server.api.deps import AccessDep, PolicyDep, SessionDep
+from gradwatch.server.api.deps import PolicyDep, ReadAccess, SessionDep
 from gradwatch.server.auth import Access
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.models import Run
@@ -38,7 +38,7 @@ def _readable(session: SessionDep, access: Access, run_id: str) -> tuple[Run, st
 @router.get("", response_model=RunsPublic, responses=_ERRORS)
 def list_runs(
     session: SessionDep,
-    access: AccessDep,
+    access: ReadAccess,
     policy: PolicyDep,
     project: Annotated[str | None, Query(max_length=256)] = None,
     status: Annotated[str | None, Query(description=f"one of {list(STATUSES)}")] = None,
@@ -66,7 +66,7 @@ def list_runs(
 
 @router.get("/{run_id}", response_model=RunDetail, responses=_ERRORS)
 def get_run(
-    run_id: str, session: SessionDep, access: AccessDep, policy: PolicyDep
+    run_id: str, session: SessionDep, access: ReadAccess, policy: PolicyDep
 ) -> GWJSONResponse:
     """One run with its start record, merged fingerprint and end record."""
     run, project = _readable(session, access, run_id)
@@ -79,7 +79,7 @@ def get_run(
 def get_findings(
     run_id: str,
     session: SessionDep,
-    access: AccessDep,
+    access: ReadAccess,
     severity: Annotated[str | None, Query(max_length=16)] = None,
     check: Annotated[str | None, Query(max_length=256)] = None,
     offset: Offset = 0,
@@ -97,7 +97,7 @@ def get_findings(
 def get_series(
     run_id: str,
     session: SessionDep,
-    access: AccessDep,
+    access: ReadAccess,
     tensor: Names = [],  # noqa: B006  (FastAPI copies query defaults)
     stat: Names = ["grad_norm"],  # noqa: B006
     metric: Names = [],  # noqa: B006
@@ -122,7 +122,7 @@ def get_series(
 def get_overview(
     run_id: str,
     session: SessionDep,
-    access: AccessDep,
+    access: ReadAccess,
     policy: PolicyDep,
     stat: Annotated[str, Query(max_length=64)] = "grad_norm",
     optimizer: Annotated[int, Query(ge=0, le=1 << 20)] = 0,

@@ -1,9 +1,15 @@
-"""The training process under faults: SIGKILL mid-run, and a full disk."""
+"""The training process under faults: SIGKILL at random steps, torn tails, a full disk.
+
+After a SIGKILL every record flushed before the last second is in the spool, and
+``gradwatch sync`` delivers exactly the spooled frames (a torn tail is skipped, never sent);
+a full disk never reaches the training loop: the lost records are counted and reported.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import resource
 import signal
 import subprocess
@@ -15,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from gradwatch.reader import load_run
-from gradwatch.spool import list_segments, segment_path
+from gradwatch.spool import list_segments, read_spool, segment_path
+from gradwatch.wire import Kind, Record, encode_frame
+from tests.faults.harness import ServerProcess, Trainer, account
 
 SCRIPT = Path(__file__).parent / "scripts" / "train_loop.py"
 FLUSH_BOUND_S = 1.0  # the promise: a killed process loses at most the last second
@@ -40,8 +48,10 @@ def test_sigkilled_training_keeps_every_flushed_step(tmp_path: Path, kill_after:
     run_dir = Path(proc.stdout.readline().split(" ", 1)[1].strip())
     printed: list[tuple[int, float]] = []
     while not printed or printed[-1][0] < kill_after:
-        _, n, t = proc.stdout.readline().split()
-        printed.append((int(n), float(t)))
+        line = proc.stdout.readline()
+        if line.startswith("step "):
+            _, n, t = line.split()
+            printed.append((int(n), float(t)))
     killed_at = time.monotonic()
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)  # reaps it and closes the pipes
@@ -115,3 +125,51 @@ def test_full_tmpfs_never_raises_into_training(tmp_path: Path) -> None:
         _full_disk_run(mount, None)
     finally:
         subprocess.run(["umount", str(mount)], check=False)
+
+
+def sync(data_dir: Path, server: str) -> str:
+    cmd = [sys.executable, "-m", "gradwatch", "sync", "--server", server]
+    done = subprocess.run(
+        [*cmd, "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_killed_at_random_steps_then_sync_delivers_every_flushed_record(tmp_path: Path) -> None:
+    """Three trainings streaming to a server are SIGKILLed at random steps; ``sync`` then
+    completes the server to exactly the spool, also after a torn frame is left at the end."""
+    seed = int.from_bytes(os.urandom(4), "little")
+    rng = random.Random(seed)
+    server = ServerProcess(f"sqlite:///{tmp_path / 'server' / 'gw.db'}", tmp_path / "server")
+    server.start()
+    collectors = tmp_path / "collectors"
+    try:
+        trainers = Trainer.many(3, collectors, 0.005, "--server", server.url, quiet=False)
+        for trainer in trainers:
+            kill_at = rng.randint(1, 200)
+            assert trainer.proc.stdout is not None
+            while not trainer.proc.stdout.readline().startswith(f"step {kill_at} "):
+                pass
+            os.kill(trainer.proc.pid, signal.SIGKILL)
+            trainer.proc.communicate(timeout=30)
+        run_dirs = [t.run_dir for t in trainers]
+        sync(collectors, server.url)
+        for run_dir in run_dirs:
+            account(run_dir, server.db_url, server.url)
+        # a write cut short: the first bytes of the next frame at the end of the last segment
+        torn_dir = run_dirs[-1]
+        next_seq = read_spool(torn_dir).frames[-1].seq + 1
+        frame = encode_frame(next_seq, Record(Kind.HEARTBEAT, {"t": 1.7e9, "steps": [1]}))
+        last = segment_path(torn_dir, list_segments(torn_dir)[-1])
+        with last.open("ab") as out:
+            out.write(frame[: len(frame) // 2])
+        assert read_spool(torn_dir).torn_tail_bytes == len(frame) // 2
+        sync(collectors, server.url)
+        got = account(torn_dir, server.db_url, server.url)
+        assert got.frames == next_seq - 1, seed  # the torn frame was skipped, not sent
+    finally:
+        server.stop()
