@@ -31,10 +31,11 @@ def drift_findings(client: TestClient, run_id: str, check: str) -> list[dict[str
 
 
 def test_groups_baseline_live_drift_and_envelope(
-    settings: Settings, drift_runs: tuple[Path, dict[str, str]]
+    settings: Settings, drift_runs: tuple[Path, dict[str, str]], request: pytest.FixtureRequest
 ) -> None:
     root, ids = drift_runs
     engine = make_engine(settings.db_url)
+    request.addfinalizer(engine.dispose)
     migrate(engine)
     import_run(engine, runs_dir(root) / ids["base"])
     assert drift_pass(engine) == []  # nothing to compare with yet
@@ -95,4 +96,3 @@ def test_groups_baseline_live_drift_and_envelope(
         assert wrong.status_code == 422 and "not in group" in wrong.json()["detail"]
         assert client.get("/api/v1/groups/nokey").status_code == 422
         assert client.get("/api/v1/compare", params={"a": "x", "b": "y"}).status_code == 404
-    engine.dispose()

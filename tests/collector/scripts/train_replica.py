@@ -35,7 +35,7 @@ def main() -> None:
     p.add_argument("--bug", action="store_true")
     p.add_argument("--shuffle-from-epoch", type=int, default=0)
     p.add_argument("--project", default="drift")
-    p.add_argument("--sleep-after", type=int, default=0, help="sleep 0.2 s per step after it")
+    p.add_argument("--sleep-after", type=int, default=0, help="sleep 0.3 s per step after it")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     if args.torch_version:  # stands in for an upgraded library: the fingerprint reads this
@@ -72,7 +72,7 @@ def main() -> None:
                 grad.view(-1)[0] += 1e-4 * noise
             opt.step()
             if args.sleep_after and step >= args.sleep_after:
-                time.sleep(0.2)  # a slow run, so that the test sees it while it trains
+                time.sleep(0.3)  # a slow run, so that the test sees it while it trains
             if step == args.steps:
                 break
     run.close()
