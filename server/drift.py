@@ -105,7 +105,7 @@ def check_run(engine: Engine, run_id: str) -> str | None:
         result, compared = None, checked
         if ref is not None:
             mine = load_run_data(session, run, checked + 1)
-            result = compare(load_run_data(session, ref, checked + 1), mine)
+            result = compare(load_run_data(session, ref, checked + 1, run.steps), mine)
             common = [s for t in mine.tracks.values() for s in t.steps.tolist() if s <= ref.steps]
             compared = max(common, default=checked)
     if state is not None and ref is None:

@@ -3,12 +3,14 @@ from real training runs (each trained in its own process; see tests/collector/dr
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from gradwatch import cli
 from gradwatch.compare import compare, from_local
 from gradwatch.paths import runs_dir
 from gradwatch.reader import load_run
@@ -19,6 +21,7 @@ from gradwatch.server.drift import drift_pass, envelope_pass
 from gradwatch.server.migrate import migrate
 from gradwatch.server.spool_import import import_run
 from tests.collector.drift_runs import BUGGY
+from tests.server.live import live_server
 
 pytestmark = pytest.mark.slow
 DRIFTED = {"shuffle": 17, "perturb": 7, "threads": 4, "version": 5}
@@ -96,3 +99,32 @@ def test_groups_baseline_live_drift_and_envelope(
         assert wrong.status_code == 422 and "not in group" in wrong.json()["detail"]
         assert client.get("/api/v1/groups/nokey").status_code == 422
         assert client.get("/api/v1/compare", params={"a": "x", "b": "y"}).status_code == 404
+
+
+def test_cli_compare_asks_the_server(
+    tmp_path: Path, drift_runs: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, ids = drift_runs
+    settings = Settings(
+        db_url=f"sqlite:///{tmp_path / 'cli.db'}",
+        data_dir=tmp_path / "empty",
+        import_interval=None,
+        monitor_interval=None,
+    )
+    engine = make_engine(settings.db_url)
+    migrate(engine)
+    for name in ("base", "init"):
+        import_run(engine, runs_dir(root) / ids[name])
+    engine.dispose()
+    with live_server(settings) as url:
+        code = cli.main(["compare", ids["base"], ids["init"], "--server", url, "--json"])
+        out = json.loads(capsys.readouterr().out)
+        assert code == 1
+        assert (out["verdict"], out["cause"], out["step"], out["param"]) == (
+            "diverged",
+            "init",
+            1,
+            "0.weight",
+        )
+        assert cli.main(["compare", ids["base"], "missing", "--server", url]) == 2
+        assert "no run 'missing'" in capsys.readouterr().err

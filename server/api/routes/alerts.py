@@ -6,7 +6,7 @@ import json
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, Field
 from sqlalchemy import delete, func, select, update
 from sqlmodel import col
@@ -28,6 +28,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorReply} for code in (401, 403, 404, 422)
 }
 Offset = Annotated[int, Query(ge=0, le=1 << 31)]
+RuleId = Annotated[int, Path(ge=1, le=(1 << 31) - 1)]
+IdFilter = Annotated[int | None, Query(ge=1, le=(1 << 31) - 1)]
 Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
@@ -70,7 +72,19 @@ def list_alerts(
     return GWJSONResponse({"data": data, "count": count})
 
 
-def _validate(fields: RuleFields, allow_private: bool) -> None:
+def _storable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return value.isprintable()
+
+
+def _validate(fields: RuleFields, allow_private: bool, project: str | None = None) -> None:
+    texts = [project, fields.check, fields.min_severity, fields.group, fields.webhook_url]
+    for value in [*texts, fields.secret]:
+        if value is not None and not _storable(value):
+            raise RequestError(422, "rule fields must be printable UTF-8 text (no NUL)")
     if fields.check is not None and fields.check not in CHECKS:
         raise RequestError(422, f"unknown check id {fields.check!r}; see CHECKS.md for the ids")
     if fields.min_severity is not None and fields.min_severity not in alerts.SEVERITY_RANK:
@@ -110,7 +124,7 @@ def create_rule(
 ) -> GWJSONResponse:
     """Create a rule: which findings of the project alert, and where the webhook goes."""
     access.check(body.project, "write")
-    _validate(body, settings.allow_private_webhooks)
+    _validate(body, settings.allow_private_webhooks, body.project)
     with write_session(engine) as session:
         project_id = ensure_project(session, body.project)
         rule = AlertRule(
@@ -143,7 +157,11 @@ def _rule(session: Any, access: Access, rule_id: int) -> tuple[AlertRule, str]:
 
 @router.patch("/alert-rules/{rule_id}", responses=_ERRORS)
 def update_rule(
-    rule_id: int, body: dict[str, Any], engine: EngineDep, access: AccessDep, settings: SettingsDep
+    rule_id: RuleId,
+    body: dict[str, Any],
+    engine: EngineDep,
+    access: AccessDep,
+    settings: SettingsDep,
 ) -> GWJSONResponse:
     """Change some fields of a rule (the others stay)."""
     with write_session(engine) as session:
@@ -182,7 +200,7 @@ def update_rule(
 
 
 @router.delete("/alert-rules/{rule_id}", status_code=204, responses=_ERRORS)
-def delete_rule(rule_id: int, engine: EngineDep, access: AccessDep) -> Response:
+def delete_rule(rule_id: RuleId, engine: EngineDep, access: AccessDep) -> Response:
     """Delete a rule (its alerts and delivery log stay)."""
     with write_session(engine) as session:
         _rule(session, access, rule_id)
@@ -194,8 +212,8 @@ def delete_rule(rule_id: int, engine: EngineDep, access: AccessDep) -> Response:
 def list_deliveries(
     session: SessionDep,
     access: AccessDep,
-    alert: Annotated[int | None, Query(ge=0, le=1 << 62)] = None,
-    rule: Annotated[int | None, Query(ge=0, le=1 << 62)] = None,
+    alert: IdFilter = None,
+    rule: IdFilter = None,
     offset: Offset = 0,
     limit: Limit = 100,
 ) -> GWJSONResponse:

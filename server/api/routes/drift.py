@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import torch
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Path, Query
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
@@ -24,7 +24,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorReply} for code in (401, 403, 404, 422)
 }
 Tolerance = Annotated[float | None, Query(ge=0.0, le=1e6)]
-Key = Annotated[str, Query(max_length=600)]
+Key = Annotated[str, Path(max_length=600, description="group key '<config_hash>:<code_hash>'")]
 
 
 @router.get("/compare", responses=_ERRORS)
@@ -75,14 +75,14 @@ def _group(session: SessionDep, access: Access, key: str, scope: str) -> dict[st
 
 
 @router.get("/groups/{key}", responses=_ERRORS)
-def get_group(key: str, session: SessionDep, access: AccessDep) -> GWJSONResponse:
+def get_group(key: Key, session: SessionDep, access: AccessDep) -> GWJSONResponse:
     """One group: its runs, baseline, reference, seeds and flagged runs."""
     return GWJSONResponse(_group(session, access, key, "read"))
 
 
 @router.put("/groups/{key}/baseline", responses=_ERRORS)
 def pin_baseline(
-    key: str,
+    key: Key,
     session: SessionDep,
     engine: EngineDep,
     access: AccessDep,
@@ -98,7 +98,7 @@ def pin_baseline(
 
 @router.delete("/groups/{key}/baseline", responses=_ERRORS)
 def unpin_baseline(
-    key: str, session: SessionDep, engine: EngineDep, access: AccessDep
+    key: Key, session: SessionDep, engine: EngineDep, access: AccessDep
 ) -> GWJSONResponse:
     """Forget the pinned baseline: the reference is automatic again."""
     found = _group(session, access, key, "write")
@@ -116,7 +116,7 @@ def _fresh(engine: Engine, key: str, project: str) -> GWJSONResponse:
 
 @router.get("/groups/{key}/envelope", responses=_ERRORS)
 def get_envelope(
-    key: str,
+    key: Key,
     session: SessionDep,
     access: AccessDep,
     points: Annotated[int, Query(ge=2, le=100_000)] = 1000,
