@@ -95,11 +95,17 @@ def text(result: dict[str, Any]) -> str:
         if result["exact"]
         else f"  tolerance: rtol {tol['rtol']:g}, atol {tol['atol']:g}"
     )
-    if result["fingerprint_diff"]:
+    # RNG-state hashes differ between processes whenever a library seeds itself from the
+    # OS (Python's random, numpy): evidence for --json, noise in the summary.
+    states = [d for d in result["fingerprint_diff"] if d["field"].endswith("_state_sha256")]
+    shown = [d for d in result["fingerprint_diff"] if d not in states]
+    if shown:
         lines.append("  fingerprint differences:")
-        for d in result["fingerprint_diff"]:
+        for d in shown:
             a, b = json.dumps(d["a"], default=str), json.dumps(d["b"], default=str)
             lines.append(f"    [{d['section']}] {d['field']}: {a[:60]} -> {b[:60]}")
+    if states:
+        lines.append(f"  ({len(states)} RNG-state hashes differ; --json lists them)")
     split = [t for t in result["per_tensor"] if t["first_step"] is not None]
     for t in sorted(split, key=lambda t: (t["first_step"], t["name"]))[:5]:
         lines.append(f"  tensor {t['name']}: first differs at step {t['first_step']}")
