@@ -106,8 +106,10 @@ def check_run(engine: Engine, run_id: str) -> str | None:
         if ref is not None:
             mine = load_run_data(session, run, checked + 1)
             result = compare(load_run_data(session, ref, checked + 1, run.steps), mine)
-            common = [s for t in mine.tracks.values() for s in t.steps.tolist() if s <= ref.steps]
-            compared = max(common, default=checked)
+            loaded = [s for t in mine.tracks.values() for s in t.steps.tolist()]
+            compared = max((s for s in loaded if s <= ref.steps), default=checked)
+            if ref.end_status is not None:  # nothing loaded can pair with a finished run later
+                compared = max([compared, *loaded])
     if state is not None and ref is None:
         return None
     verdict = _verdict(result, compared > checked, "" if state is None else state.verdict)
