@@ -135,11 +135,8 @@ class NanOrigin:
             if not live:
                 return  # on accelerators only a raise/skip/checkpoint policy looks now
             loss = w.pending.loss
-            pre = w._pre  # the gradient norms gradwatch just computed (``w.screened``)
-            grads = None if pre is None else pre.grad_norm
-            if (loss is None or math.isfinite(float(loss))) and (
-                grads is None or math.isfinite(float(grads.sum()))
-            ):
+            pre = w._pre  # the gradient norms gradwatch just checked (``w.screened``)
+            if (loss is None or math.isfinite(float(loss))) and (pre is None or pre.finite):
                 return
             self.locate(w, w.step + 1)
 

@@ -144,6 +144,7 @@ class PreStep:
     has_grad: list[bool]
     grad_norm: torch.Tensor | None = None
     nonfinite: torch.Tensor | None = None
+    finite: bool | None = None  # on the host: whether every gradient norm is finite
 
 
 @dataclass
@@ -208,24 +209,31 @@ class StepStats:
         has_grad = [p.grad is not None for p in self.params]
         pre = PreStep(has_grad=has_grad)
         if now or not self.grads_after or not all(has_grad):
-            pre.grad_norm, pre.nonfinite = self._grad_stats(has_grad)
+            pre.grad_norm, pre.nonfinite, pre.finite = self._grad_stats(has_grad)
         self._take_snapshot()
         return pre
 
-    def _grad_stats(self, has_grad: list[bool]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _grad_stats(self, has_grad: list[bool]) -> tuple[torch.Tensor, torch.Tensor, bool | None]:
         present = [i for i, ok in enumerate(has_grad) if ok]
         grads = [g for g in (self.params[i].grad for i in present) if g is not None]
         uniform = self._uniform if len(grads) == self.n else None
         norms = fused_norms(grads, self.device, uniform=uniform)
-        counts = self._counts(grads, norms)
+        finite: bool | None = None
+        if self.on_host:  # norms are ≥ 0: a finite sum means every one is finite
+            finite = math.isfinite(float(norms.sum()))
+            counts = torch.zeros(len(grads), dtype=torch.float64)
+            if not finite:
+                counts = host_nonfinite_counts(grads, norms)
+        else:
+            counts = nonfinite_counts(grads, self.device)
         if len(present) == self.n:
-            return norms, counts
+            return norms, counts, finite
         idx = index_tensor(present, self.device)
         grad_norm = torch.zeros(self.n, dtype=torch.float64, device=self.device)
         nonfinite = torch.zeros_like(grad_norm)
         grad_norm.index_copy_(0, idx, norms)
         nonfinite.index_copy_(0, idx, counts)
-        return grad_norm, nonfinite
+        return grad_norm, nonfinite, finite
 
     @torch.no_grad()
     def after_step(self, pre: PreStep) -> StepValues:
@@ -277,11 +285,6 @@ class StepStats:
     def release(self) -> None:
         """Free the snapshot (the only memory proportional to the model that is kept)."""
         self._snapshot = None
-
-    def _counts(self, grads: list[torch.Tensor], norms: torch.Tensor) -> torch.Tensor:
-        if self.on_host:
-            return host_nonfinite_counts(grads, norms)
-        return nonfinite_counts(grads, self.device)
 
     def _take_snapshot(self) -> None:
         if self._snapshot is None:

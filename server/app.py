@@ -29,7 +29,9 @@ from gradwatch.server.errors import RequestError
 from gradwatch.server.guards import RejectNul
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.migrate import migrate
+from gradwatch.server.monitor import Monitor
 from gradwatch.server.spool_import import SpoolImporter
+from gradwatch.server.webhooks import WebhookPolicy
 
 API_PREFIX = "/api/v1"
 log = logging.getLogger("gradwatch.server")
@@ -42,13 +44,18 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        importer = None
+        importer, monitor = None, None
         if settings.import_interval:
             importer = SpoolImporter(engine, settings.data_dir, settings.import_interval)
             importer.start()
+        if settings.monitor_interval:
+            monitor = Monitor(engine, webhook_policy(settings), settings.monitor_interval)
+            monitor.start()
         try:
             yield
         finally:
+            if monitor is not None:
+                monitor.stop()
             if importer is not None:
                 importer.stop()
             engine.dispose()
@@ -68,6 +75,16 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(OperationalError, _database_busy)  # type: ignore[arg-type]
     return app
+
+
+def webhook_policy(settings: Settings) -> WebhookPolicy:
+    """How this server delivers webhooks."""
+    return WebhookPolicy(
+        allow_private=settings.allow_private_webhooks,
+        attempts=settings.webhook_attempts,
+        backoff=settings.webhook_backoff,
+        timeout=settings.webhook_timeout,
+    )
 
 
 async def _request_error(_request: Request, exc: RequestError) -> Response:

@@ -21,6 +21,7 @@ from typing import Any
 from gradwatch import paths
 
 DB_ENV = "GRADWATCH_DB"
+ALLOW_PRIVATE_ENV = "GRADWATCH_ALLOW_PRIVATE_WEBHOOKS"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DB_FILE = "gradwatch.db"
@@ -46,7 +47,10 @@ class Settings:
     """Everything ``create_app`` needs; immutable, so one app never sees another's values.
 
     ``require_tokens`` is forced on for a non-loopback ``host``. ``import_interval`` is the
-    period of the local spool import in seconds (``None`` turns it off).
+    period of the local spool import in seconds (``None`` turns it off); ``monitor_interval``
+    the period of the live drift comparison, seed envelopes and webhook deliveries (``None``
+    turns them off). Webhook targets on loopback/private/link-local addresses are refused
+    unless ``allow_private_webhooks`` (``GRADWATCH_ALLOW_PRIVATE_WEBHOOKS=1``).
     """
 
     db_url: str
@@ -58,6 +62,11 @@ class Settings:
     stalled_after: float = 120.0
     crashed_after: float = 3600.0
     import_interval: float | None = 2.0
+    monitor_interval: float | None = 1.0
+    allow_private_webhooks: bool = False
+    webhook_attempts: int = 5
+    webhook_backoff: float = 1.0
+    webhook_timeout: float = 5.0
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host) and not self.require_tokens:
@@ -68,6 +77,8 @@ class Settings:
         """Settings from arguments, then ``$GRADWATCH_DB`` / ``$GRADWATCH_DIR``, then defaults."""
         root = paths.data_dir(data_dir)
         url = db or os.environ.get(DB_ENV) or default_db_url(root)
+        if os.environ.get(ALLOW_PRIVATE_ENV, "") not in ("", "0"):
+            kw.setdefault("allow_private_webhooks", True)
         return cls(db_url=url, data_dir=root, **kw)
 
     def with_(self, **changes: Any) -> Settings:

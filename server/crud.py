@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from sqlmodel import Session, col
 
 from gradwatch.lint.confirm import confirmation, confirming_checks
+from gradwatch.server import groups
 from gradwatch.server.errors import RequestError
 from gradwatch.server.models import Finding, Fingerprint, Project, Run, RunTag
 from gradwatch.server.schemas import (
@@ -36,6 +37,7 @@ def list_runs(
     status: str | None = None,
     tag: str | None = None,
     config_hash: str | None = None,
+    group: str | None = None,
     offset: int = 0,
     limit: int = 100,
 ) -> tuple[list[RunPublic], int]:
@@ -45,6 +47,8 @@ def list_runs(
         query = query.where(col(Project.name) == project)
     if config_hash is not None:
         query = query.where(col(Run.config_hash) == config_hash)
+    if group is not None:
+        query = query.where(groups.in_group(group))
     if tag is not None:
         tagged = select(col(RunTag.run_id)).where(col(RunTag.tag) == tag)
         query = query.where(col(Run.id).in_(tagged))
@@ -56,12 +60,21 @@ def list_runs(
     page = rows[offset : offset + limit]
     ids = [run.id for run, _, _ in page]
     counts, tags = _finding_counts(session, ids), _tags(session, ids)
-    data = [_public(run, name, st, counts.get(run.id), tags.get(run.id)) for run, name, st in page]
+    seeds = groups.seeds(session, ids)
+    data = [
+        _public(run, name, st, counts.get(run.id), tags.get(run.id), seeds.get(run.id))
+        for run, name, st in page
+    ]
     return data, len(rows)
 
 
 def _public(
-    run: Run, project: str, status: str, counts: FindingCounts | None, tags: list[str] | None
+    run: Run,
+    project: str,
+    status: str,
+    counts: FindingCounts | None,
+    tags: list[str] | None,
+    seed: int | None = None,
 ) -> RunPublic:
     return RunPublic(
         id=run.id,
@@ -79,6 +92,8 @@ def _public(
         last_seen=run.last_t,
         frames=run.frames,
         findings=counts or FindingCounts(),
+        group=groups.group_key(run.config_hash, run.code_hash),
+        seed=seed,
     )
 
 
@@ -126,6 +141,7 @@ def public_run(session: Session, *, run: Run, project: str, policy: StatusPolicy
         run_status(run, policy, time.time()),
         _finding_counts(session, [run.id]).get(run.id),
         _tags(session, [run.id]).get(run.id),
+        groups.seeds(session, [run.id]).get(run.id),
     )
 
 

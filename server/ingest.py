@@ -26,7 +26,7 @@ from sqlalchemy.sql import ColumnElement
 from sqlmodel import Session, SQLModel, col
 
 from gradwatch.server.errors import RequestError
-from gradwatch.server.models import RUN_ID_MAX, IngestedFrame, Project, Run, RunTag
+from gradwatch.server.models import RUN_ID_MAX, Finding, IngestedFrame, Project, Run, RunTag
 from gradwatch.server.records import FrameRows, RunDelta, parse_frame
 from gradwatch.wire import Frame
 
@@ -116,6 +116,10 @@ def ingest_frames(
         tags = [{"run_id": run_id, "tag": t} for t in dict.fromkeys(delta.start["tags"])]
         if tags:
             insert_ignore(session, RunTag, tags)
+    if by_model.get(Finding):
+        from gradwatch.server.alerts import raise_alerts  # alerts builds on this module
+
+        raise_alerts(session, run_id, by_model[Finding])
     return IngestResult(run_id, len(fresh), len(parsed) - len(fresh), project)
 
 

@@ -156,3 +156,83 @@ class SpoolImport(SQLModel, table=True):
     run_id: str = Field(primary_key=True, max_length=RUN_ID_MAX)
     segment: int = Field(sa_column=Column(BigInteger, nullable=False))
     offset: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
+# --- drift across repeated runs, and alerts (issue 5) ---
+
+GROUP_KEY_MAX = 2 * NAME_MAX + 1  # "<config_hash>:<code_hash>"
+
+
+class GroupBaseline(SQLModel, table=True):
+    """The run a replicate group's live comparison uses as reference, pinned by the user."""
+
+    __tablename__ = "group_baselines"
+    project_id: int = Field(foreign_key="projects.id", primary_key=True)
+    group_key: str = Field(primary_key=True, max_length=GROUP_KEY_MAX)
+    run_id: str = Field(foreign_key="runs.id", max_length=RUN_ID_MAX)
+    pinned_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class DriftState(SQLModel, table=True):
+    """How far a run has been compared live with its reference, and the verdict so far."""
+
+    __tablename__ = "drift_states"
+    run_id: str = Field(foreign_key="runs.id", primary_key=True, max_length=RUN_ID_MAX)
+    seed: int | None = Field(default=None, sa_column=Column(BigInteger))
+    checked_step: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, default=0))
+    reference: str | None = Field(default=None, max_length=RUN_ID_MAX)
+    verdict: str = Field(default="", max_length=32)
+
+
+class AlertRule(SQLModel, table=True):
+    """Which findings of a project alert (a check id and/or a severity threshold, optionally
+    one group), and the webhook they go to."""
+
+    __tablename__ = "alert_rules"
+    id: int | None = Field(default=None, primary_key=True)
+    project_id: int = Field(foreign_key="projects.id", index=True)
+    check: str | None = Field(default=None, max_length=NAME_MAX)
+    min_severity: str | None = Field(default=None, max_length=16)
+    group_key: str | None = Field(default=None, max_length=GROUP_KEY_MAX)
+    webhook_url: str | None = Field(default=None, sa_column=Column(Text))
+    secret: str | None = Field(default=None, sa_column=Column(Text))
+    enabled: bool = True
+    created_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class Alert(SQLModel, table=True):
+    """A finding that matched at least one alert rule (one alert per finding)."""
+
+    __tablename__ = "alerts"
+    __table_args__ = (Index("ux_alerts_finding", "run_id", "seq", "idx", unique=True),)
+    id: int | None = Field(default=None, primary_key=True)
+    project_id: int = Field(foreign_key="projects.id", index=True)
+    run_id: str = Field(foreign_key="runs.id", max_length=RUN_ID_MAX)
+    seq: int = Field(sa_column=Column(BigInteger, nullable=False))
+    idx: int
+    check: str = Field(max_length=NAME_MAX)
+    severity: str = Field(max_length=16)
+    step: int | None = Field(default=None, sa_column=Column(BigInteger))
+    param: str | None = Field(default=None, sa_column=Column(Text))
+    message: str = Field(sa_column=Column(Text, nullable=False))
+    details: str = Field(default="{}", sa_column=Column(Text, nullable=False, default="{}"))
+    rules: str = Field(default="[]", sa_column=Column(Text, nullable=False, default="[]"))
+    created_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class AlertDelivery(SQLModel, table=True):
+    """One webhook delivery of an alert: its state, attempts and the log of every attempt."""
+
+    __tablename__ = "alert_deliveries"
+    id: int | None = Field(default=None, primary_key=True)
+    alert_id: int = Field(foreign_key="alerts.id", index=True)
+    rule_id: int = Field(index=True)
+    url: str = Field(sa_column=Column(Text, nullable=False))
+    status: str = Field(default="pending", max_length=16, index=True)
+    attempts: int = 0
+    http_status: int | None = None
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: float = Field(sa_column=Column(Float, nullable=False))
+    updated_at: float = Field(sa_column=Column(Float, nullable=False))
+    next_attempt_at: float | None = Field(default=None, sa_column=Column(Float))
+    log: str = Field(default="[]", sa_column=Column(Text, nullable=False, default="[]"))

@@ -39,6 +39,10 @@ class RunPublic(BaseModel):
     last_seen: float | None = Field(description="newest heartbeat/record time, Unix seconds")
     frames: int
     findings: FindingCounts
+    group: str | None = Field(
+        default=None, description="replicate group key '<config_hash>:<code_hash>'"
+    )
+    seed: int | None = Field(default=None, description="the user-set torch seed, if known")
 
 
 class RunsPublic(BaseModel):

@@ -32,3 +32,12 @@ def records(run_dir: Path, kind: Kind | None = None) -> list[Record]:
     read = read_spool(run_dir)
     assert read.torn_tail_bytes == 0 and read.corrupt_frames == 0
     return [f.record for f in read.frames if kind is None or f.record.kind == kind]
+
+
+@pytest.fixture(scope="session")
+def drift_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """The drift tests' real training runs (one process each), trained once per session:
+    their data directory and the run id of each variant (see tests/collector/drift_runs.py)."""
+    from tests.collector.drift_runs import cached_or_trained
+
+    return cached_or_trained(tmp_path_factory.mktemp("drift-data"))

@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             stalled_after=args.stalled_after,
+            **({"allow_private_webhooks": True} if args.allow_private_webhooks else {}),
         )
         if args.create_token:
             secret = new_token(settings, args.create_token, args.scope)
@@ -93,6 +94,12 @@ def add_parser(sub: Subparsers) -> None:
         default=120.0,
         metavar="SECONDS",
         help="a run with no heartbeat for this long is 'stalled' (default 120)",
+    )
+    p.add_argument(
+        "--allow-private-webhooks",
+        action="store_true",
+        help="let alert webhooks reach loopback, private and link-local addresses "
+        "(default: refused; also $GRADWATCH_ALLOW_PRIVATE_WEBHOOKS=1)",
     )
     p.add_argument(
         "--create-token",

@@ -28,6 +28,7 @@ from gradwatch.server.migrate import migrate
 
 PG_ADMIN = os.environ.get("GRADWATCH_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 TABLES = (
+    "alert_deliveries, alerts, alert_rules, drift_states, group_baselines, "
     "series_blobs, series_chunks, findings, fingerprints, events, ingested_frames, run_tags, "
     "spool_imports, tokens, runs, projects"
 )
@@ -77,8 +78,9 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def settings(db_url: str, data_dir: Path) -> Settings:
-    """Settings for a test app: the test's data directory, no background import."""
-    return Settings(db_url=db_url, data_dir=data_dir, import_interval=None)
+    """Settings for a test app: the test's data directory, no background import, no
+    background drift/alert monitor (tests that want it turn it on)."""
+    return Settings(db_url=db_url, data_dir=data_dir, import_interval=None, monitor_interval=None)
 
 
 @pytest.fixture

@@ -21,6 +21,15 @@ def test_docs_and_spec_are_served(client: TestClient) -> None:
         "/api/v1/runs/{run_id}/series",
         "/api/v1/runs/{run_id}/overview",
         "/api/v1/health",
+        "/api/v1/compare",
+        "/api/v1/groups",
+        "/api/v1/groups/{key}",
+        "/api/v1/groups/{key}/baseline",
+        "/api/v1/groups/{key}/envelope",
+        "/api/v1/alerts",
+        "/api/v1/alert-rules",
+        "/api/v1/alert-rules/{rule_id}",
+        "/api/v1/alert-deliveries",
     }
     body = spec["paths"]["/api/v1/ingest"]["post"]["requestBody"]["content"]
     assert "application/vnd.gradwatch.frames" in body

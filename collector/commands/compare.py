@@ -1,0 +1,168 @@
+"""``gradwatch compare RUN_A RUN_B``: did two runs agree, and if not, where and why.
+
+Reads both runs from the local data directory (no server needed) or, with ``--server``,
+asks the server's ``GET /api/v1/compare``. Exit status: 0 identical, 1 diverged or not
+comparable, 2 no such run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from gradwatch.commands import Subparsers
+
+JSON_KEYS = (
+    "a",
+    "b",
+    "verdict",
+    "step",
+    "metric",
+    "param",
+    "optimizer",
+    "cause",
+    "difference",
+    "message",
+    "exact",
+    "tolerance",
+    "steps_compared",
+    "fingerprint_diff",
+    "per_tensor",
+)
+
+
+def local_compare(args: argparse.Namespace) -> dict[str, Any]:
+    """Both runs from the data directory, compared in this process."""
+    from gradwatch.commands.findings import local_run_dir
+    from gradwatch.compare import compare, from_local
+    from gradwatch.reader import load_run
+
+    runs = [from_local(load_run(local_run_dir(r, args.data_dir))) for r in (args.run_a, args.run_b)]
+    return compare(runs[0], runs[1], rtol=args.rtol, atol=args.atol)
+
+
+def server_compare(args: argparse.Namespace) -> dict[str, Any]:
+    """The server's comparison of the two runs."""
+    from gradwatch.commands.findings import UsageError
+
+    query = {"a": args.run_a, "b": args.run_b}
+    query |= {k: str(v) for k, v in (("rtol", args.rtol), ("atol", args.atol)) if v is not None}
+    url = f"{args.server.rstrip('/')}/api/v1/compare?{urllib.parse.urlencode(query)}"
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    token = args.token or os.environ.get("GRADWATCH_TOKEN")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            from gradwatch.wire import from_jsonable
+
+            result: dict[str, Any] = from_jsonable(json.loads(reply.read()))
+            return result
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            detail = json.loads(exc.read() or b"{}").get("detail", "no such run")
+            raise UsageError(f"the server {args.server}: {detail}") from exc
+        raise
+
+
+def _number(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def text(result: dict[str, Any]) -> str:
+    """The human form: verdict, where, why, the fingerprint differences, the worst layers."""
+    lines = [f"{result['verdict']}: {result['a']} vs {result['b']}", f"  {result['message']}"]
+    if result["verdict"] == "diverged":
+        lines.append(
+            f"  step {result['step']}  metric {result['metric']}  tensor "
+            f"{result['param'] or '-'}  cause {result['cause']}"
+        )
+        d = result.get("difference") or {}
+        if d:
+            lines.append(
+                f"  a={_number(d.get('a'))}  b={_number(d.get('b'))}  "
+                f"|a-b|={_number(d.get('abs'))}  rel={_number(d.get('rel'))}"
+            )
+    tol = result["tolerance"]
+    lines.append(
+        "  tolerance: exact (the fingerprints say bit-identical)"
+        if result["exact"]
+        else f"  tolerance: rtol {tol['rtol']:g}, atol {tol['atol']:g}"
+    )
+    # RNG-state hashes differ between processes whenever a library seeds itself from the
+    # OS (Python's random, numpy): evidence for --json, noise in the summary.
+    states = [d for d in result["fingerprint_diff"] if d["field"].endswith("_state_sha256")]
+    shown = [d for d in result["fingerprint_diff"] if d not in states]
+    if shown:
+        lines.append("  fingerprint differences:")
+        for d in shown:
+            a, b = json.dumps(d["a"], default=str), json.dumps(d["b"], default=str)
+            lines.append(f"    [{d['section']}] {d['field']}: {a[:60]} -> {b[:60]}")
+    if states:
+        lines.append(f"  ({len(states)} RNG-state hashes differ; --json lists them)")
+    split = [t for t in result["per_tensor"] if t["first_step"] is not None]
+    for t in sorted(split, key=lambda t: (t["first_step"], t["name"]))[:5]:
+        lines.append(f"  tensor {t['name']}: first differs at step {t['first_step']}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compare and print; exit 0 when identical."""
+    from gradwatch.commands.findings import UsageError
+    from gradwatch.wire import to_jsonable
+
+    try:
+        result = server_compare(args) if args.server else local_compare(args)
+    except UsageError as exc:
+        print(f"gradwatch compare: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, KeyError) as exc:
+        where = args.server or "the local data directory"
+        print(f"gradwatch compare: cannot read the runs from {where}: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        public = {key: result.get(key) for key in JSON_KEYS}
+        print(json.dumps(to_jsonable(public), indent=2, allow_nan=False))
+    else:
+        print(text(result))
+    return 0 if result["verdict"] == "identical" else 1
+
+
+def _tolerance(value: str) -> float:
+    number = float(value)
+    if not number >= 0.0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {value!r}")
+    return number
+
+
+def add_parser(sub: Subparsers) -> None:
+    """Register ``gradwatch compare``."""
+    p = sub.add_parser(
+        "compare",
+        help="compare two runs: first divergent step, tensor and cause",
+        description="Compare two runs step by step: whether they are identical, and if not "
+        "the first step, metric and parameter tensor where they split, by how much, and "
+        "why (environment, config, code, init, data-order, forward- or "
+        "backward-nondeterminism). Reads the local data directory, or --server. Exit "
+        "status: 0 identical, 1 diverged or not comparable, 2 no such run.",
+    )
+    p.add_argument("run_a", metavar="RUN_A", help="run id or run folder")
+    p.add_argument("run_b", metavar="RUN_B", help="run id or run folder")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument(
+        "--rtol",
+        type=_tolerance,
+        help="relative tolerance (default: exact when the fingerprints say bit-identical, "
+        "else by dtype and device)",
+    )
+    p.add_argument("--atol", type=_tolerance, help="absolute tolerance (default 1e-12)")
+    p.add_argument("--server", help="ask this server instead of reading the data directory")
+    p.add_argument("--token", help="API token (default: $GRADWATCH_TOKEN)")
+    p.add_argument("--data-dir", help="data directory (default: $GRADWATCH_DIR)")
+    p.set_defaults(func=run)

@@ -1,0 +1,155 @@
+"""Drift across repeated runs: compare two runs, replicate groups, baselines, envelopes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import torch
+from fastapi import APIRouter, Body, Path, Query
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from gradwatch.compare import compare
+from gradwatch.envelope import envelope, leaving
+from gradwatch.server import crud, groups
+from gradwatch.server.api.deps import AccessDep, EngineDep, SessionDep
+from gradwatch.server.auth import Access
+from gradwatch.server.db import write_session
+from gradwatch.server.jsonresp import GWJSONResponse
+from gradwatch.server.runload import load_run_data, loss_series
+from gradwatch.server.schemas import ErrorReply
+
+router = APIRouter(tags=["drift"])
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorReply} for code in (401, 403, 404, 422)
+}
+Tolerance = Annotated[float | None, Query(ge=0.0, le=1e6)]
+Key = Annotated[str, Path(max_length=600, description="group key '<config_hash>:<code_hash>'")]
+
+
+@router.get("/compare", responses=_ERRORS)
+def get_compare(
+    session: SessionDep,
+    access: AccessDep,
+    a: Annotated[str, Query(max_length=128, description="run id of the first run")],
+    b: Annotated[str, Query(max_length=128, description="run id of the second run")],
+    rtol: Tolerance = None,
+    atol: Tolerance = None,
+) -> GWJSONResponse:
+    """The comparison of two runs (what ``gradwatch compare A B --json`` prints): verdict,
+    first divergent step, metric and tensor, cause, difference, fingerprint difference."""
+    data = []
+    for run_id in (a, b):
+        run, project = crud.get_run_row(session, run_id)
+        access.check(project, "read")
+        data.append(load_run_data(session, run))
+    return GWJSONResponse(compare(data[0], data[1], rtol=rtol, atol=atol))
+
+
+def _project_filter(access: Access, project: str | None) -> str | None:
+    if access.project is not None:
+        access.check(project or access.project, "read")
+        return access.project
+    return project
+
+
+@router.get("/groups", responses=_ERRORS)
+def list_groups(
+    session: SessionDep,
+    access: AccessDep,
+    project: Annotated[str | None, Query(max_length=256)] = None,
+    offset: Annotated[int, Query(ge=0, le=1 << 31)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> GWJSONResponse:
+    """Replicate groups (same config hash and code hash), most recently started first."""
+    project = _project_filter(access, project)
+    keys, count = groups.list_keys(session, project=project, offset=offset, limit=limit)
+    data = [groups.describe(session, key, name) for name, key in keys]
+    return GWJSONResponse({"data": data, "count": count})
+
+
+def _group(session: SessionDep, access: Access, key: str, scope: str) -> dict[str, Any]:
+    found = groups.describe(session, key, access.project)
+    access.check(found["project"], scope)
+    return found
+
+
+@router.get("/groups/{key}", responses=_ERRORS)
+def get_group(key: Key, session: SessionDep, access: AccessDep) -> GWJSONResponse:
+    """One group: its runs, baseline, reference, seeds and flagged runs."""
+    return GWJSONResponse(_group(session, access, key, "read"))
+
+
+@router.put("/groups/{key}/baseline", responses=_ERRORS)
+def pin_baseline(
+    key: Key,
+    session: SessionDep,
+    engine: EngineDep,
+    access: AccessDep,
+    run: Annotated[str, Body(embed=True, max_length=128)],
+) -> GWJSONResponse:
+    """Pin the run that the group's live comparison uses as its reference."""
+    found = _group(session, access, key, "write")
+    row, _ = crud.get_run_row(session, run)
+    with write_session(engine) as writer:
+        groups.pin(writer, key=key, run=row)
+    return _fresh(engine, key, found["project"])
+
+
+@router.delete("/groups/{key}/baseline", responses=_ERRORS)
+def unpin_baseline(
+    key: Key, session: SessionDep, engine: EngineDep, access: AccessDep
+) -> GWJSONResponse:
+    """Forget the pinned baseline: the reference is automatic again."""
+    found = _group(session, access, key, "write")
+    first, _ = crud.get_run_row(session, found["runs"][0])
+    with write_session(engine) as writer:
+        groups.unpin(writer, project_id=first.project_id, key=key)
+    return _fresh(engine, key, found["project"])
+
+
+def _fresh(engine: Engine, key: str, project: str) -> GWJSONResponse:
+    """The group read after a write (the request's session may hold an older snapshot)."""
+    with Session(engine) as session:
+        return GWJSONResponse(groups.describe(session, key, project))
+
+
+@router.get("/groups/{key}/envelope", responses=_ERRORS)
+def get_envelope(
+    key: Key,
+    session: SessionDep,
+    access: AccessDep,
+    points: Annotated[int, Query(ge=2, le=100_000)] = 1000,
+) -> GWJSONResponse:
+    """The loss envelope of the group's seed sweep (one run per seed): median ± 4 robust
+    standard deviations per step, and which runs leave it."""
+    found = _group(session, access, key, "read")
+    seeds = groups.seeds(session, found["runs"])
+    per_seed: dict[int, str] = {}
+    for run_id in found["runs"]:
+        seed = seeds.get(run_id)
+        if seed is not None:
+            per_seed.setdefault(seed, run_id)
+    losses = {run_id: loss_series(session, run_id) for run_id in per_seed.values()}
+    out = leaving(losses) if losses else {}
+    curves: dict[str, list[Any]] = {"steps": [], "median": [], "low": [], "high": []}
+    env = envelope(losses) if losses else None
+    if env is not None and env.steps.numel():
+        n = int(env.steps.numel())
+        pick = torch.unique(torch.linspace(0, n - 1, min(n, points)).round().long())
+        curves = {
+            "steps": env.steps[pick].tolist(),
+            "median": env.median[pick].tolist(),
+            "low": (env.median - 4 * env.scale)[pick].tolist(),
+            "high": (env.median + 4 * env.scale)[pick].tolist(),
+        }
+    runs = [
+        {
+            "id": run_id,
+            "seed": seed,
+            "outside": out.get(run_id) is not None,
+            "first_step": out.get(run_id),
+        }
+        for seed, run_id in sorted(per_seed.items())
+    ]
+    return GWJSONResponse({"key": key, **curves, "runs": runs})

@@ -1,0 +1,203 @@
+"""Webhook delivery of alerts: Slack-compatible body, HMAC-SHA256 signature, retries.
+
+The body is ``{"text": one line, "gradwatch": the Alert object}`` (Slack's incoming
+webhooks read ``text`` and ignore the rest). With a rule secret, the header
+``X-Gradwatch-Signature: sha256=<hex>`` is the HMAC-SHA256 of the raw body with that
+secret. A 2xx answer delivers; anything else (another status, a timeout, a refused
+target) is retried after ``backoff × 2^(attempt-1)`` seconds, up to ``attempts`` tries,
+then the delivery is ``failed``. Every attempt is appended to the delivery's log.
+
+Targets: only http(s); a host that resolves to a loopback, private, link-local or
+otherwise non-global address is refused (at rule creation and again at every send, since
+DNS may change) unless the server allows private targets. Redirects are not followed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+import ipaddress
+import json
+import logging
+import socket
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
+
+from gradwatch.server.alerts import public_alerts
+from gradwatch.server.db import write_session
+from gradwatch.server.models import Alert, AlertDelivery, AlertRule, Project, Run
+from gradwatch.server.records import dump_json
+
+log = logging.getLogger("gradwatch.server")
+SIGNATURE_HEADER = "X-Gradwatch-Signature"
+DELIVERY_HEADER = "X-Gradwatch-Delivery"
+LEASE_S = 60.0  # a claimed delivery is retried by another process after this
+
+
+@dataclass(frozen=True)
+class WebhookPolicy:
+    """How deliveries are made (from the server settings)."""
+
+    allow_private: bool = False
+    attempts: int = 5
+    backoff: float = 1.0
+    timeout: float = 5.0
+
+
+class TargetRefusedError(ValueError):
+    """A webhook URL that may not be called; the message says why and how to allow it."""
+
+
+def check_target(url: str, *, allow_private: bool) -> tuple[str, str, int, str]:
+    """``(scheme, host, port, path)`` of an allowed URL, else ``TargetRefusedError``."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise TargetRefusedError(
+            f"webhook URL {url[:100]!r} must be http:// or https:// with a host"
+        )
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as e:
+        raise TargetRefusedError(f"webhook URL {url[:100]!r} has a bad port") from e
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    if allow_private:
+        return parts.scheme, parts.hostname, port, path
+    try:
+        infos = socket.getaddrinfo(parts.hostname, port, proto=socket.IPPROTO_TCP)
+    except OSError as e:
+        raise TargetRefusedError(f"webhook host {parts.hostname!r} does not resolve: {e}") from e
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
+        mapped = getattr(address, "ipv4_mapped", None)
+        if not (mapped or address).is_global:
+            raise TargetRefusedError(
+                f"webhook host {parts.hostname!r} resolves to {address}, a loopback, private "
+                "or link-local address; start the server with --allow-private-webhooks "
+                "(GRADWATCH_ALLOW_PRIVATE_WEBHOOKS=1) to allow internal targets"
+            )
+    return parts.scheme, parts.hostname, port, path
+
+
+def signature(secret: str, body: bytes) -> str:
+    """The value of the signature header for ``body``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def body_of(alert: dict[str, Any]) -> bytes:
+    """The Slack-compatible JSON body of one alert."""
+    where = f" at step {alert['step']}" if alert.get("step") is not None else ""
+    param = f" [{alert['param']}]" if alert.get("param") else ""
+    text = (
+        f"gradwatch [{alert['severity']}] {alert['check']} in run {alert['run']}{where}{param}: "
+        f"{alert['message']}"
+    )
+    return dump_json({"text": text, "gradwatch": alert}).encode()
+
+
+def send(url: str, body: bytes, headers: dict[str, str], policy: WebhookPolicy) -> int:
+    """POST once; the HTTP status (raises ``OSError`` / ``TargetRefusedError`` on failure)."""
+    scheme, host, port, path = check_target(url, allow_private=policy.allow_private)
+    cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+    conn = cls(host, port, timeout=policy.timeout)
+    try:
+        conn.request("POST", path, body=body, headers=headers)
+        reply = conn.getresponse()
+        reply.read(1 << 16)
+        return int(reply.status)
+    finally:
+        conn.close()
+
+
+def _claim(session: Session, row: AlertDelivery, now: float) -> bool:
+    done = session.execute(
+        update(AlertDelivery)
+        .where(
+            col(AlertDelivery.id) == row.id,
+            col(AlertDelivery.status) == "pending",
+            col(AlertDelivery.next_attempt_at) == row.next_attempt_at,
+        )
+        .values(next_attempt_at=now + LEASE_S)
+    )
+    return bool(getattr(done, "rowcount", 0))
+
+
+def deliver_pass(engine: Engine, policy: WebhookPolicy, limit: int = 50) -> int:
+    """Send every due delivery once; the number attempted. Never raises."""
+    now = time.time()
+    with write_session(engine) as session:
+        due = list(
+            session.execute(
+                select(AlertDelivery)
+                .where(
+                    col(AlertDelivery.status) == "pending",
+                    col(AlertDelivery.next_attempt_at) <= now,
+                )
+                .order_by(col(AlertDelivery.next_attempt_at))
+                .limit(limit)
+            ).scalars()
+        )
+        claimed = [
+            (row.id, row.url, row.alert_id, row.rule_id) for row in due if _claim(session, row, now)
+        ]
+    for delivery_id, url, alert_id, rule_id in claimed:
+        try:
+            _attempt(engine, int(delivery_id or 0), url, alert_id, rule_id, policy)
+        except Exception as e:  # a database hiccup: the lease expires and it is retried
+            log.warning("webhook delivery %s: %s: %s", delivery_id, type(e).__name__, e)
+    return len(claimed)
+
+
+def _attempt(
+    engine: Engine, delivery_id: int, url: str, alert_id: int, rule_id: int, policy: WebhookPolicy
+) -> None:
+    with Session(engine) as session:
+        row = session.execute(
+            select(Alert, col(Project.name), Run)
+            .join(Project, col(Project.id) == col(Alert.project_id))
+            .join(Run, col(Run.id) == col(Alert.run_id))
+            .where(col(Alert.id) == alert_id)
+        ).first()
+        rule = session.get(AlertRule, rule_id)
+        delivery = session.get(AlertDelivery, delivery_id)
+        if row is None or delivery is None:
+            return
+        alert = public_alerts(session, [(row[0], str(row[1]), row[2])])[0]
+    body = body_of(alert)
+    headers = {"Content-Type": "application/json", DELIVERY_HEADER: str(delivery_id)}
+    if rule is not None and rule.secret:
+        headers[SIGNATURE_HEADER] = signature(rule.secret, body)
+    status, error = None, None
+    try:
+        status = send(url, body, headers, policy)
+        if not 200 <= status < 300:
+            error = f"HTTP {status}"
+    except (OSError, TargetRefusedError, http.client.HTTPException) as e:
+        error = f"{type(e).__name__}: {e}"[:500]
+    now = time.time()
+    attempts = delivery.attempts + 1
+    entries = [*json.loads(delivery.log), {"at": now, "http_status": status, "error": error}]
+    state = (
+        "delivered" if error is None else ("failed" if attempts >= policy.attempts else "pending")
+    )
+    retry_at = now + policy.backoff * 2 ** (attempts - 1) if state == "pending" else None
+    with write_session(engine) as session:
+        session.execute(
+            update(AlertDelivery)
+            .where(col(AlertDelivery.id) == delivery_id)
+            .values(
+                status=state,
+                attempts=attempts,
+                http_status=status,
+                error=error,
+                updated_at=now,
+                next_attempt_at=retry_at,
+                log=json.dumps(entries),
+            )
+        )
