@@ -13,7 +13,7 @@ from sqlmodel import col
 
 from gradwatch.catalogue import CHECKS
 from gradwatch.server import alerts
-from gradwatch.server.api.deps import AccessDep, EngineDep, SessionDep, SettingsDep
+from gradwatch.server.api.deps import EngineDep, ReadAccess, SessionDep, SettingsDep, WriteAccess
 from gradwatch.server.auth import Access
 from gradwatch.server.db import write_session
 from gradwatch.server.errors import RequestError
@@ -60,7 +60,7 @@ def _project_filter(access: Access, project: str | None) -> str | None:
 @router.get("/alerts", responses=_ERRORS)
 def list_alerts(
     session: SessionDep,
-    access: AccessDep,
+    access: ReadAccess,
     project: Annotated[str | None, Query(max_length=256)] = None,
     run: Annotated[str | None, Query(max_length=128)] = None,
     offset: Offset = 0,
@@ -103,7 +103,7 @@ def _validate(fields: RuleFields, allow_private: bool, project: str | None = Non
 @router.get("/alert-rules", responses=_ERRORS)
 def list_rules(
     session: SessionDep,
-    access: AccessDep,
+    access: ReadAccess,
     project: Annotated[str | None, Query(max_length=256)] = None,
 ) -> GWJSONResponse:
     """Alert rules, by id."""
@@ -120,7 +120,7 @@ def list_rules(
 
 @router.post("/alert-rules", status_code=201, responses=_ERRORS)
 def create_rule(
-    body: RuleCreate, engine: EngineDep, access: AccessDep, settings: SettingsDep
+    body: RuleCreate, engine: EngineDep, access: WriteAccess, settings: SettingsDep
 ) -> GWJSONResponse:
     """Create a rule: which findings of the project alert, and where the webhook goes."""
     access.check(body.project, "write")
@@ -160,7 +160,7 @@ def update_rule(
     rule_id: RuleId,
     body: dict[str, Any],
     engine: EngineDep,
-    access: AccessDep,
+    access: WriteAccess,
     settings: SettingsDep,
 ) -> GWJSONResponse:
     """Change some fields of a rule (the others stay)."""
@@ -200,7 +200,7 @@ def update_rule(
 
 
 @router.delete("/alert-rules/{rule_id}", status_code=204, responses=_ERRORS)
-def delete_rule(rule_id: RuleId, engine: EngineDep, access: AccessDep) -> Response:
+def delete_rule(rule_id: RuleId, engine: EngineDep, access: WriteAccess) -> Response:
     """Delete a rule (its alerts and delivery log stay)."""
     with write_session(engine) as session:
         _rule(session, access, rule_id)
@@ -211,7 +211,7 @@ def delete_rule(rule_id: RuleId, engine: EngineDep, access: AccessDep) -> Respon
 @router.get("/alert-deliveries", responses=_ERRORS)
 def list_deliveries(
     session: SessionDep,
-    access: AccessDep,
+    access: ReadAccess,
     alert: IdFilter = None,
     rule: IdFilter = None,
     offset: Offset = 0,

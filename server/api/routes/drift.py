@@ -12,7 +12,7 @@ from sqlmodel import Session
 from gradwatch.compare import compare
 from gradwatch.envelope import envelope, leaving
 from gradwatch.server import crud, groups
-from gradwatch.server.api.deps import AccessDep, EngineDep, SessionDep
+from gradwatch.server.api.deps import EngineDep, ReadAccess, SessionDep, WriteAccess
 from gradwatch.server.auth import Access
 from gradwatch.server.db import write_session
 from gradwatch.server.jsonresp import GWJSONResponse
@@ -30,7 +30,7 @@ Key = Annotated[str, Path(max_length=600, description="group key '<config_hash>:
 @router.get("/compare", responses=_ERRORS)
 def get_compare(
     session: SessionDep,
-    access: AccessDep,
+    access: ReadAccess,
     a: Annotated[str, Query(max_length=128, description="run id of the first run")],
     b: Annotated[str, Query(max_length=128, description="run id of the second run")],
     rtol: Tolerance = None,
@@ -56,7 +56,7 @@ def _project_filter(access: Access, project: str | None) -> str | None:
 @router.get("/groups", responses=_ERRORS)
 def list_groups(
     session: SessionDep,
-    access: AccessDep,
+    access: ReadAccess,
     project: Annotated[str | None, Query(max_length=256)] = None,
     offset: Annotated[int, Query(ge=0, le=1 << 31)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -75,7 +75,7 @@ def _group(session: SessionDep, access: Access, key: str, scope: str) -> dict[st
 
 
 @router.get("/groups/{key}", responses=_ERRORS)
-def get_group(key: Key, session: SessionDep, access: AccessDep) -> GWJSONResponse:
+def get_group(key: Key, session: SessionDep, access: ReadAccess) -> GWJSONResponse:
     """One group: its runs, baseline, reference, seeds and flagged runs."""
     return GWJSONResponse(_group(session, access, key, "read"))
 
@@ -85,7 +85,7 @@ def pin_baseline(
     key: Key,
     session: SessionDep,
     engine: EngineDep,
-    access: AccessDep,
+    access: WriteAccess,
     run: Annotated[str, Body(embed=True, max_length=128)],
 ) -> GWJSONResponse:
     """Pin the run that the group's live comparison uses as its reference."""
@@ -98,7 +98,7 @@ def pin_baseline(
 
 @router.delete("/groups/{key}/baseline", responses=_ERRORS)
 def unpin_baseline(
-    key: Key, session: SessionDep, engine: EngineDep, access: AccessDep
+    key: Key, session: SessionDep, engine: EngineDep, access: WriteAccess
 ) -> GWJSONResponse:
     """Forget the pinned baseline: the reference is automatic again."""
     found = _group(session, access, key, "write")
@@ -118,7 +118,7 @@ def _fresh(engine: Engine, key: str, project: str) -> GWJSONResponse:
 def get_envelope(
     key: Key,
     session: SessionDep,
-    access: AccessDep,
+    access: ReadAccess,
     points: Annotated[int, Query(ge=2, le=100_000)] = 1000,
 ) -> GWJSONResponse:
     """The loss envelope of the group's seed sweep (one run per seed): median ± 4 robust
