@@ -46,7 +46,8 @@ class Settings:
     """Everything ``create_app`` needs; immutable, so one app never sees another's values.
 
     ``require_tokens`` is forced on for a non-loopback ``host``. ``import_interval`` is the
-    period of the local spool import in seconds (``None`` turns it off).
+    period of the local spool import in seconds (``None`` turns it off); ``dashboard`` mounts
+    the Dash app at ``/``.
     """
 
     db_url: str
@@ -58,6 +59,7 @@ class Settings:
     stalled_after: float = 120.0
     crashed_after: float = 3600.0
     import_interval: float | None = 2.0
+    dashboard: bool = True
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host) and not self.require_tokens:
