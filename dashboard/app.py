@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
 PAGES: tuple[ModuleType, ...] = (runs, run, compare, alerts)
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 NAV = (("Runs", "/"), ("Compare", "/compare"), ("Alerts", "/alerts"))
 
 
@@ -92,7 +93,16 @@ def _login_route(app: Dash) -> None:
 
 
 def mount(api: FastAPI) -> None:
-    """Serve the dashboard at ``/`` of ``api`` (after the routes it already has)."""
+    """Serve the dashboard at ``/`` of ``api`` (after the routes it already has).
+
+    An unknown ``/api/...`` path stays a JSON 404 instead of falling through to the pages.
+    """
     from a2wsgi import WSGIMiddleware
+
+    from gradwatch.server.errors import RequestError
+
+    @api.api_route("/api/{rest:path}", methods=list(METHODS), include_in_schema=False)
+    def no_such_route(rest: str) -> None:
+        raise RequestError(404, f"no API route /api/{rest[:200]}; the routes are listed at /docs")
 
     api.mount("/", WSGIMiddleware(create_dash().server))  # type: ignore[arg-type]

@@ -33,10 +33,16 @@ def layout(group: str | None = None, runs: str | None = None, **_params: str) ->
             html.H2("Compare replicates"),
             html.Div(
                 [
-                    dcc.Dropdown(id=ids.CMP_GROUP, value=group, placeholder="a replicate group"),
+                    dcc.Dropdown(
+                        id=ids.CMP_GROUP,
+                        value=group,
+                        options=[{"label": group[:12], "value": group}] if group else [],
+                        placeholder="a replicate group",
+                    ),
                     dcc.Dropdown(
                         id=ids.CMP_RUNS,
                         value=picked,
+                        options=[{"label": r, "value": r} for r in picked],
                         multi=True,
                         placeholder="or pick runs (first = reference)",
                         style={"minWidth": "480px"},
@@ -105,14 +111,23 @@ def compare_view(api: Api, group: str | None, picked: list[str]) -> dict[str, An
         series = api.get(f"/runs/{r}/series", metric="loss", points=POINTS)["data"]
         s = next((x for x in series if x["name"] == "loss"), None)
         curves.append((names[r], s["steps"] if s else [], floats(s["values"]) if s else []))
-    marks = [
+    lines = [html.Li(cf.verdict_text(c, names[ref], names[o])) for o, c in comparisons.items()]
+    if missing is not None:
+        lines.append(html.Li(f"No drift verdict from this server ({missing})."))
+    splits = loss_splits(curves) if missing is not None else []
+    lines += [
+        html.Li(
+            f"{other}: loss identical to {names[ref]} on every shared step."
+            if step is None
+            else f"{other}: loss first differs from {names[ref]} at step {step}."
+        )
+        for other, step in splits
+    ]
+    marks = [(step, f"{other} splits") for other, step in splits if step is not None] + [
         (c["step"], f"{names[o]} diverges")
         for o, c in comparisons.items()
         if c.get("verdict") == "diverged" and c.get("step") is not None
     ]
-    lines = [html.Li(cf.verdict_text(c, names[ref], names[o])) for o, c in comparisons.items()]
-    if missing is not None:
-        lines.append(html.Li(f"No drift verdict from this server ({missing})."))
     worst = next((c for c in comparisons.values() if c.get("verdict") == "diverged"), None)
     shown: dict[str, Any] = worst or next(iter(comparisons.values()), {})
     b = next((o for o, c in comparisons.items() if c is shown), others[0])
@@ -133,6 +148,27 @@ def compare_view(api: Api, group: str | None, picked: list[str]) -> dict[str, An
         ),
     }
     return out
+
+
+def loss_splits(curves: list[tuple[str, list[int], list[float]]]) -> list[tuple[str, int | None]]:
+    """Without the drift API: the first step where each run's loss differs from the
+    reference's (exactly, over the points both series kept), or ``None``."""
+    _, steps, values = curves[0]
+    ref = dict(zip(steps, values, strict=True))
+    return [
+        (
+            other,
+            next(
+                (
+                    s
+                    for s, v in zip(o_steps, o_values, strict=True)
+                    if s in ref and repr(ref[s]) != repr(v)
+                ),
+                None,
+            ),
+        )
+        for other, o_steps, o_values in curves[1:]
+    ]
 
 
 def register(app: Dash) -> None:
