@@ -15,6 +15,8 @@ RUNS_TICK = "runs-tick"
 # run page
 RUN_KEY = "run-key"
 RUN_VERSION = "run-version"
+RUN_PENDING = "run-pending"
+RUN_LIVE = "run-live"
 RUN_TICK = "run-tick"
 RUN_HEADER = "run-header"
 RUN_LOSS = "run-loss"

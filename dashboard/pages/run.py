@@ -47,8 +47,10 @@ def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
     return html.Div(
         [
             dcc.Store(id=ids.RUN_KEY, data={"run": run_id, "focus": focus}),
+            dcc.Store(id=ids.RUN_PENDING, data="initial"),
             dcc.Store(id=ids.RUN_VERSION),
-            dcc.Interval(id=ids.RUN_TICK, interval=REFRESH_MS, disabled=True),
+            dcc.Interval(id=ids.RUN_TICK, interval=REFRESH_MS),
+            html.Div(id=ids.RUN_LIVE, className="gw-muted gw-live"),
             html.Div(id=ids.RUN_HEADER),
             card(graph(ids.RUN_LOSS)),
             card(graph(ids.RUN_HEATMAP)),
@@ -122,10 +124,8 @@ def view(data: dict[str, Any]) -> dict[str, Any]:
     loss = next((s for s in series if s["name"] == "loss"), None)
     loss_xy = (loss["steps"], floats(loss["values"])) if loss else None
     lrs = [(s["name"], s["steps"], floats(s["values"])) for s in series if s["name"] != "loss"]
-    counts = [
-        sum(1 for row in matrix(data["nonfinite_grad"]["values"]) if _bad(row, j))
-        for j in range(len(steps))
-    ]
+    bad = matrix(data["nonfinite_grad"]["values"])
+    counts = [sum(1 for row in bad if _bad(row, j)) for j in range(len(steps))]
     loss_bad = (
         [s for s, v in zip(*loss_xy, strict=True) if v != v or abs(v) == float("inf")]
         if (loss_xy)
@@ -194,50 +194,61 @@ def header(
 
 
 def register(app: Dash) -> None:
-    """The page callback: on load, then every second while the data changes."""
+    """Two callbacks: ``poll`` (cheap, every second) asks for a redraw when the run changed
+    and the previous redraw has landed; ``draw`` (the whole page) answers it. So at most
+    one redraw is in flight: Dash drops the answer of a callback whose input changes while
+    it runs, and a redraw slower than the poll period would otherwise never land."""
     outputs = [ids.RUN_HEADER, *GRAPHS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT]
 
     @app.callback(
-        [Output(i, "figure" if i in GRAPHS else "children") for i in outputs]
-        + [
-            Output(ids.RUN_VERSION, "data"),
-            Output(ids.RUN_TICK, "disabled"),
-            Output(ids.RUN_TICK, "interval"),
-        ],
+        Output(ids.RUN_PENDING, "data"),
+        Output(ids.RUN_LIVE, "children"),
+        Output(ids.RUN_TICK, "disabled"),
         Input(ids.RUN_TICK, "n_intervals"),
-        Input(ids.RUN_KEY, "data"),
+        State(ids.RUN_KEY, "data"),
+        State(ids.RUN_PENDING, "data"),
         State(ids.RUN_VERSION, "data"),
+        prevent_initial_call=True,  # else Dash holds the first drawing until a poll changes
     )
-    def _update(_tick: int | None, key: dict[str, Any], seen: Any) -> list[Any]:
-        return refresh(from_request(), key, seen, outputs)
+    def _poll(_tick: int | None, key: dict[str, Any], pending: Any, drawn: Any) -> list[Any]:
+        return poll(from_request(), key, pending, drawn)
+
+    @app.callback(
+        [Output(i, "figure" if i in GRAPHS else "children") for i in outputs]
+        + [Output(ids.RUN_VERSION, "data")],
+        Input(ids.RUN_PENDING, "data"),
+        State(ids.RUN_KEY, "data"),
+    )
+    def _draw(pending: Any, key: dict[str, Any]) -> list[Any]:
+        return draw(from_request(), key, pending, outputs)
 
 
-def refresh(api: Api, key: dict[str, Any], seen: Any, outputs: list[str]) -> list[Any]:
-    """The callback's work plus the next refresh period: at least ``REFRESH_MS``, and twice
-    what this refresh took, so a slow server is never asked again before it answered (Dash
-    drops the answer of a callback that fires again while it runs)."""
-    t0 = time.monotonic()
-    got = _refresh(api, key, seen, outputs)
-    took = int(2000 * (time.monotonic() - t0))
-    return [*got, max(REFRESH_MS, took)]
-
-
-def _refresh(api: Api, key: dict[str, Any], seen: Any, outputs: list[str]) -> list[Any]:
+def poll(api: Api, key: dict[str, Any], pending: Any, drawn: Any) -> list[Any]:
+    """``[new pending token or no_update, live line, interval disabled]``."""
     try:
         detail = api.get(f"/runs/{key['run']}")
+    except ApiError:
+        return [no_update, "", True]
+    now, live = version(detail), detail["status"] == "running"
+    line = live_line(detail)
+    if not drawn or drawn.get("token") != pending or now == drawn.get("version"):
+        return [no_update, line, not live and bool(drawn)]
+    return [now, line, not live]
+
+
+def live_line(detail: dict[str, Any]) -> str:
+    """``running · 1,234 steps · last heard 0.4 s ago``."""
+    seen = detail.get("last_seen")
+    ago = f" · last heard {max(time.time() - seen, 0):.1f} s ago" if seen else ""
+    return f"{detail['status']} · {detail['steps']:,} steps{ago}"
+
+
+def draw(api: Api, key: dict[str, Any], pending: Any, outputs: list[str]) -> list[Any]:
+    """The whole page, and ``{token, version}`` of what it drew."""
+    try:
+        data = fetch(api, key["run"], key.get("focus"))
     except ApiError as e:
         missing = empty_state(f"Cannot show run {key['run']}: {e.detail}", id="run-missing")
-        return [missing] + [figures.empty("", "")] * len(GRAPHS) + ["", "", None, True]
-    now = version(detail)
-    live = detail["status"] == "running"
-    if now == seen:
-        return [no_update] * len(outputs) + [no_update, not live]
-    try:
-        parts = view(fetch(api, key["run"], key.get("focus")))
-    except ApiError as e:
-        return (
-            [empty_state(f"Cannot show run: {e.detail}")]
-            + [no_update] * (len(outputs) - 1)
-            + [None, False]
-        )
-    return [parts[i] for i in outputs] + [now, not live]
+        return [missing] + [figures.empty("", "")] * len(GRAPHS) + ["", "", None]
+    parts = view(data)
+    return [parts[i] for i in outputs] + [{"token": pending, "version": version(data["detail"])}]

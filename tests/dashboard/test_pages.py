@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dash import html
+from dash import html, no_update
 
 from gradwatch.dashboard import ids
 from gradwatch.dashboard.api import Api, ApiError
@@ -76,15 +76,23 @@ def test_run_page_of_the_stale_gradient_run(demo_api: Api, demo_ids: dict[str, s
     assert "zero_grad" in {t.name for t in clean[ids.RUN_LIFECYCLE].data}
 
 
-def test_run_refresh_redraws_only_on_change(demo_api: Api, demo_ids: dict[str, str]) -> None:
+def test_run_page_polls_cheaply_and_redraws_once_per_change(
+    demo_api: Api, demo_ids: dict[str, str]
+) -> None:
     outputs = [ids.RUN_HEADER, *run.GRAPHS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT]
     key = {"run": demo_ids["replicate-a"], "focus": None}
-    first = run.refresh(demo_api, key, None, outputs)
-    version, disabled = first[-3], first[-2]
-    assert version[0] == DEMO_STEPS and disabled is True  # finished: no more polling
-    again = run.refresh(demo_api, key, version, outputs)
-    assert all(str(x) == "<NoUpdate>" or type(x).__name__ == "NoUpdate" for x in again[:-2])
-    missing = run.refresh(demo_api, {"run": "no-such-run", "focus": None}, None, outputs)
+    # while the first drawing is in flight, polling asks for nothing
+    assert run.poll(demo_api, key, "initial", None)[0] is no_update
+    drawn = run.draw(demo_api, key, "initial", outputs)[-1]
+    assert drawn["token"] == "initial" and drawn["version"][0] == DEMO_STEPS
+    # drawn and unchanged (a finished run): no redraw, and polling stops
+    pending, line, disabled = run.poll(demo_api, key, "initial", drawn)
+    assert pending is no_update and disabled is True
+    assert line.startswith(f"finished · {DEMO_STEPS} steps")
+    # the run changed since it was drawn: one redraw is requested
+    stale = {"token": "initial", "version": [1, 1, [], "running"]}
+    assert run.poll(demo_api, key, "initial", stale)[0] == drawn["version"]
+    missing = run.draw(demo_api, {"run": "no-such-run", "focus": None}, "initial", outputs)
     assert "Cannot show run no-such-run" in texts(missing[0])[0]
 
 
