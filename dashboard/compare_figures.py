@@ -115,7 +115,7 @@ def verdict_text(cmp: dict[str, Any], name_a: str, name_b: str) -> str:
     if verdict == "not-comparable":
         return f"{name_b} cannot be compared with {name_a}: {cmp.get('message', '')}"
     where = f"at step {cmp.get('step')}" if cmp.get("step") is not None else ""
-    what = " ".join(x for x in (cmp.get("metric") or "", cmp.get("param") or "") if x)
+    what = ", ".join(f"{k} {cmp[k]}" for k in ("metric", "param") if cmp.get(k))
     cause = f" Cause: {cmp['cause']}." if cmp.get("cause") else ""
     return f"{name_b} diverged from {name_a} {where} ({what}).{cause} {cmp.get('message', '')}"
 

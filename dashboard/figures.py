@@ -305,6 +305,15 @@ def lifecycle_figure(
                     marker={"symbol": symbol, "color": color, "size": 8},
                 )
             )
+    if not fig.data:
+        fig.add_annotation(
+            text="no lifecycle events recorded in these steps",
+            showarrow=False,
+            x=0.5,
+            y=0.5,
+            xref="paper",
+            yref="paper",
+        )
     shown = {int(r["step"]) for r in rows}
     for step, checks in sorted(anomalies.items()):
         if step in shown:

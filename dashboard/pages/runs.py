@@ -54,7 +54,7 @@ def runs_view(
     """The runs table and the project choices."""
     try:
         reply = api.get("/runs", project=project, status=status, limit=LIMIT)
-        everything = reply if not project else api.get("/runs", limit=LIMIT)
+        everything = reply if not (project or status) else api.get("/runs", limit=LIMIT)
     except ApiError as e:
         return empty_state(f"Cannot list runs: {e.detail}"), []
     projects = sorted({r["project"] for r in everything["data"]})

@@ -171,7 +171,7 @@ COMPARISON = {
 
 def test_verdict_in_words() -> None:
     text = cf.verdict_text(COMPARISON, "run a", "run b")
-    assert text.startswith("run b diverged from run a at step 31 (loss). Cause: data-order.")
+    assert text.startswith("run b diverged from run a at step 31 (metric loss). Cause: data-order.")
     same = {"verdict": "identical", "exact": True, "steps_compared": 90}
     assert cf.verdict_text(same, "a", "b") == "b matches a bit for bit over 90 steps."
 
