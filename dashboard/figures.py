@@ -16,10 +16,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from gradwatch.dashboard.values import kind, log10
+from gradwatch.dashboard.values import kind
 
 WEBGL_FROM = 2000  # points per trace above which a WebGL trace draws faster than SVG
 BAD = {
@@ -166,13 +167,12 @@ def tensor_heatmap(
     """Tensors × steps on a log color scale; non-finite cells left blank and marked."""
     if not tensors or not steps:
         return empty(title, "no steps recorded yet")
-    z = [[log10(v) for v in row] for row in values]
     fig = base(title, height=max(260, min(900, 60 + 14 * len(tensors))))
     fig.add_trace(
         go.Heatmap(
-            x=list(steps),
+            x=np.asarray(steps),
             y=list(tensors),
-            z=z,
+            z=log_grid(values),
             colorscale="Viridis",
             colorbar={"title": {"text": f"log₁₀ {unit}".strip()}, "thickness": 12},
             hovertemplate="%{y}<br>from step %{x}<br>log₁₀ = %{z:.2f}<extra></extra>",
@@ -201,6 +201,16 @@ def tensor_heatmap(
     fig.update_xaxes(title_text="step")
     mark_step(fig, focus, f"step {focus}", "#555")
     return fig
+
+
+def log_grid(values: Sequence[Sequence[float]]) -> np.ndarray[Any, Any]:
+    """``log10`` of a grid, NaN (a gap) where a value is not positive and finite; a numpy
+    array, which Plotly validates and sends as binary (a list of lists cost seconds)."""
+    grid = np.asarray(values, dtype=np.float64)
+    out = np.full(grid.shape, np.nan)
+    good = np.isfinite(grid) & (grid > 0)
+    out[good] = np.log10(grid[good])
+    return out
 
 
 def ratio(update: Sequence[Sequence[float]], param: Sequence[Sequence[float]]) -> list[list[float]]:
@@ -329,6 +339,7 @@ def lifecycle_figure(
                 )
             )
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=LANES[::-1])
+    fig.update_layout(margin={"l": 100})
     fig.update_xaxes(title_text="step (events in order within each step)")
     mark_step(fig, focus, f"step {focus}", "#555")
     return fig
