@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
@@ -83,5 +84,8 @@ def drawn(driver: webdriver.Chrome, graphs: int, limit: float = 60) -> None:
 
 
 def text(driver: webdriver.Chrome, element_id: str) -> str:
-    """The visible text of the element with ``element_id``."""
-    return str(driver.find_element(By.ID, element_id).text)
+    """The visible text of the element with ``element_id`` ("" while Dash replaces it)."""
+    try:
+        return str(driver.find_element(By.ID, element_id).text)
+    except (StaleElementReferenceException, NoSuchElementException):
+        return ""
