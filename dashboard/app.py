@@ -98,11 +98,14 @@ def mount(api: FastAPI) -> None:
     An unknown ``/api/...`` path stays a JSON 404 instead of falling through to the pages.
     """
     from a2wsgi import WSGIMiddleware
+    from fastapi import Depends
 
+    from gradwatch.server.api.deps import get_access
     from gradwatch.server.errors import RequestError
 
     @api.api_route("/api/{rest:path}", methods=list(METHODS), include_in_schema=False)
-    def no_such_route(rest: str) -> None:
+    def no_such_route(rest: str, _access: Any = Depends(get_access)) -> None:  # noqa: B008
+        """404 (after the same token check as every API route: 401 comes first)."""
         raise RequestError(404, f"no API route /api/{rest[:200]}; the routes are listed at /docs")
 
     api.mount("/", WSGIMiddleware(create_dash().server))  # type: ignore[arg-type]
