@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: install
-	$(BIN)/python examples/quickstart.py
+	$(BIN)/gradwatch demo
 
 lint: install
 	$(BIN)/ruff check collector server dashboard tests benchmarks examples
@@ -36,6 +36,7 @@ test: lint typecheck pytest
 bench: install
 	$(BIN)/python benchmarks/collector_overhead.py
 	$(BIN)/python benchmarks/ingest.py
+	$(BIN)/python benchmarks/dashboard.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache

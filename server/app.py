@@ -1,8 +1,10 @@
 """``create_app(settings)``: the FastAPI application, its database and background import.
 
 Nothing is created at import time: the engine is built, migrated and disposed with the
-app. The local spool import (see :mod:`gradwatch.server.spool_import`) runs on a thread
-for the app's lifetime when ``settings.import_interval`` is set.
+app. The Dash dashboard (:mod:`gradwatch.dashboard`) is mounted at ``/`` after the API
+routes, so one process serves both. The local spool import (see
+:mod:`gradwatch.server.spool_import`) runs on a thread for the app's lifetime when
+``settings.import_interval`` is set.
 
 Example::
 
@@ -74,6 +76,10 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_exception_handler(RequestError, _request_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(OperationalError, _database_busy)  # type: ignore[arg-type]
+    if settings.dashboard:
+        from gradwatch.dashboard.app import mount
+
+        mount(app)
     return app
 
 

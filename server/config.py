@@ -50,7 +50,8 @@ class Settings:
     period of the local spool import in seconds (``None`` turns it off); ``monitor_interval``
     the period of the live drift comparison, seed envelopes and webhook deliveries (``None``
     turns them off). Webhook targets on loopback/private/link-local addresses are refused
-    unless ``allow_private_webhooks`` (``GRADWATCH_ALLOW_PRIVATE_WEBHOOKS=1``).
+    unless ``allow_private_webhooks`` (``GRADWATCH_ALLOW_PRIVATE_WEBHOOKS=1``). ``dashboard``
+    mounts the Dash app at ``/``.
     """
 
     db_url: str
@@ -67,6 +68,7 @@ class Settings:
     webhook_attempts: int = 5
     webhook_backoff: float = 1.0
     webhook_timeout: float = 5.0
+    dashboard: bool = True
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host) and not self.require_tokens:

@@ -139,3 +139,20 @@ class ErrorReply(BaseModel):
     """Every 4xx carries one sentence saying what was wrong and how to fix it."""
 
     detail: str
+
+
+class LifecycleStep(BaseModel):
+    """One optimizer step's events, in order: ``[kind, seconds since last step, detail]``."""
+
+    step: int
+    n_backward: int | None
+    events: list[list[Any]]
+
+
+class LifecyclePublic(BaseModel):
+    """The lifecycle of the steps ``start``..``end`` that were recorded."""
+
+    data: list[LifecycleStep]
+    count: int
+    start: int
+    end: int

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,10 @@ def test_wheel_sdist_and_editable_installs_work_in_a_clean_venv(tmp_path: Path) 
     dist = tmp_path / "dist"
     run([*pip, "wheel", "--no-deps", "-w", str(dist), str(ROOT)])
     (wheel,) = dist.glob("gradwatch-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {"gradwatch/dashboard/pages/run.py", "gradwatch/dashboard/assets/gradwatch.css"} <= set(
+        names
+    )
     work = tmp_path / "work"  # outside the source tree, so nothing is imported from it
     work.mkdir()
     (work / "smoke.py").write_text(SMOKE)

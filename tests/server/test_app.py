@@ -20,6 +20,7 @@ def test_docs_and_spec_are_served(client: TestClient) -> None:
         "/api/v1/runs/{run_id}/findings",
         "/api/v1/runs/{run_id}/series",
         "/api/v1/runs/{run_id}/overview",
+        "/api/v1/runs/{run_id}/lifecycle",
         "/api/v1/health",
         "/api/v1/compare",
         "/api/v1/groups",
@@ -54,3 +55,12 @@ def test_nonfinite_floats_are_encoded_as_strings_and_back() -> None:
     assert math.copysign(1.0, back[4]) == -1.0
     assert encode_floats({"a": (1.0,)}) == {"a": [1.0]}
     assert json.loads(dumps({"x": "\udc80"}))["x"] == "\udc80"
+
+
+def test_dashboard_is_served_beside_the_api_and_api_paths_stay_json(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and "<title>gradwatch</title>" in page.text
+    assert client.get("/runs/anything").status_code == 200  # a page; the app routes it
+    missing = client.get("/api/v1/no-such-route")
+    assert missing.status_code == 404
+    assert missing.json()["detail"].startswith("no API route /api/v1/no-such-route")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from gradwatch.server.api.routes import alerts, drift, health, ingest, runs
+from gradwatch.server.api.routes import alerts, drift, health, ingest, lifecycle, runs
 
 api_router = APIRouter()
 api_router.include_router(ingest.router)
 api_router.include_router(runs.router)
 api_router.include_router(drift.router)
 api_router.include_router(alerts.router)
+api_router.include_router(lifecycle.router)
 api_router.include_router(health.router)

@@ -1,0 +1,111 @@
+"""``create_dash()``: the Dash app (navigation bar, pages, callbacks) and ``mount`` into FastAPI.
+
+Pages are modules of :mod:`gradwatch.dashboard.pages`, each with a ``PATH``, a
+``layout(**params)`` function and ``register(app)`` for its callbacks. A router callback
+picks the page from the URL, so every app keeps its own callbacks (several apps, e.g. in
+tests, never share a global registry). ``mount`` serves the Flask app under the FastAPI
+app through ``a2wsgi``; the API routes registered before it keep precedence.
+
+Example::
+
+    app = create_app(settings)        # gradwatch.server.app: the API, then mount(app)
+    uvicorn.run(app)                  # http://127.0.0.1:8765/ is the dashboard
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from dash import Dash, Input, Output, dcc, html
+
+from gradwatch.dashboard import ids
+from gradwatch.dashboard.api import TOKEN_COOKIE
+from gradwatch.dashboard.components import empty_state
+from gradwatch.dashboard.pages import alerts, compare, run, runs
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+PAGES: tuple[ModuleType, ...] = (runs, run, compare, alerts)
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+NAV = (("Runs", "/"), ("Compare", "/compare"), ("Alerts", "/alerts"))
+
+
+def shell() -> html.Div:
+    """The frame every page is drawn in."""
+    return html.Div(
+        [
+            dcc.Location(id=ids.URL, refresh="callback-nav"),
+            html.Nav(
+                [html.A("gradwatch", href="/", className="gw-brand")]
+                + [dcc.Link(text, href=href) for text, href in NAV]
+                + [html.A("API", href="/docs")],
+                className="gw-nav",
+            ),
+            html.Main(id=ids.PAGE, className="gw-main"),
+        ]
+    )
+
+
+def route(pathname: str | None, search: str | None) -> Any:
+    """The layout of the page at ``pathname`` with the query ``search`` (``?a=1&b=2``)."""
+    path = pathname or "/"
+    params = {k: v[-1] for k, v in urllib.parse.parse_qs((search or "").lstrip("?")).items()}
+    for page in PAGES:
+        match = re.fullmatch(page.PATH, path)
+        if match:
+            return page.layout(**match.groupdict(), **params)
+    return empty_state(f"No page at {path}. Start from the list of runs.", id="not-found")
+
+
+def create_dash() -> Dash:
+    """The dashboard app (a Flask server, ``app.server``)."""
+    app = Dash(
+        __name__,
+        title="gradwatch",
+        update_title="",
+        suppress_callback_exceptions=True,
+        serve_locally=True,
+    )
+    app.layout = shell()
+    app.callback(
+        Output(ids.PAGE, "children"), Input(ids.URL, "pathname"), Input(ids.URL, "search")
+    )(route)
+    for page in PAGES:
+        page.register(app)
+    _login_route(app)
+    return app
+
+
+def _login_route(app: Dash) -> None:
+    """``/login?token=…`` keeps a read token in a cookie for servers that require tokens."""
+    import flask
+
+    @app.server.route("/login")  # type: ignore[untyped-decorator]
+    def login() -> Any:
+        token = flask.request.args.get("token", "")
+        reply = flask.redirect("/")
+        reply.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict")
+        return reply
+
+
+def mount(api: FastAPI) -> None:
+    """Serve the dashboard at ``/`` of ``api`` (after the routes it already has).
+
+    An unknown ``/api/...`` path stays a JSON 404 instead of falling through to the pages.
+    """
+    from a2wsgi import WSGIMiddleware
+    from fastapi import Depends
+
+    from gradwatch.server.api.deps import get_access
+    from gradwatch.server.errors import RequestError
+
+    @api.api_route("/api/{rest:path}", methods=list(METHODS), include_in_schema=False)
+    def no_such_route(rest: str, _access: Any = Depends(get_access)) -> None:  # noqa: B008
+        """404 (after the same token check as every API route: 401 comes first)."""
+        raise RequestError(404, f"no API route /api/{rest[:200]}; the routes are listed at /docs")
+
+    api.mount("/", WSGIMiddleware(create_dash().server))  # type: ignore[arg-type]

@@ -1,0 +1,137 @@
+"""Reusable layout fragments: badges, tables, empty states, the findings list, fingerprints."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from dash import dcc, html
+
+from gradwatch.dashboard.values import fmt
+
+SEVERITY_ORDER = ("error", "warning", "info")
+
+
+def badge(text: str, cls: str) -> html.Span:
+    """A colored pill (``cls``: ok, info, warning, error, or a run status)."""
+    return html.Span(text, className=f"gw-badge gw-{cls}")
+
+
+def health(counts: dict[str, int]) -> html.Span:
+    """The worst finding severity of a run as a badge, with its count."""
+    for severity in SEVERITY_ORDER:
+        n = int(counts.get(severity, 0))
+        if n:
+            return badge(f"{n} {severity}{'s' if n > 1 else ''}", severity)
+    return badge("ok", "ok")
+
+
+def worst(counts: dict[str, int]) -> str:
+    """``error``, ``warning``, ``info`` or ``ok``."""
+    return next((s for s in SEVERITY_ORDER if counts.get(s)), "ok")
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[Any]], **kw: Any) -> html.Table:
+    """A plain table; cells may be text or components."""
+    return html.Table(
+        [
+            html.Thead(html.Tr([html.Th(h) for h in header])),
+            html.Tbody([html.Tr([html.Td(c) for c in row]) for row in rows]),
+        ],
+        className="gw-table",
+        **kw,
+    )
+
+
+def empty_state(text: str, **kw: Any) -> html.Div:
+    """One sentence where there is nothing to show."""
+    return html.Div(text, className="gw-empty", **kw)
+
+
+def card(*children: Any, **kw: Any) -> html.Div:
+    """A white box."""
+    return html.Div(list(children), className="gw-card", **kw)
+
+
+def graph(graph_id: str) -> dcc.Graph:
+    """A graph with the mode bar kept out of the way."""
+    return dcc.Graph(id=graph_id, config={"displaylogo": False, "responsive": True})
+
+
+def findings_list(run_id: str, findings: Sequence[dict[str, Any]]) -> html.Div | html.Table:
+    """Findings by step; each step links to the run page focused on it."""
+    if not findings:
+        return empty_state("No findings: every check stayed quiet.")
+    rows = []
+    for f in findings:
+        step = f.get("step")
+        at = (
+            dcc.Link(f"step {step}", href=f"/runs/{run_id}?step={step}", className="gw-step")
+            if step is not None
+            else "—"
+        )
+        message = html.Div(
+            [html.Div(f["message"]), html.Div(f.get("hint", ""), className="gw-muted")]
+        )
+        rows.append(
+            [
+                badge(f["severity"], f["severity"]),
+                html.Code(f["check"]),
+                at,
+                html.Code(f.get("param") or ""),
+                message,
+            ]
+        )
+    return table(["severity", "check", "step", "tensor", "what happened"], rows)
+
+
+def flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested dicts as ``(dotted.key, value)`` pairs, sorted; lists are kept as values."""
+    if not isinstance(obj, dict):
+        return [(prefix, obj)]
+    out: list[tuple[str, Any]] = []
+    for key in sorted(obj):
+        name = f"{prefix}.{key}" if prefix else str(key)
+        value = obj[key]
+        out += flatten(value, name) if isinstance(value, dict) and value else [(name, value)]
+    return out
+
+
+KEY_FIELDS = (
+    "versions.torch",
+    "versions.python",
+    "versions.cuda",
+    "seeds.torch_initial_seed",
+    "determinism.deterministic_algorithms",
+    "device.type",
+    "git.commit",
+    "config_hash",
+    "code_hash",
+    "init_params_hash",
+)
+
+
+def short(value: Any, width: int = 80) -> str:
+    """A value on one line, cut to ``width`` characters."""
+    text = fmt(value) if isinstance(value, float) else str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def fingerprint_panel(fp: dict[str, Any]) -> html.Div:
+    """Key fields first, then every field in a collapsible table."""
+    if not fp:
+        return empty_state("No fingerprint recorded yet.")
+    flat = flatten(fp)
+    lookup = dict(flat)
+    keys = [(k, lookup[k]) for k in KEY_FIELDS if k in lookup]
+    return html.Div(
+        [
+            table(["field", "value"], [[html.Code(k), short(v)] for k, v in keys]),
+            html.Details(
+                [
+                    html.Summary(f"all {len(flat)} fields"),
+                    table(["field", "value"], [[html.Code(k), short(v, 160)] for k, v in flat]),
+                ]
+            ),
+        ]
+    )

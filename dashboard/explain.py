@@ -1,0 +1,86 @@
+"""What went wrong in a run, in words, from its findings (and where the data says so).
+
+Example::
+
+    >>> explain([{"check": "stale-grad", "severity": "error", "step": 2, "param": None,
+    ...           "message": "gradients are not being cleared."}], None)
+    ['Step 2: stale-grad — gradients are not being cleared.']
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from gradwatch.dashboard.values import matrix
+
+NONFINITE_CHECKS = ("nonfinite-grad", "nonfinite-loss", "nonfinite-param")
+LIFECYCLE_CHECKS = ("stale-grad", "grad-zeroed-before-step", "step-without-backward")
+RANK = {"error": 0, "warning": 1, "info": 2}
+MAX_LINES = 6
+
+
+def first_nonfinite(
+    findings: Sequence[dict[str, Any]],
+    nonfinite: dict[str, Any] | None,
+    loss: tuple[Sequence[int], Sequence[float]] | None,
+) -> tuple[int, str | None] | None:
+    """The first step (and tensor) with NaN/Inf: from the findings, else from the data.
+
+    The collector's ``nonfinite-*`` findings name the first tensor in forward order; without
+    them (a check turned off) the overview's first column holding a count, or the first
+    non-finite loss, is the answer (the tensor then is the first in the overview's order).
+    """
+    hits = [f for f in findings if f["check"] in NONFINITE_CHECKS and f.get("step") is not None]
+    if hits:
+        # earliest first; at one step the gradient finding names the first tensor in forward order
+        best = min(hits, key=lambda f: (int(f["step"]), f["check"] != "nonfinite-grad"))
+        return int(best["step"]), best.get("param")
+    candidates: list[tuple[int, str | None]] = []
+    if nonfinite and nonfinite.get("steps"):
+        rows = matrix(nonfinite["values"])
+        for j, step in enumerate(nonfinite["steps"]):
+            bad = [nonfinite["tensors"][i] for i, row in enumerate(rows) if row[j] != 0.0]
+            if bad:
+                candidates.append((int(step), bad[0]))
+                break
+    if loss:
+        step = next((s for s, v in zip(*loss, strict=True) if not math.isfinite(v)), None)
+        if step is not None:
+            candidates.append((int(step), None))
+    return min(candidates, key=lambda c: c[0]) if candidates else None
+
+
+def lifecycle_anomalies(findings: Sequence[dict[str, Any]]) -> dict[int, list[str]]:
+    """Steps with a lifecycle finding → the check ids found there."""
+    out: dict[int, list[str]] = {}
+    for f in findings:
+        if f["check"] in LIFECYCLE_CHECKS and f.get("step") is not None:
+            out.setdefault(int(f["step"]), []).append(f["check"])
+    return out
+
+
+def explain(findings: Sequence[dict[str, Any]], first: tuple[int, str | None] | None) -> list[str]:
+    """One line per distinct problem, worst first; a reassuring line when there is none."""
+    lines: list[str] = []
+    if first is not None:
+        step, tensor = first
+        lines.append(
+            f"First NaN/Inf at step {step}"
+            + (f" in {tensor}" if tensor else " (in the loss)")
+            + "."
+        )
+    seen: set[str] = set()
+    ranked = sorted(findings, key=lambda f: (RANK.get(f["severity"], 3), f.get("step") or 0))
+    for f in ranked:
+        if f["check"] in seen:
+            continue
+        seen.add(f["check"])
+        where = f"Step {f['step']}: " if f.get("step") is not None else ""
+        lines.append(f"{where}{f['check']} — {f['message']}")
+        if len(lines) >= MAX_LINES:
+            break
+    if not lines:
+        lines.append("No problems found: every integrity check stayed quiet.")
+    return lines

@@ -1,0 +1,254 @@
+"""``/runs/<id>``: loss and learning rate, per-layer heatmaps, non-finite and lifecycle
+timelines, findings linked to their steps, the fingerprint; live while the run trains.
+
+``fetch`` asks the API for everything the page shows, in parallel and bounded (short runs
+at full resolution, longer ones as overviews of at most ``COLUMNS`` columns; loss and
+learning rate of at most ``POINTS`` points; a lifecycle window of ``WINDOW`` steps);
+``view`` turns that into components and figures; the callback refreshes every second (or
+slower when the server is slow) and redraws only when the run's step, frame or finding
+counts or status changed.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from dash import Dash, Input, Output, State, dcc, html, no_update
+
+from gradwatch.dashboard import figures, ids
+from gradwatch.dashboard.api import Api, ApiError, from_request
+from gradwatch.dashboard.components import (
+    badge,
+    card,
+    empty_state,
+    findings_list,
+    fingerprint_panel,
+    graph,
+    health,
+)
+from gradwatch.dashboard.explain import explain, first_nonfinite, lifecycle_anomalies
+from gradwatch.dashboard.values import floats, matrix
+
+PATH = r"/runs/(?P<run_id>[^/]+)"
+COLUMNS = 200
+FINE_VALUES = 200_000  # runs up to this many steps × tensors are drawn at full resolution
+STATS = ("grad_norm", "update_norm", "param_norm", "nonfinite_grad")
+POINTS = 2000
+WINDOW = 120
+REFRESH_MS = 1000
+GRAPHS = (ids.RUN_LOSS, ids.RUN_HEATMAP, ids.RUN_RATIO, ids.RUN_NONFINITE, ids.RUN_LIFECYCLE)
+
+
+def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
+    """The page skeleton; the callback fills it."""
+    focus = int(step) if step and step.isdigit() else None
+    return html.Div(
+        [
+            dcc.Store(id=ids.RUN_KEY, data={"run": run_id, "focus": focus}),
+            dcc.Store(id=ids.RUN_PENDING, data="initial"),
+            dcc.Store(id=ids.RUN_VERSION),
+            dcc.Interval(id=ids.RUN_TICK, interval=REFRESH_MS),
+            html.Div(id=ids.RUN_LIVE, className="gw-muted gw-live"),
+            html.Div(id=ids.RUN_HEADER),
+            card(graph(ids.RUN_LOSS)),
+            card(graph(ids.RUN_HEATMAP)),
+            html.Div(
+                [card(graph(ids.RUN_RATIO)), card(graph(ids.RUN_NONFINITE))], className="gw-grid"
+            ),
+            card(graph(ids.RUN_LIFECYCLE)),
+            card(html.H3("Findings"), html.Div(id=ids.RUN_FINDINGS)),
+            card(html.H3("Fingerprint"), html.Div(id=ids.RUN_FINGERPRINT)),
+        ]
+    )
+
+
+def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
+    """Everything the page shows, requested concurrently; raises ``ApiError``."""
+    detail = api.get(f"/runs/{run_id}")
+    last = int(detail["steps"])
+    start = max((focus if focus is not None else last) - WINDOW // 2, 0)
+    if focus is None:
+        start = max(last - WINDOW + 1, 0)
+    tensors = [t["name"] for t in (detail.get("start") or {}).get("tensors", [])]
+    fine = 0 < last * len(tensors) <= FINE_VALUES
+    calls: dict[str, tuple[str, dict[str, Any]]] = {
+        **{
+            s: (f"/runs/{run_id}/series", {"tensor": tensors, "stat": s, "points": last + 1})
+            if fine
+            else (f"/runs/{run_id}/overview", {"stat": s, "points": COLUMNS})
+            for s in STATS
+        },
+        "series": (f"/runs/{run_id}/series", {"metric": ["loss", "lr"], "points": POINTS}),
+        "findings": (f"/runs/{run_id}/findings", {"limit": 1000}),
+        "lifecycle": (f"/runs/{run_id}/lifecycle", {"start": start, "limit": WINDOW}),
+    }
+    with ThreadPoolExecutor(len(calls)) as pool:
+        futures = {k: pool.submit(api.get, path, **params) for k, (path, params) in calls.items()}
+        data = {k: f.result() for k, f in futures.items()}
+    if fine:
+        data |= {s: as_grid(data[s]["data"]) for s in STATS}
+    return {"detail": detail, "focus": focus, **data}
+
+
+def as_grid(series: list[dict[str, Any]]) -> dict[str, Any]:
+    """Full-resolution tensor series (all on the same steps) in the overview's shape."""
+    if not series or not series[0]["steps"]:
+        return {"tensors": [], "steps": [], "values": []}
+    return {
+        "tensors": [s["name"] for s in series],
+        "steps": series[0]["steps"],
+        "values": [s["values"] for s in series],
+    }
+
+
+def version(detail: dict[str, Any]) -> list[Any]:
+    """What changes when a run gets new data (steps, frames, findings, status)."""
+    counts = detail.get("findings") or {}
+    return [
+        detail["steps"],
+        detail["frames"],
+        [[k, v] for k, v in sorted(counts.items())],
+        detail["status"],
+    ]
+
+
+def view(data: dict[str, Any]) -> dict[str, Any]:
+    """Header, figures, findings and fingerprint from what ``fetch`` returned."""
+    detail, focus = data["detail"], data["focus"]
+    findings = data["findings"]["data"]
+    ov = data["grad_norm"]
+    tensors, steps = ov["tensors"], ov["steps"]
+    series = data["series"]["data"]
+    loss = next((s for s in series if s["name"] == "loss"), None)
+    loss_xy = (loss["steps"], floats(loss["values"])) if loss else None
+    lrs = [(s["name"], s["steps"], floats(s["values"])) for s in series if s["name"] != "loss"]
+    bad = matrix(data["nonfinite_grad"]["values"])
+    counts = [sum(1 for row in bad if _bad(row, j)) for j in range(len(steps))]
+    loss_bad = (
+        [s for s, v in zip(*loss_xy, strict=True) if v != v or abs(v) == float("inf")]
+        if (loss_xy)
+        else []
+    )
+    first = first_nonfinite(findings, data["nonfinite_grad"], loss_xy)
+    ratio = figures.ratio(
+        matrix(data["update_norm"]["values"]), matrix(data["param_norm"]["values"])
+    )
+    return {
+        ids.RUN_HEADER: header(detail, findings, first),
+        ids.RUN_LOSS: figures.loss_figure(loss_xy, lrs, focus=focus),
+        ids.RUN_HEATMAP: figures.tensor_heatmap(
+            tensors,
+            steps,
+            matrix(ov["values"]),
+            focus=focus,
+            unit="‖g‖",
+            title="Gradient norm per tensor",
+        ),
+        ids.RUN_RATIO: figures.tensor_heatmap(
+            data["update_norm"]["tensors"],
+            data["update_norm"]["steps"],
+            ratio,
+            focus=focus,
+            unit="‖Δθ‖/‖θ‖",
+            title="Update ratio ‖Δθ‖/‖θ‖ per tensor",
+        ),
+        ids.RUN_NONFINITE: figures.nonfinite_figure(steps, counts, loss_bad, first=first),
+        ids.RUN_LIFECYCLE: figures.lifecycle_figure(
+            data["lifecycle"]["data"], lifecycle_anomalies(findings), focus=focus
+        ),
+        ids.RUN_FINDINGS: findings_list(detail["id"], findings),
+        ids.RUN_FINGERPRINT: fingerprint_panel(detail.get("fingerprint") or {}),
+    }
+
+
+def _bad(row: list[float], j: int) -> bool:
+    v = row[j] if j < len(row) else 0.0
+    return v != 0.0  # NaN counts too (v != v), as does any positive count
+
+
+def header(
+    detail: dict[str, Any], findings: list[dict[str, Any]], first: tuple[int, str | None] | None
+) -> html.Div:
+    """Name, status, steps, health, and what went wrong in words."""
+    lines = explain(findings, first)
+    return card(
+        html.H2(
+            [
+                detail["name"],
+                " ",
+                badge(detail["status"], detail["status"]),
+                " ",
+                health(detail.get("findings") or {}),
+            ],
+            id="run-title",
+        ),
+        html.Div(
+            f"project {detail['project']} · {detail['steps']:,} steps · run {detail['id']} · "
+            f"{len((detail.get('start') or {}).get('tensors', []))} tensors",
+            className="gw-muted",
+        ),
+        html.Ul([html.Li(line) for line in lines], className="gw-explain", id="run-explain"),
+    )
+
+
+def register(app: Dash) -> None:
+    """Two callbacks: ``poll`` (cheap, every second) asks for a redraw when the run changed
+    and the previous redraw has landed; ``draw`` (the whole page) answers it. So at most
+    one redraw is in flight: Dash drops the answer of a callback whose input changes while
+    it runs, and a redraw slower than the poll period would otherwise never land."""
+    outputs = [ids.RUN_HEADER, *GRAPHS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT]
+
+    @app.callback(
+        Output(ids.RUN_PENDING, "data"),
+        Output(ids.RUN_LIVE, "children"),
+        Output(ids.RUN_TICK, "disabled"),
+        Input(ids.RUN_TICK, "n_intervals"),
+        State(ids.RUN_KEY, "data"),
+        State(ids.RUN_PENDING, "data"),
+        State(ids.RUN_VERSION, "data"),
+        prevent_initial_call=True,  # else Dash holds the first drawing until a poll changes
+    )
+    def _poll(_tick: int | None, key: dict[str, Any], pending: Any, drawn: Any) -> list[Any]:
+        return poll(from_request(), key, pending, drawn)
+
+    @app.callback(
+        [Output(i, "figure" if i in GRAPHS else "children") for i in outputs]
+        + [Output(ids.RUN_VERSION, "data")],
+        Input(ids.RUN_PENDING, "data"),
+        State(ids.RUN_KEY, "data"),
+    )
+    def _draw(pending: Any, key: dict[str, Any]) -> list[Any]:
+        return draw(from_request(), key, pending, outputs)
+
+
+def poll(api: Api, key: dict[str, Any], pending: Any, drawn: Any) -> list[Any]:
+    """``[new pending token or no_update, live line, interval disabled]``."""
+    try:
+        detail = api.get(f"/runs/{key['run']}")
+    except ApiError:
+        return [no_update, "", True]
+    now, live = version(detail), detail["status"] == "running"
+    line = live_line(detail)
+    if not drawn or drawn.get("token") != pending or now == drawn.get("version"):
+        return [no_update, line, not live and bool(drawn)]
+    return [now, line, not live]
+
+
+def live_line(detail: dict[str, Any]) -> str:
+    """``running · 1,234 steps · last heard 0.4 s ago``."""
+    seen = detail.get("last_seen")
+    ago = f" · last heard {max(time.time() - seen, 0):.1f} s ago" if seen else ""
+    return f"{detail['status']} · {detail['steps']:,} steps{ago}"
+
+
+def draw(api: Api, key: dict[str, Any], pending: Any, outputs: list[str]) -> list[Any]:
+    """The whole page, and ``{token, version}`` of what it drew."""
+    try:
+        data = fetch(api, key["run"], key.get("focus"))
+    except ApiError as e:
+        missing = empty_state(f"Cannot show run {key['run']}: {e.detail}", id="run-missing")
+        return [missing] + [figures.empty("", "")] * len(GRAPHS) + ["", "", None]
+    parts = view(data)
+    return [parts[i] for i in outputs] + [{"token": pending, "version": version(data["detail"])}]

@@ -1,0 +1,35 @@
+"""``GET /runs/{id}/lifecycle``: backward / zero_grad / step events per step, a window."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from gradwatch.server import crud
+from gradwatch.server.api.deps import AccessDep, SessionDep
+from gradwatch.server.jsonresp import GWJSONResponse
+from gradwatch.server.lifecycle import lifecycle, window
+from gradwatch.server.schemas import ErrorReply, LifecyclePublic
+
+router = APIRouter(prefix="/runs", tags=["runs"])
+_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorReply} for code in (401, 403, 404)}
+Step = Annotated[int | None, Query(ge=0, le=1 << 62)]
+
+
+@router.get("/{run_id}/lifecycle", response_model=LifecyclePublic, responses=_ERRORS)
+def get_lifecycle(
+    run_id: str,
+    session: SessionDep,
+    access: AccessDep,
+    optimizer: Annotated[int, Query(ge=0, le=1 << 20)] = 0,
+    start: Step = None,
+    end: Step = None,
+    limit: Annotated[int, Query(ge=1, le=2000)] = 200,
+) -> GWJSONResponse:
+    """The lifecycle of at most ``limit`` steps: the last ones, or from ``start`` / to ``end``."""
+    run, project = crud.get_run_row(session, run_id)
+    access.check(project, "read")
+    first, last = window(run.steps, start, end, limit)
+    data = lifecycle(session, run_id, optimizer, first, last)
+    return GWJSONResponse({"data": data, "count": len(data), "start": first, "end": last})

@@ -1,0 +1,199 @@
+"""Figure builders and explanations as plain functions: values, NaN/±Inf marks, empty states."""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+import pytest
+
+from gradwatch.dashboard import compare_figures as cf
+from gradwatch.dashboard import figures
+from gradwatch.dashboard.components import flatten
+from gradwatch.dashboard.explain import explain, first_nonfinite, lifecycle_anomalies
+from gradwatch.dashboard.pages.run import as_grid
+from gradwatch.dashboard.values import floats, fmt
+
+NAN, INF = math.nan, math.inf
+
+
+def names(fig: go.Figure) -> list[str]:
+    return [t.name for t in fig.data]
+
+
+def annotations(fig: go.Figure) -> list[str]:
+    return [a.text for a in fig.layout.annotations]
+
+
+def test_api_values_decode_to_floats() -> None:
+    got = floats([1, "NaN", "Infinity", "-Infinity", None, 2.5])
+    assert got[0] == 1.0 and math.isnan(got[1]) and got[2:4] == [INF, -INF]
+    assert math.isnan(got[4]) and got[5] == 2.5
+    assert [fmt(v) for v in (NAN, INF, -INF, 0.123456)] == [
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "0.1235",
+    ]
+
+
+@pytest.mark.parametrize(("value", "label"), [(NAN, "NaN"), (INF, "+Inf"), (-INF, "−Inf")])
+def test_heatmap_leaves_nonfinite_cells_blank_and_marks_them(value: float, label: str) -> None:
+    fig = figures.tensor_heatmap(["a", "b"], [1, 65], [[0.01, 10.0], [value, 1.0]], title="g")
+    heat = fig.data[0]
+    z = heat.z.tolist()  # log10; the bad cell is a gap (NaN)
+    assert z[0] == [-2.0, 1.0] and math.isnan(z[1][0]) and z[1][1] == 0.0
+    marks = [t for t in fig.data[1:] if t.name == label]
+    assert len(marks) == 1 and list(marks[0].x) == [1] and list(marks[0].y) == ["b"]
+
+
+def test_loss_figure_marks_nonfinite_losses_and_uses_webgl_when_long() -> None:
+    steps = list(range(1, 5001))
+    values = [1.0] * 5000
+    values[10], values[20] = NAN, INF
+    fig = figures.loss_figure((steps, values), [("lr", [1, 2], [0.1, 0.1])], focus=7)
+    assert isinstance(fig.data[0], go.Scattergl)
+    assert fig.data[0].y[10] is None
+    nan_marks = next(t for t in fig.data if t.name == "NaN")
+    assert list(nan_marks.x) == [11]
+    assert "step 7" in annotations(fig)
+
+
+@pytest.mark.parametrize(
+    "fig",
+    [
+        figures.loss_figure(None, []),
+        figures.loss_figure(([], []), []),
+        figures.tensor_heatmap([], [], [], title="g"),
+        figures.nonfinite_figure([], [], [], first=None),
+        figures.lifecycle_figure([], {}),
+        cf.overlay([], []),
+        cf.per_tensor([]),
+    ],
+)
+def test_empty_states_say_why(fig: go.Figure) -> None:
+    assert not fig.data
+    assert annotations(fig) and all(annotations(fig))
+
+
+def test_ratio_carries_nonfinite_and_zero_updates() -> None:
+    got = figures.ratio([[1.0, 0.0, NAN, 1.0]], [[10.0, 0.0, 1.0, 0.0]])
+    assert got[0][:2] == [0.1, 0.0] and math.isnan(got[0][2]) and got[0][3] == INF
+
+
+def test_nonfinite_timeline_calls_out_the_first_bad_step() -> None:
+    fig = figures.nonfinite_figure([1, 65], [0, 3], [70], first=(66, "0.weight"))
+    assert "first non-finite: step 66, 0.weight" in annotations(fig)
+    clean = figures.nonfinite_figure([1, 65], [0, 0], [], first=None)
+    assert "no NaN or Inf anywhere" in annotations(clean)
+
+
+def test_lifecycle_lanes_and_anomalies() -> None:
+    rows = [
+        {"step": 1, "events": [["zero_grad", 0.0, ""], ["backward", 0.1, ""], ["step", 0.2, ""]]},
+        {"step": 2, "events": [["backward", 0.1, ""], ["step", 0.2, ""]]},
+    ]
+    fig = figures.lifecycle_figure(
+        rows, lifecycle_anomalies([{"check": "stale-grad", "step": 2, "severity": "error"}])
+    )
+    lanes = {t.name: list(t.x) for t in fig.data}
+    assert lanes["zero_grad"] == [0.25] and lanes["backward"] == [0.5, 1 + 1 / 3]
+    assert lanes["finding"] == [1.5]
+
+
+def test_first_nonfinite_prefers_findings_then_data() -> None:
+    findings = [
+        {"check": "nonfinite-loss", "step": 9, "param": None, "severity": "error"},
+        {"check": "nonfinite-grad", "step": 9, "param": "0.weight", "severity": "error"},
+    ]
+    assert first_nonfinite(findings, None, None) == (9, "0.weight")
+    overview = {"tensors": ["a", "b"], "steps": [1, 65], "values": [[0, 0], [0, "NaN"]]}
+    assert first_nonfinite([], overview, ([1, 2, 70], [1.0, 1.0, NAN])) == (65, "b")
+    assert first_nonfinite([], overview, ([1, 2], [1.0, INF])) == (2, None)
+    assert first_nonfinite([], None, None) is None
+
+
+def test_explain_puts_errors_first_once_per_check() -> None:
+    findings = [
+        {"check": "loss-diverging", "severity": "warning", "step": 1, "message": "m1"},
+        {"check": "stale-grad", "severity": "error", "step": 2, "message": "m2"},
+        {"check": "stale-grad", "severity": "error", "step": 5, "message": "m3"},
+    ]
+    assert explain(findings, (4, "w")) == [
+        "First NaN/Inf at step 4 in w.",
+        "Step 2: stale-grad — m2",
+        "Step 1: loss-diverging — m1",
+    ]
+    assert explain([], None) == ["No problems found: every integrity check stayed quiet."]
+
+
+def test_full_resolution_series_become_a_grid() -> None:
+    series = [
+        {"name": "a", "steps": [1, 2], "values": [1, "NaN"]},
+        {"name": "b", "steps": [1, 2], "values": [2, 3]},
+    ]
+    assert as_grid(series) == {
+        "tensors": ["a", "b"],
+        "steps": [1, 2],
+        "values": [[1, "NaN"], [2, 3]],
+    }
+    assert as_grid([]) == {"tensors": [], "steps": [], "values": []}
+
+
+# The compare page, against the drift API's documented JSON shapes (issue 5's contract).
+COMPARISON = {
+    "a": "A",
+    "b": "B",
+    "verdict": "diverged",
+    "step": 31,
+    "metric": "loss",
+    "param": None,
+    "cause": "data-order",
+    "message": "batch checksums differ from step 31.",
+    "exact": True,
+    "steps_compared": 90,
+    "fingerprint_diff": [{"field": "config.seed", "section": "config", "a": 0, "b": 1}],
+    "per_tensor": [
+        {
+            "name": "0.weight",
+            "optimizer": 0,
+            "first_step": 31,
+            "max_rel": {"grad_norm": 0.3, "update_norm": 0.2, "param_norm": 0.0},
+        },
+        {
+            "name": "0.bias",
+            "optimizer": 0,
+            "first_step": None,
+            "max_rel": {"grad_norm": "NaN", "update_norm": 1e-3, "param_norm": 1e-4},
+        },
+    ],
+}
+
+
+def test_verdict_in_words() -> None:
+    text = cf.verdict_text(COMPARISON, "run a", "run b")
+    assert text.startswith("run b diverged from run a at step 31 (metric loss). Cause: data-order.")
+    same = {"verdict": "identical", "exact": True, "steps_compared": 90}
+    assert cf.verdict_text(same, "a", "b") == "b matches a bit for bit over 90 steps."
+
+
+def test_per_tensor_heatmap_and_overlay() -> None:
+    fig = cf.per_tensor(COMPARISON["per_tensor"])  # type: ignore[arg-type]
+    heat = fig.data[0]
+    assert list(heat.y) == ["0.weight", "0.bias"]
+    assert heat.z[0][2] is None  # an exact zero difference is blank
+    assert [(m.x, m.y) for m in fig.data[1:]] == [(("grad_norm",), ("0.bias",))]
+    overlay = cf.overlay(
+        [("a", [1, 2], [1.0, NAN]), ("b", [1, 2], [1.0, 0.5])], [(2, "b diverges")]
+    )
+    assert names(overlay)[:2] == ["a", "NaN"] and "b diverges" in annotations(overlay)
+
+
+def test_fingerprint_diff_highlights_differing_fields_first() -> None:
+    a = {"config": {"seed": 0, "lr": 0.1}, "versions": {"torch": "2.13"}}
+    b = {"config": {"seed": 1, "lr": 0.1}, "versions": {"torch": "2.13"}}
+    table = cf.fingerprint_diff(a, b, COMPARISON["fingerprint_diff"])  # type: ignore[arg-type]
+    rows = table.children[1].children
+    assert [r.className for r in rows] == ["gw-diff", "", ""]
+    assert rows[0].children[0].children.children == "config.seed"
+    assert flatten({"x": {"y": 1, "z": {}}}) == [("x.y", 1), ("x.z", {})]
