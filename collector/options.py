@@ -41,6 +41,7 @@ class WatchOptions:
     batch_checksum: bool
     allow_mutation: tuple[str, ...] = ()
     scaler: Any = None
+    ddp_every: int = 50
     extra: dict[str, Any] = field(default_factory=dict)
 
     def policy(self, check: str) -> Policy:
@@ -134,6 +135,18 @@ def _accumulation(value: object) -> int | None:
     return _positive_int("accumulation_steps", value, allow_none=True)
 
 
+def _ddp_every(value: object) -> int:
+    """``ddp_every``, else ``$GRADWATCH_DDP_EVERY`` (for ``gradwatch run``), else 50."""
+    if value is None:
+        env = os.environ.get("GRADWATCH_DDP_EVERY")
+        if not env:
+            return 50
+        if not env.isdigit():
+            raise ConfigError(f"$GRADWATCH_DDP_EVERY must be a positive integer, got {env!r}")
+        value = int(env)
+    return _positive_int("ddp_every", value) or 50
+
+
 def resolve(
     *,
     project: object = None,
@@ -150,6 +163,7 @@ def resolve(
     batch_checksum: object = True,
     allow_mutation: object = None,
     scaler: object = None,
+    ddp_every: object = None,
 ) -> WatchOptions:
     """Validate everything and fill defaults from the environment."""
     policies = parse_checks(os.environ.get(CHECKS_ENV, ""), source=f"${CHECKS_ENV}")
@@ -188,4 +202,5 @@ def resolve(
         batch_checksum=batch_checksum,
         allow_mutation=_tags(allow_mutation) if allow_mutation is not None else (),
         scaler=scaler,
+        ddp_every=_ddp_every(ddp_every),
     )
