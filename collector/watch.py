@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gradwatch import ddp, fingerprint, options, paths, provenance
+from gradwatch import ampdetect, ddp, fingerprint, options, paths, provenance
 from gradwatch._version import __version__
 from gradwatch.errors import ConfigError
 from gradwatch.run import Run
@@ -213,6 +213,8 @@ def watch(model: ModelArg, optimizer: OptimizerArg, **kwargs: Any) -> Run:
     if no_ranks:
         run.report_once("ddp", f"cross-rank checks are off: {no_ranks}")
     run.start([start, Record(Kind.FINGERPRINT, {"phase": "fast", **fast})], fast)
+    if opts.scaler is None:
+        ampdetect.install(run)
     _fingerprint_later(run)
     return run
 

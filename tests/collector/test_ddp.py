@@ -42,10 +42,10 @@ def _ranks(data_dir: Path) -> dict[int, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One torchrun job, three scenarios (one run each, every rank watched)."""
+    """One torchrun job, four scenarios (one run each, every rank watched)."""
     root = tmp_path_factory.mktemp("ddp")
     done = subprocess.run(
-        [*TORCHRUN, str(SCRIPT), str(root), "correct", "desync", "nan"],
+        [*TORCHRUN, str(SCRIPT), str(root), "correct", "desync", "spread", "nan"],
         env=_env(),
         capture_output=True,
         text=True,
@@ -84,6 +84,18 @@ def test_silent_desync_on_one_rank_is_a_param_desync_on_rank_0(job: Path) -> Non
     assert f["details"]["ranks"] == [1]
     assert f["details"]["tensors"]["1"] == ["module.0.weight"]
     assert not [f for f in ranks[1]["findings"] if f["check"].startswith("ddp-")]
+
+
+def test_a_rank_with_a_much_larger_loss_is_a_rank_spread(job: Path) -> None:
+    ranks = _ranks(job / "spread")
+    found = [f for f in ranks[0]["findings"] if f["check"] == "ddp-rank-spread"]
+    assert len(found) == 1  # persisting over the windows: one finding
+    f = found[0]
+    assert f["severity"] == "warning" and f["step"] == 5  # the first window: steps 1-5
+    assert f["details"]["metric"] == "loss" and f["details"]["ratio"] > 100
+    per_rank = f["details"]["per_rank"]
+    assert per_rank["1"] > 100 * per_rank["0"]
+    assert "rank 1" in f["message"]
 
 
 def test_nan_on_one_rank_names_that_rank_and_host(job: Path) -> None:

@@ -7,6 +7,7 @@ Each scenario is one run (``watch()`` on every rank, ``ddp_every=5``, 12 steps):
 * ``correct``: plain DDP training, nothing wrong;
 * ``desync``: after step 6, rank 1 nudges a weight outside the DDP wrapper and the
   optimizer (the replicas silently diverge; DDP does not notice);
+* ``spread``: rank 1's targets are 30× larger (its loss is ~900× rank 0's);
 * ``nan``: rank 1's batch of step 8 holds a NaN (its loss is the origin; the all-reduce
   spreads NaN gradients to every rank).
 
@@ -41,6 +42,8 @@ def train(scenario: str, data_dir: str | None) -> None:
     data = torch.Generator().manual_seed(100 + rank)  # each rank its own shard
     for i in range(STEPS):
         x, y = torch.randn(16, 6, generator=data), torch.randn(16, 2, generator=data)
+        if scenario == "spread" and rank == 1:
+            y = y * 30
         if scenario == "nan" and rank == 1 and i == 7:
             x[0, 0] = float("nan")
         opt.zero_grad()
