@@ -35,6 +35,7 @@ def list_runs(
     status: str | None = None,
     tag: str | None = None,
     config_hash: str | None = None,
+    group: str | None = None,
     offset: int = 0,
     limit: int = 100,
 ) -> tuple[list[RunPublic], int]:
@@ -44,6 +45,8 @@ def list_runs(
         query = query.where(col(Project.name) == project)
     if config_hash is not None:
         query = query.where(col(Run.config_hash) == config_hash)
+    if group is not None:
+        query = query.where(col(Run.group_id) == group)
     if tag is not None:
         tagged = select(col(RunTag.run_id)).where(col(RunTag.tag) == tag)
         query = query.where(col(Run.id).in_(tagged))
@@ -78,6 +81,9 @@ def _public(
         last_seen=run.last_t,
         frames=run.frames,
         findings=counts or FindingCounts(),
+        group=run.group_id,
+        rank=run.rank,
+        world_size=run.world_size,
     )
 
 

@@ -39,6 +39,11 @@ class RunPublic(BaseModel):
     last_seen: float | None = Field(description="newest heartbeat/record time, Unix seconds")
     frames: int
     findings: FindingCounts
+    group: str | None = Field(
+        default=None, description="DDP: the run every rank belongs to (rank 0's run id)"
+    )
+    rank: int | None = Field(default=None, description="DDP: this stream's rank")
+    world_size: int | None = Field(default=None, description="DDP: number of ranks")
 
 
 class RunsPublic(BaseModel):

@@ -44,6 +44,9 @@ def list_runs(
     status: Annotated[str | None, Query(description=f"one of {list(STATUSES)}")] = None,
     tag: Annotated[str | None, Query(max_length=256)] = None,
     config_hash: Annotated[str | None, Query(max_length=256)] = None,
+    group: Annotated[
+        str | None, Query(max_length=128, description="DDP: every rank's stream of this run")
+    ] = None,
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> GWJSONResponse:
@@ -58,6 +61,7 @@ def list_runs(
         status=status,
         tag=tag,
         config_hash=config_hash,
+        group=group,
         offset=offset,
         limit=limit,
     )
