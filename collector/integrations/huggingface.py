@@ -53,7 +53,7 @@ def _unwrap(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
     return _unwrap(inner) if isinstance(inner, torch.optim.Optimizer) else optimizer
 
 
-class GradwatchCallback(TrainerCallback):
+class GradwatchCallback(TrainerCallback):  # type: ignore[misc]
     """Watches the Trainer's model; options as for :func:`gradwatch.watch`."""
 
     def __init__(self, **options: Any) -> None:

@@ -28,7 +28,7 @@ from gradwatch.run import Run
 from gradwatch.watch import watch
 
 
-class GradwatchCallback(pl.Callback):
+class GradwatchCallback(pl.Callback):  # type: ignore[misc]
     """Watches the trained ``LightningModule``; options as for :func:`gradwatch.watch`."""
 
     def __init__(self, **options: Any) -> None:
