@@ -80,6 +80,12 @@ class Pending:
             self.events.append(event)
 
 
+def _closure(args: Any, kwargs: Any) -> Callable[[], Any] | None:
+    """The closure passed to ``step()``, if any (``args`` starts with the optimizer)."""
+    found = kwargs.get("closure", args[1] if len(args) > 1 else None)
+    return found if callable(found) else None
+
+
 class OptimizerWatch:
     """Everything gradwatch attaches to one optimizer."""
 
@@ -264,8 +270,29 @@ class OptimizerWatch:
         """Whether the step about to happen is one whose statistics are collected."""
         return self.step % self.run.options.every == 0
 
-    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
         self._t_step_start = time.perf_counter()
+        closure = _closure(args, kwargs)
+        if closure is None:
+            self._pre_step(args, kwargs)
+            return None
+        # step(closure) (Lightning, LBFGS): the closure computes this step's gradients
+        # inside step(), so the pre-step statistics and checks wait until it has returned
+        pre_step = self.run.guard(self._pre_step, "step pre-hook")
+        pending = [True]
+
+        def after_closure() -> Any:
+            result = closure()
+            if pending:
+                pending.clear()
+                pre_step(args, kwargs)
+            return result
+
+        if kwargs.get("closure") is closure:
+            return args, {**kwargs, "closure": after_closure}
+        return tuple(after_closure if a is closure else a for a in args), kwargs
+
+    def _pre_step(self, args: Any, kwargs: Any) -> None:
         self._follow_changes()
         self._manual_clearing()
         closure = has_closure(args, kwargs)  # step(closure) computes new gradients

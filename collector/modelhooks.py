@@ -39,14 +39,13 @@ class ModelHooks:
             owners = self.owners[key]
             if not owners:
                 continue
-            self.handles.append(
-                model.register_forward_pre_hook(
-                    guard(self._pre_hook(key), "forward pre-hook"), with_kwargs=True
-                )
-            )
-            self.handles.append(
-                model.register_forward_hook(guard(self._post_hook(key), "forward hook"))
-            )
+            # compiler.disable: a model compiled in place (model.compile()) would otherwise
+            # trace these hooks into its graph; they stay eager, as in an uncompiled model
+            disable = torch.compiler.disable
+            pre = disable(guard(self._pre_hook(key), "forward pre-hook"))  # type: ignore[no-untyped-call]
+            post = disable(guard(self._post_hook(key), "forward hook"))  # type: ignore[no-untyped-call]
+            self.handles.append(model.register_forward_pre_hook(pre, with_kwargs=True))
+            self.handles.append(model.register_forward_hook(post))
             self._wrap_zero_grad(model, owners)
 
     def detach(self) -> None:

@@ -41,6 +41,7 @@ class WatchOptions:
     batch_checksum: bool
     allow_mutation: tuple[str, ...] = ()
     scaler: Any = None
+    ddp_every: int = 50
     extra: dict[str, Any] = field(default_factory=dict)
     nan_origin: bool = True  # $GRADWATCH_NAN_ORIGIN: NaN provenance (gradwatch.nanorigin)
 
@@ -154,6 +155,18 @@ def _nan_origin() -> bool:
     return value not in ("0", "off", "false")
 
 
+def _ddp_every(value: object) -> int:
+    """``ddp_every``, else ``$GRADWATCH_DDP_EVERY`` (for ``gradwatch run``), else 50."""
+    if value is None:
+        env = os.environ.get("GRADWATCH_DDP_EVERY")
+        if not env:
+            return 50
+        if not env.isdigit():
+            raise ConfigError(f"$GRADWATCH_DDP_EVERY must be a positive integer, got {env!r}")
+        value = int(env)
+    return _positive_int("ddp_every", value) or 50
+
+
 def resolve(
     *,
     project: object = None,
@@ -170,6 +183,7 @@ def resolve(
     batch_checksum: object = True,
     allow_mutation: object = None,
     scaler: object = None,
+    ddp_every: object = None,
 ) -> WatchOptions:
     """Validate everything and fill defaults from the environment."""
     policies = parse_checks(os.environ.get(CHECKS_ENV, ""), source=f"${CHECKS_ENV}")
@@ -209,4 +223,5 @@ def resolve(
         allow_mutation=_tags(allow_mutation) if allow_mutation is not None else (),
         scaler=scaler,
         nan_origin=_nan_origin(),
+        ddp_every=_ddp_every(ddp_every),
     )

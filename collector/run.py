@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import torch
 
@@ -29,6 +29,9 @@ from gradwatch.nanorigin import NanOrigin
 from gradwatch.options import WatchOptions
 from gradwatch.transfer import Reader
 from gradwatch.wire import Kind, Record
+
+if TYPE_CHECKING:
+    from gradwatch.ddp import RankSync
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -91,6 +94,7 @@ class Run:
         self._reported: set[str] = set()
         self._scalars: list[tuple[int, str, float | torch.Tensor]] = []
         self._last_heartbeat = time.monotonic()
+        self.ranks: RankSync | None = None  # set by watch() in a multi-rank job
         #: helper threads (the slow fingerprint) that close() waits for, within its timeout
         self.background: list[threading.Thread] = []
         self.io = RunIO(run_dir, server=options.server, token=options.token)
@@ -180,6 +184,8 @@ class Run:
         if self._forked:
             return
         self._final_checks()
+        if self.ranks is not None:
+            self.ranks.close(timeout / 2)
         lossguard.uninstall(self._shape_listener)
         if self.scaler_watch is not None:
             self.scaler_watch.detach()
@@ -258,6 +264,8 @@ class Run:
             watch.attach()
         self.model_hooks.attach()
         self.nan_origin.attach()
+        if self.ranks is not None:
+            self.ranks.attach()
         _live.add(self)
         _uncaught.install()
         atexit.register(self._at_exit)
@@ -313,6 +321,8 @@ class Run:
         def build() -> Record:
             data, metas = reader()
             self._check_rows(watch, data, metas)
+            if self.ranks is not None:
+                self.ranks.observe(watch, data, metas)
             return records.steps_record(index, n_tensors, data, metas)
 
         self.io.submit(build)

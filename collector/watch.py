@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gradwatch import fingerprint, options, paths, provenance
+from gradwatch import ampdetect, ddp, fingerprint, options, paths, provenance
 from gradwatch._version import __version__
 from gradwatch.errors import ConfigError
 from gradwatch.run import Run
@@ -158,7 +158,8 @@ def watch(model: ModelArg, optimizer: OptimizerArg, **kwargs: Any) -> Run:
     names = _names(models, optimizers)
     params = [p for o in optimizers for g in o.param_groups for p in g["params"]]
     device = params[0].device if params else torch.device("cpu")
-    run_id = paths.new_run_id()
+    rank, no_ranks = ddp.join()
+    run_id = paths.new_run_id() if rank is None else rank.run_id
     run_dir = _run_dir(opts.data_dir, run_id)
     fast = fingerprint.collect_fast(
         params, config=opts.config, names=[names[id(p)] for p in params]
@@ -184,7 +185,9 @@ def watch(model: ModelArg, optimizer: OptimizerArg, **kwargs: Any) -> Run:
                 "accumulation_steps": opts.accumulation_steps,
                 "checks": opts.checks,
                 "batch_checksum": opts.batch_checksum,
+                "ddp_every": opts.ddp_every,
             },
+            **({} if rank is None else {"ddp": rank.meta()}),
             "models": [
                 {
                     "key": k,
@@ -205,7 +208,13 @@ def watch(model: ModelArg, optimizer: OptimizerArg, **kwargs: Any) -> Run:
         names=names,
         device=device,
     )
+    if rank is not None:
+        run.ranks = ddp.RankSync(run, rank, opts.ddp_every, fast)
+    if no_ranks:
+        run.report_once("ddp", f"cross-rank checks are off: {no_ranks}")
     run.start([start, Record(Kind.FINGERPRINT, {"phase": "fast", **fast})], fast)
+    if opts.scaler is None:
+        ampdetect.install(run)
     _fingerprint_later(run)
     return run
 

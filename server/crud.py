@@ -38,6 +38,7 @@ def list_runs(
     tag: str | None = None,
     config_hash: str | None = None,
     group: str | None = None,
+    ddp_group: str | None = None,
     offset: int = 0,
     limit: int = 100,
 ) -> tuple[list[RunPublic], int]:
@@ -49,6 +50,8 @@ def list_runs(
         query = query.where(col(Run.config_hash) == config_hash)
     if group is not None:
         query = query.where(groups.in_group(group))
+    if ddp_group is not None:
+        query = query.where(col(Run.group_id) == ddp_group)
     if tag is not None:
         tagged = select(col(RunTag.run_id)).where(col(RunTag.tag) == tag)
         query = query.where(col(Run.id).in_(tagged))
@@ -94,6 +97,9 @@ def _public(
         findings=counts or FindingCounts(),
         group=groups.group_key(run.config_hash, run.code_hash),
         seed=seed,
+        ddp_group=run.group_id,
+        rank=run.rank,
+        world_size=run.world_size,
     )
 
 

@@ -172,6 +172,9 @@ def _update_run(session: Session, run_id: str, delta: RunDelta, accepted: int, n
                 col(Run.started_at): start["started_at"],
                 col(Run.pid): start["pid"],
                 col(Run.host): start["host"],
+                col(Run.group_id): start["group_id"],
+                col(Run.rank): start["rank"],
+                col(Run.world_size): start["world_size"],
                 col(Run.start_meta): start["meta"],
             }
         )

@@ -51,6 +51,10 @@ class Run(SQLModel, table=True):
     frames: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, default=0))
     start_meta: str = Field(default="{}", sa_column=Column(Text, nullable=False, default="{}"))
     end_meta: str | None = Field(default=None, sa_column=Column(Text))
+    # DDP: every rank's stream is a run of the group named by rank 0's run id
+    group_id: str | None = Field(default=None, max_length=RUN_ID_MAX, index=True)
+    rank: int | None = Field(default=None)
+    world_size: int | None = Field(default=None)
 
 
 class RunTag(SQLModel, table=True):

@@ -14,7 +14,15 @@ from typing import Any
 import numpy as np
 
 from gradwatch.server import validate as v
-from gradwatch.server.models import NAME_MAX, Event, Finding, Fingerprint, SeriesBlob, SeriesChunk
+from gradwatch.server.models import (
+    NAME_MAX,
+    RUN_ID_MAX,
+    Event,
+    Finding,
+    Fingerprint,
+    SeriesBlob,
+    SeriesChunk,
+)
 from gradwatch.server.summary import steps_blob, summary_blobs
 from gradwatch.wire import Array, Frame, Kind, to_jsonable
 
@@ -122,7 +130,21 @@ def _start(where: v.Where, run_id: str, meta: dict[str, Any]) -> dict[str, Any]:
         "started_at": v.finite(where, "meta.started_at", meta.get("started_at", 0.0)),
         "pid": v.opt_integer(where, "meta.pid", meta.get("pid"), low=0),
         "host": v.opt_text(where, "meta.host", meta.get("host")),
+        **_ddp(where, meta.get("ddp")),
         "meta": dump_json(meta),
+    }
+
+
+def _ddp(where: v.Where, value: Any) -> dict[str, Any]:
+    """The rank of a DDP run's stream (all ``None`` for a single-process run)."""
+    if value is None:
+        return {"group_id": None, "rank": None, "world_size": None}
+    ddp = v.mapping(where, "meta.ddp", value)
+    world = v.integer(where, "meta.ddp.world_size", ddp.get("world_size"), low=1)
+    return {
+        "group_id": v.text(where, "meta.ddp.group", ddp.get("group"), max_len=RUN_ID_MAX),
+        "rank": v.integer(where, "meta.ddp.rank", ddp.get("rank"), low=0, high=world - 1),
+        "world_size": world,
     }
 
 

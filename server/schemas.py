@@ -43,6 +43,11 @@ class RunPublic(BaseModel):
         default=None, description="replicate group key '<config_hash>:<code_hash>'"
     )
     seed: int | None = Field(default=None, description="the user-set torch seed, if known")
+    ddp_group: str | None = Field(
+        default=None, description="DDP: the run every rank belongs to (rank 0's run id)"
+    )
+    rank: int | None = Field(default=None, description="DDP: this stream's rank")
+    world_size: int | None = Field(default=None, description="DDP: number of ranks")
 
 
 class RunsPublic(BaseModel):

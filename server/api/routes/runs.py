@@ -45,6 +45,9 @@ def list_runs(
     tag: Annotated[str | None, Query(max_length=256)] = None,
     config_hash: Annotated[str | None, Query(max_length=256)] = None,
     group: Annotated[str | None, Query(max_length=600, description="replicate group key")] = None,
+    ddp_group: Annotated[
+        str | None, Query(max_length=128, description="DDP: every rank's stream of this run")
+    ] = None,
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> GWJSONResponse:
@@ -60,6 +63,7 @@ def list_runs(
         tag=tag,
         config_hash=config_hash,
         group=group,
+        ddp_group=ddp_group,
         offset=offset,
         limit=limit,
     )
