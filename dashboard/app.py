@@ -100,11 +100,11 @@ def mount(api: FastAPI) -> None:
     from a2wsgi import WSGIMiddleware
     from fastapi import Depends
 
-    from gradwatch.server.api.deps import get_access
+    from gradwatch.server.api.deps import read_access
     from gradwatch.server.errors import RequestError
 
     @api.api_route("/api/{rest:path}", methods=list(METHODS), include_in_schema=False)
-    def no_such_route(rest: str, _access: Any = Depends(get_access)) -> None:  # noqa: B008
+    def no_such_route(rest: str, _access: Any = Depends(read_access)) -> None:  # noqa: B008
         """404 (after the same token check as every API route: 401 comes first)."""
         raise RequestError(404, f"no API route /api/{rest[:200]}; the routes are listed at /docs")
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from gradwatch.server import crud
-from gradwatch.server.api.deps import AccessDep, SessionDep
+from gradwatch.server.api.deps import ReadAccess, SessionDep
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.lifecycle import lifecycle, window
 from gradwatch.server.schemas import ErrorReply, LifecyclePublic
@@ -21,7 +21,7 @@ Step = Annotated[int | None, Query(ge=0, le=1 << 62)]
 def get_lifecycle(
     run_id: str,
     session: SessionDep,
-    access: AccessDep,
+    access: ReadAccess,
     optimizer: Annotated[int, Query(ge=0, le=1 << 20)] = 0,
     start: Step = None,
     end: Step = None,
