@@ -59,30 +59,76 @@ def graph(graph_id: str) -> dcc.Graph:
 
 
 def findings_list(run_id: str, findings: Sequence[dict[str, Any]]) -> html.Div | html.Table:
-    """Findings by step; each step links to the run page focused on it."""
+    """Findings by step; each step links to the run page focused on it. Lint findings
+    (``gradwatch lint`` of the script, before the run) sit beside the runtime ones, with
+    their file line and whether a runtime finding confirmed them; a ``nonfinite-*``
+    finding shows where its first NaN/Inf was made (``details.origin``)."""
     if not findings:
         return empty_state("No findings: every check stayed quiet.")
     rows = []
     for f in findings:
-        step = f.get("step")
-        at = (
-            dcc.Link(f"step {step}", href=f"/runs/{run_id}?step={step}", className="gw-step")
-            if step is not None
-            else "—"
-        )
-        message = html.Div(
-            [html.Div(f["message"]), html.Div(f.get("hint", ""), className="gw-muted")]
-        )
         rows.append(
             [
                 badge(f["severity"], f["severity"]),
                 html.Code(f["check"]),
-                at,
+                _where(run_id, f),
                 html.Code(f.get("param") or ""),
-                message,
+                html.Div([html.Div(f["message"]), *_extra(run_id, f)]),
             ]
         )
     return table(["severity", "check", "step", "tensor", "what happened"], rows)
+
+
+def _where(run_id: str, f: dict[str, Any]) -> Any:
+    step = f.get("step")
+    if step is not None:
+        return dcc.Link(f"step {step}", href=f"/runs/{run_id}?step={step}", className="gw-step")
+    details = f.get("details") or {}
+    if f.get("source") == "lint" and details.get("line") is not None:
+        name = str(details.get("path") or "").replace("\\", "/").rsplit("/", 1)[-1]
+        return html.Span(
+            [badge("lint", "info"), f" {name}:{details['line']}"], className="gw-lint-where"
+        )
+    return "—"
+
+
+def _extra(run_id: str, f: dict[str, Any]) -> list[Any]:
+    out: list[Any] = []
+    origin = (f.get("details") or {}).get("origin")
+    if isinstance(origin, dict) and origin.get("found"):
+        what = " → ".join(str(x) for x in (origin.get("op"), origin.get("autograd_node")) if x)
+        module = origin.get("module")
+        where = "the loss computation" if origin.get("phase") == "loss" else f"module {module!r}"
+        out.append(
+            html.Div(
+                f"origin: {origin.get('phase', '')} of {where}, {what or 'an operation'}"
+                + (f" ({origin['cause']})" if origin.get("cause") else ""),
+                className="gw-origin",
+            )
+        )
+    if f.get("source") == "lint":
+        by = f.get("confirmed_by") or {}
+        if f.get("confirmed") and by.get("step") is not None:
+            out.append(
+                html.Div(
+                    [
+                        "confirmed at runtime by ",
+                        html.Code(str(by.get("check", ""))),
+                        " at ",
+                        dcc.Link(
+                            f"step {by['step']}",
+                            href=f"/runs/{run_id}?step={by['step']}",
+                            className="gw-step",
+                        ),
+                    ],
+                    className="gw-confirmed",
+                )
+            )
+        else:
+            out.append(html.Div("not seen at runtime (yet)", className="gw-muted"))
+    if f.get("hint"):
+        out.append(html.Div(f["hint"], className="gw-muted"))
+    return out
 
 
 def flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
