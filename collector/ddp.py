@@ -246,12 +246,12 @@ class RankSync:
             self._internal("summaries", exc)
 
     def _observe(self, watch: OptimizerWatch, data: torch.Tensor, metas: list[StepMeta]) -> None:
-        from gradwatch.lifecycle import LEADING
+        from gradwatch.rows import LEADING
 
         n_tensors = len(watch.params)
         order = watch.forward_order or list(range(n_tensors))
         for row, meta in zip(data, metas, strict=True):
-            stats = row[LEADING:].reshape(n_tensors, 4)
+            stats = row[LEADING:].reshape(4, n_tensors).T  # rows are stat-major
             loss = float(row[0]) if meta.has_loss else None
             if not self._nonfinite_sent:
                 self._nonfinite(meta.step, loss, stats, watch, order)
