@@ -70,8 +70,10 @@ class NanOrigin:
         for key, model in self.models.items():
             if not self.run.model_hooks.owners.get(key):
                 continue
-            pre = guard(self._capture(key), "NaN origin forward pre-hook")
-            post = guard(self._outputs(key), "NaN origin forward hook")
+            # kept out of the graph of a model compiled in place, as gradwatch's other hooks
+            disable = torch.compiler.disable
+            pre = disable(guard(self._capture(key), "NaN origin forward pre-hook"))  # type: ignore[no-untyped-call]
+            post = disable(guard(self._outputs(key), "NaN origin forward hook"))  # type: ignore[no-untyped-call]
             self.handles.append(model.register_forward_pre_hook(pre, with_kwargs=True))
             self.handles.append(model.register_forward_hook(post))
         for w in self.run.watches:

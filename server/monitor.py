@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from gradwatch.server.drift import drift_pass, envelope_pass
 from gradwatch.server.groups import group_key
 from gradwatch.server.models import Run
 from gradwatch.server.webhooks import WebhookPolicy, deliver_pass
@@ -33,6 +34,8 @@ class Monitor:
         self.policy = policy
         self.interval = interval
         self._steps: dict[str, int] = {}
+        self._drift: Any = None  # gradwatch.server.drift, once imported (it needs torch)
+        self._warned = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gradwatch-monitor", daemon=True)
 
@@ -51,11 +54,25 @@ class Monitor:
 
     def tick(self) -> None:
         """One round of every pass; never raises."""
-        for name, work in (
-            ("drift", lambda: drift_pass(self.engine)),
-            ("envelope", self._envelopes),
-            ("webhooks", lambda: deliver_pass(self.engine, self.policy)),
-        ):
+        passes: list[tuple[str, Callable[[], Any]]] = [
+            ("webhooks", lambda: deliver_pass(self.engine, self.policy))
+        ]
+        if self._drift is None:
+            try:  # the comparison computes with torch; a server without it skips drift
+                from gradwatch.server import drift
+
+                self._drift = drift
+            except ImportError as e:
+                if not self._warned:
+                    self._warned = True
+                    log.warning("monitor: no live drift comparison or seed envelopes: %s", e)
+        if self._drift is not None:
+            drift = self._drift
+            passes[:0] = [
+                ("drift", lambda: drift.drift_pass(self.engine)),
+                ("envelope", self._envelopes),
+            ]
+        for name, work in passes:
             try:
                 work()
             except Exception as e:
@@ -79,4 +96,4 @@ class Monitor:
                 self._steps[run_id] = int(steps)
                 dirty.add((int(project_id), str(group_key(config, code))))
         if dirty:
-            envelope_pass(self.engine, dirty)
+            self._drift.envelope_pass(self.engine, dirty)

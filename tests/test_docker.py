@@ -21,6 +21,8 @@ import os
 import re
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +185,11 @@ def test_the_server_runs_where_torch_cannot_be_imported(tmp_path: Path) -> None:
         assert transport.post(INGEST_PATH, body, headers, 30).status == 200
         transport.close()
         assert [r["id"] for r in get(f"{base}/api/v1/runs")["data"]] == ["no-torch"]
+        # cross-run comparison computes with torch: refused with what to install
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{base}/api/v1/compare?a=no-torch&b=no-torch", timeout=30)
+        assert refused.value.code == 503
+        assert "needs torch" in refused.value.read().decode()
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=30)

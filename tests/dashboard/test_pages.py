@@ -32,7 +32,9 @@ def test_runs_table_lists_every_run_with_health_and_group(demo_api: Api) -> None
     assert projects == [{"label": "demo", "value": "demo"}]
     for name in ("replicate-a", "replicate-b", "drifting", "stale-grad", "nan-onset"):
         assert name in words
-    assert words.count("ok") == 3 and "1 error" in words
+    # the replicates are healthy; the drifting run is too until the server's live
+    # comparison stores its repro-drift finding (a warning), which may already have happened
+    assert words.count("ok") in (2, 3) and "1 error" in words
     assert sum("3 runs" in w for w in words) == 3  # the replicate group, linked on each run
     filtered, _ = runs.runs_view(demo_api, "demo", "finished", "nan")
     assert "nan-onset" in texts(filtered) and "stale-grad" not in texts(filtered)

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import torch
 from fastapi import APIRouter, Body, Path, Query
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from gradwatch.compare import compare
-from gradwatch.envelope import envelope, leaving
 from gradwatch.server import crud, groups
 from gradwatch.server.api.deps import EngineDep, ReadAccess, SessionDep, WriteAccess
 from gradwatch.server.auth import Access
 from gradwatch.server.db import write_session
+from gradwatch.server.errors import RequestError
 from gradwatch.server.jsonresp import GWJSONResponse
-from gradwatch.server.runload import load_run_data, loss_series
 from gradwatch.server.schemas import ErrorReply
 
 router = APIRouter(tags=["drift"])
@@ -25,6 +22,24 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 Tolerance = Annotated[float | None, Query(ge=0.0, le=1e6)]
 Key = Annotated[str, Path(max_length=600, description="group key '<config_hash>:<code_hash>'")]
+
+
+def _torch_parts() -> Any:
+    """The comparison code, which computes with torch: imported on first use, so that a
+    server installed without torch (the docker image) still starts and serves everything
+    else; there these routes answer 503 and say what to install."""
+    try:
+        import torch
+
+        from gradwatch import compare, envelope
+        from gradwatch.server import runload
+    except ImportError as exc:
+        raise RequestError(
+            503,
+            f"cross-run comparison needs torch on the server ({exc}); install torch (the CPU "
+            "build is enough) beside gradwatch[server]",
+        ) from exc
+    return torch, compare, envelope, runload
 
 
 @router.get("/compare", responses=_ERRORS)
@@ -38,12 +53,13 @@ def get_compare(
 ) -> GWJSONResponse:
     """The comparison of two runs (what ``gradwatch compare A B --json`` prints): verdict,
     first divergent step, metric and tensor, cause, difference, fingerprint difference."""
+    _torch, compare, _envelope, runload = _torch_parts()
     data = []
     for run_id in (a, b):
         run, project = crud.get_run_row(session, run_id)
         access.check(project, "read")
-        data.append(load_run_data(session, run))
-    return GWJSONResponse(compare(data[0], data[1], rtol=rtol, atol=atol))
+        data.append(runload.load_run_data(session, run))
+    return GWJSONResponse(compare.compare(data[0], data[1], rtol=rtol, atol=atol))
 
 
 def _project_filter(access: Access, project: str | None) -> str | None:
@@ -130,10 +146,11 @@ def get_envelope(
         seed = seeds.get(run_id)
         if seed is not None:
             per_seed.setdefault(seed, run_id)
-    losses = {run_id: loss_series(session, run_id) for run_id in per_seed.values()}
-    out = leaving(losses) if losses else {}
+    torch, _compare, envelope, runload = _torch_parts()
+    losses = {run_id: runload.loss_series(session, run_id) for run_id in per_seed.values()}
+    out = envelope.leaving(losses) if losses else {}
     curves: dict[str, list[Any]] = {"steps": [], "median": [], "low": [], "high": []}
-    env = envelope(losses) if losses else None
+    env = envelope.envelope(losses) if losses else None
     if env is not None and env.steps.numel():
         n = int(env.steps.numel())
         pick = torch.unique(torch.linspace(0, n - 1, min(n, points)).round().long())
