@@ -89,6 +89,15 @@ def public() -> None:
     """Access decision "public": the route needs no token (declared, not forgotten)."""
 
 
+def project_filter(access: Access, project: str | None) -> str | None:
+    """The project a listing is limited to: a token's own (after checking a ``project``
+    asked for), else the one asked for (``None``: every project)."""
+    if access.project is not None:
+        access.check(project or access.project, "read")
+        return access.project
+    return project
+
+
 def _scoped(access: Access, scope: str) -> Access:
     if access.scope is not None and access.scope != scope:
         raise RequestError(

@@ -13,7 +13,14 @@ from sqlmodel import col
 
 from gradwatch.catalogue import CHECKS
 from gradwatch.server import alerts
-from gradwatch.server.api.deps import EngineDep, ReadAccess, SessionDep, SettingsDep, WriteAccess
+from gradwatch.server.api.deps import (
+    EngineDep,
+    ReadAccess,
+    SessionDep,
+    SettingsDep,
+    WriteAccess,
+    project_filter,
+)
 from gradwatch.server.auth import Access
 from gradwatch.server.db import write_session
 from gradwatch.server.errors import RequestError
@@ -50,13 +57,6 @@ class RuleCreate(RuleFields):
     project: str = Field(min_length=1, max_length=256)
 
 
-def _project_filter(access: Access, project: str | None) -> str | None:
-    if access.project is not None:
-        access.check(project or access.project, "read")
-        return access.project
-    return project
-
-
 @router.get("/alerts", responses=_ERRORS)
 def list_alerts(
     session: SessionDep,
@@ -67,7 +67,7 @@ def list_alerts(
     limit: Limit = 100,
 ) -> GWJSONResponse:
     """Alerts (findings that matched a rule), newest first, with their delivery counts."""
-    project = _project_filter(access, project)
+    project = project_filter(access, project)
     data, count = alerts.list_alerts(session, project=project, run=run, offset=offset, limit=limit)
     return GWJSONResponse({"data": data, "count": count})
 
@@ -107,7 +107,7 @@ def list_rules(
     project: Annotated[str | None, Query(max_length=256)] = None,
 ) -> GWJSONResponse:
     """Alert rules, by id."""
-    project = _project_filter(access, project)
+    project = project_filter(access, project)
     query = select(AlertRule, col(Project.name)).join(
         Project, col(Project.id) == col(AlertRule.project_id)
     )

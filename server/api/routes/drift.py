@@ -9,7 +9,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from gradwatch.server import crud, groups
-from gradwatch.server.api.deps import EngineDep, ReadAccess, SessionDep, WriteAccess
+from gradwatch.server.api.deps import EngineDep, ReadAccess, SessionDep, WriteAccess, project_filter
 from gradwatch.server.auth import Access
 from gradwatch.server.db import write_session
 from gradwatch.server.errors import RequestError
@@ -62,13 +62,6 @@ def get_compare(
     return GWJSONResponse(compare.compare(data[0], data[1], rtol=rtol, atol=atol))
 
 
-def _project_filter(access: Access, project: str | None) -> str | None:
-    if access.project is not None:
-        access.check(project or access.project, "read")
-        return access.project
-    return project
-
-
 @router.get("/groups", responses=_ERRORS)
 def list_groups(
     session: SessionDep,
@@ -78,7 +71,7 @@ def list_groups(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> GWJSONResponse:
     """Replicate groups (same config hash and code hash), most recently started first."""
-    project = _project_filter(access, project)
+    project = project_filter(access, project)
     keys, count = groups.list_keys(session, project=project, offset=offset, limit=limit)
     data = [groups.describe(session, key, name) for name, key in keys]
     return GWJSONResponse({"data": data, "count": count})
