@@ -190,7 +190,7 @@ def tensor_heatmap(
         "-inf": np.isneginf(grid),
     }  # one vectorised pass per kind (a Python loop over 60,000 cells cost a tenth of a second)
     for what, (symbol, color, label) in BAD.items():
-        rows, cols = np.nonzero(masks[what]) if grid.size else ((), ())
+        rows, cols = np.nonzero(masks[what].reshape(grid.shape[0], -1))
         if len(rows):
             marks = go.Scattergl if len(rows) > WEBGL_FROM else go.Scatter
             fig.add_trace(
@@ -209,7 +209,7 @@ def tensor_heatmap(
     return fig
 
 
-def log_grid(values: Sequence[Sequence[float]]) -> np.ndarray[Any, Any]:
+def log_grid(values: Sequence[Sequence[float]] | np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """``log10`` of a grid, NaN (a gap) where a value is not positive and finite; a numpy
     array, which Plotly validates and sends as binary (a list of lists cost seconds)."""
     grid = np.asarray(values, dtype=np.float64)
