@@ -61,19 +61,17 @@ def hooks_alone(run: gradwatch.Run, x: torch.Tensor, y: torch.Tensor, n: int = 1
     model = run.model_hooks.models[""]
     out = model(x)
     loss = torch.nn.functional.cross_entropy(out, y)
-    pre_hook, post_hook = origin._capture(""), origin._outputs("")
-    screen = origin._screen(w)
     w._pre = w.stats.before_step()  # what the step pre-hook finds: the gradient norms
     w.pending.loss = loss.detach()
     samples = []
     for _ in range(5):
         t0 = time.thread_time()
         for _ in range(n):
-            pre_hook(model, (x,), {})
-            post_hook(model, (x,), out)
+            origin.before_forward("", (x,), {})
+            origin.after_forward("", out)
             origin._after_backward(loss, 0.0, loss.grad_fn)
-            screen(w.optimizer, (), {})
-            origin._stepped(w.optimizer, (), {})
+            origin.screen(w)
+            origin.stepped()
         samples.append((time.thread_time() - t0) / n * 1e6)
     w._pre = None
     w.pending.loss = None
@@ -95,6 +93,7 @@ def bench(name: str, rounds: int, warmup: int, data_dir: Path) -> dict[str, Any]
         thread.join()
     origin = run.nan_origin
     origin.detach()  # attached by watch(); from here on only around the "on" steps
+    origin.on = False  # the model and step hooks call provenance only while it is on
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     i = 0
     try:
@@ -102,6 +101,7 @@ def bench(name: str, rounds: int, warmup: int, data_dir: Path) -> dict[str, Any]
             order = VARIANTS[r % 4 :] + VARIANTS[: r % 4]
             for v in order:
                 if v == "on":
+                    origin.on = True
                     origin.attach()
                 x, y = work.batches[i % len(work.batches)]
                 i += 1
@@ -111,6 +111,7 @@ def bench(name: str, rounds: int, warmup: int, data_dir: Path) -> dict[str, Any]
                 took = time.perf_counter() - t0
                 if v == "on":
                     origin.detach()
+                    origin.on = False
                 if r >= warmup:
                     times[v].append(took)
         assert origin.replays == 0, "a benchmark step went non-finite"

@@ -39,26 +39,54 @@ class Deferred:
     buffer) yields NaN — unknown — rather than the checksum of other data. Forwards of one
     step add up, as device checksums do."""
 
-    __slots__ = ("parts",)
+    __slots__ = ("_held", "parts")
 
-    def __init__(self, parts: list[tuple[list[torch.Tensor], list[int]]]) -> None:
+    def __init__(self, parts: list[tuple[list[torch.Tensor], list[int]]], held: int = 0) -> None:
         self.parts = parts
+        self._held = held  # bytes of inputs this object keeps alive (see HOLD_BYTES)
 
     @classmethod
-    def of(cls, tensors: list[torch.Tensor]) -> Deferred:
-        return cls([(tensors, [t._version for t in tensors])])
+    def of(cls, tensors: list[torch.Tensor]) -> Deferred | None:
+        """A deferred checksum, or ``None`` when the inputs already kept alive by deferred
+        checksums exceed ``HOLD_BYTES`` (an I/O thread that fell behind): then the caller
+        computes it at once, so memory stays bounded."""
+        global _held_bytes
+        size = sum(t.nbytes for t in tensors)
+        if _held_bytes + size > HOLD_BYTES:
+            return None
+        _held_bytes += size
+        return cls([(tensors, [t._version for t in tensors])], size)
 
     def __add__(self, other: Deferred) -> Deferred:
-        return Deferred(self.parts + other.parts)
+        held, self._held, other._held = self._held + other._held, 0, 0
+        return Deferred(self.parts + other.parts, held)
 
     def resolve(self) -> torch.Tensor:
         """The ``(2,)`` float64 checksum (NaN when an input changed since its forward)."""
-        total = torch.zeros(2, dtype=torch.float64)
-        for tensors, versions in self.parts:
-            if any(t._version != v for t, v in zip(tensors, versions, strict=True)):
-                return torch.full((2,), float("nan"), dtype=torch.float64)
-            total += checksum_of(tensors).to(torch.float64)
-        return total
+        try:
+            total = torch.zeros(2, dtype=torch.float64)
+            for tensors, versions in self.parts:
+                if any(t._version != v for t, v in zip(tensors, versions, strict=True)):
+                    return torch.full((2,), float("nan"), dtype=torch.float64)
+                total += checksum_of(tensors).to(torch.float64)
+            return total
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        global _held_bytes
+        if self._held:
+            _held_bytes -= self._held
+            self._held = 0
+        self.parts = []
+
+    def __del__(self) -> None:  # a window dropped unread still gives its budget back
+        self._release()
+
+
+#: inputs kept alive by deferred checksums, at most (beyond it checksums are taken at once)
+HOLD_BYTES = 64 << 20
+_held_bytes = 0  # updated under the GIL; an approximate count is enough for a budget
 
 
 def resolve(value: torch.Tensor | Deferred) -> torch.Tensor:
@@ -79,7 +107,8 @@ def inspect(
     sig = [_describe(t) for t in found]
     if not found:
         return None, sig
-    return (Deferred.of(found) if defer else checksum_of(found)), sig
+    deferred = Deferred.of(found) if defer else None
+    return (deferred if deferred is not None else checksum_of(found)), sig
 
 
 def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:

@@ -61,7 +61,7 @@ class ModelHooks:
 
     def _pre_hook(self, key: str) -> Any:
         want_checksum = self.run.options.batch_checksum
-        nan = self.run.nan_origin if self.run.nan_origin.on else None
+        nan = self.run.nan_origin  # its ``on`` is read per call (benchmarks toggle it)
         started = self._started
         is_grad_enabled = torch.is_grad_enabled
         inspect = batch.inspect
@@ -74,14 +74,14 @@ class ModelHooks:
                 return None
             checksum, sig = inspect(args, kwargs, defer=defer) if want_checksum else (None, [])
             started[key] = (clock(), checksum, sig)
-            if nan is not None:
+            if nan.on:
                 nan.before_forward(key, args, kwargs)
             return None
 
         return hook
 
     def _post_hook(self, key: str) -> Any:
-        nan = self.run.nan_origin if self.run.nan_origin.on else None
+        nan = self.run.nan_origin
         pop = self._started.pop
         owners = self.owners[key]
         clock = time.perf_counter
@@ -94,7 +94,7 @@ class ModelHooks:
             took = clock() - t0
             for watch in owners:
                 watch.note_forward(checksum, sig, took)
-            if nan is not None:
+            if nan.on:
                 nan.after_forward(key, output)
 
         return hook

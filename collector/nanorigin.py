@@ -117,7 +117,7 @@ class NanOrigin:
         """Before ``w``'s update on the CPU: localise a non-finite loss or gradient now,
         while the parameters are still those that produced it (called at the end of the
         step pre-hook; on accelerators only a raise/skip/checkpoint policy looks now)."""
-        if w.stats.device.type != "cpu":
+        if not self.on or w.stats.device.type != "cpu":
             return
         loss = w.pending.loss
         pre = w._pre  # the gradient norms gradwatch just checked (``w.screened``)

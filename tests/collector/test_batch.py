@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import math
 
+import pytest
 import torch
 from torch import nn
 
 import gradwatch
+from gradwatch import batch as batch_module
 from gradwatch.batch import Deferred, checksum_of, inspect, resolve
 from gradwatch.records import batch_hash
 from tests.collector.steps import steps
@@ -25,7 +28,9 @@ def test_a_deferred_checksum_is_bit_identical_to_the_immediate_one() -> None:
 
 def test_forwards_of_one_step_add_up_deferred_as_on_the_device() -> None:
     a, b = torch.randn(8, 5), torch.randn(8, 5)
-    summed = Deferred.of([a]) + Deferred.of([b])
+    da, db = Deferred.of([a]), Deferred.of([b])
+    assert da is not None and db is not None
+    summed = da + db
     expected = checksum_of([a]).double() + checksum_of([b]).double()
     assert torch.equal(summed.resolve(), expected)
 
@@ -33,6 +38,7 @@ def test_forwards_of_one_step_add_up_deferred_as_on_the_device() -> None:
 def test_an_input_edited_in_place_before_the_io_thread_looks_gives_nan_not_other_data() -> None:
     x = torch.randn(8, 5)
     deferred = Deferred.of([x])
+    assert deferred is not None
     x.copy_(torch.randn(8, 5))  # a reused input buffer, refilled with the next batch
     assert all(math.isnan(v) for v in deferred.resolve().tolist())
 
@@ -60,3 +66,19 @@ def test_a_cpu_run_records_each_steps_own_batch_even_with_a_reused_input_buffer(
     for got, b in zip(recorded, batches, strict=True):
         own = batch_hash(checksum_of([b]).double().tolist(), sig)
         assert got in (own, unknown)
+
+
+def test_deferred_checksums_keep_at_most_the_hold_budget_of_inputs_alive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An I/O thread that falls behind cannot make the training process hold every batch:
+    past ``HOLD_BYTES`` the checksum is taken at once, and resolving gives the budget back."""
+    monkeypatch.setattr(batch_module, "HOLD_BYTES", 3 * 8 * 5 * 4)  # three 8×5 float32 inputs
+    kept = [inspect((torch.randn(8, 5),), {}, defer=True)[0] for _ in range(4)]
+    assert [isinstance(k, Deferred) for k in kept] == [True, True, True, False]
+    assert isinstance(kept[0], Deferred)
+    kept[0].resolve()  # the I/O thread caught up with one: room for one more
+    assert isinstance(inspect((torch.randn(8, 5),), {}, defer=True)[0], Deferred)
+    del kept
+    gc.collect()
+    assert batch_module._held_bytes <= 8 * 5 * 4
