@@ -1,0 +1,137 @@
+"""The Markdown report of benchmarks/peers.py (tables from its JSON result)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: (gradwatch variant, peer): the issue's acceptance pairs, each at equal or greater recorded
+#: content on gradwatch's side, and the grad-norms option against aim (which, like
+#: TensorBoard scalars, records gradient norms only)
+COMPARISONS: tuple[tuple[str, str], ...] = (
+    ("gradwatch", "wandb_gradients"),
+    ("gradwatch", "wandb_all"),
+    ("gradwatch", "mlflow_sync"),
+    ("gradwatch", "mlflow_async"),
+    ("gradwatch", "aim"),
+    ("gradwatch", "tensorboard_histograms"),
+    ("gradwatch_grad_norms", "tensorboard_scalars"),
+    ("gradwatch_grad_norms", "aim"),
+    ("gradwatch", "tensorboard_scalars"),
+)
+
+
+def _range(e: dict[str, float] | None, fmt: str = "{:.2f}") -> str:
+    if not e:
+        return "–"
+    return f"{fmt.format(e['median'])} [{fmt.format(e['min'])}, {fmt.format(e['max'])}]"
+
+
+def _header(result: dict[str, Any]) -> list[str]:
+    m, cfg = result["machine"], result["config"]
+    loads = [x for r in result["models"].values() for x in r["loadavg_1min_per_rep"]]
+    load = f"{min(loads):.2f}–{max(loads):.2f}" if loads else "n/a"
+    peers = ", ".join(f"{k} {v or 'not installed'}" for k, v in result["peers"].items())
+    return [
+        "# gradwatch next to its peers: added time per training step",
+        "",
+        f"{m['date']} · {m['cpu_model']} ({m['logical_cpus']} logical CPUs) · torch {m['torch']}"
+        f" · gradwatch {m['gradwatch']} (sources {m['gradwatch_sources_sha256']})"
+        f" · {peers} · `torch.set_num_threads({m['torch_num_threads']})`"
+        f" · 1-min load average during the run {load}",
+        "",
+        f"`{cfg['command']}` — {cfg['reps']} repetitions × {cfg['steps']} steps per variant"
+        f" (+{cfg['warmup']} warm-up steps), Adam, interleaved in rotating order; every block"
+        " is paired with the plain block of the same repetition.",
+        "",
+    ]
+
+
+def _model_table(name: str, r: dict[str, Any]) -> list[str]:
+    rss = r.get("peak_rss", {})
+    lines = [
+        f"## {name}: {r['description']} ({r['params']:,} parameters, {r['tensors']} tensors)",
+        "",
+        "| variant | step ms | ratio to plain | added ms | added process CPU ms "
+        "| added process-tree CPU ms | flush ms | peak RSS MiB (+ helpers) | added MiB |",
+        "|---|---:|---|---|---|---|---|---|---:|",
+    ]
+    for v, e in r["variants"].items():
+        peak = rss.get(v, {})
+        mem = f"{peak['peak_mib']:.0f} (+ {peak['helpers_mib']:.0f})" if "peak_mib" in peak else "–"
+        added_mem = f"{peak['added_mib']:.0f}" if "added_mib" in peak else "–"
+        lines.append(
+            f"| {v} | {e['wall']['median_ms']:.2f} | {_range(e['wall'].get('ratio_to_plain'))} "
+            f"| {_range(e['wall'].get('added_ms'))} "
+            f"| {_range(e['process_cpu'].get('added_ms'))} "
+            f"| {_range(e['tree_cpu'].get('added_ms'))} "
+            f"| {_range(e['flush_ms'], '{:.1f}')} | {mem} | {added_mem} |"
+        )
+    return [*lines, ""]
+
+
+def _verdicts(result: dict[str, Any]) -> list[str]:
+    lines = [
+        "## gradwatch against each peer",
+        "",
+        "Median added wall ms per step (paired with plain). gradwatch is ahead when its added"
+        " time is below the peer's. aim and TensorBoard scalars record gradient norms only,"
+        " as gradwatch_grad_norms does; full gradwatch records more than either (the rows"
+        " with full gradwatch against them stand in while the grad-norms option is absent).",
+        "",
+        "| model | gradwatch variant | peer | gradwatch added ms | peer added ms | ahead |",
+        "|---|---|---|---:|---:|---|",
+    ]
+    for name, r in result["models"].items():
+        vs = r["variants"]
+        for ours, peer in COMPARISONS:
+            if ours not in vs or peer not in vs:
+                continue
+            a, b = vs[ours]["wall"]["added_ms"]["median"], vs[peer]["wall"]["added_ms"]["median"]
+            lines.append(
+                f"| {name} | {ours} | {peer} | {a:.2f} | {b:.2f} | {'yes' if a < b else '**no**'} |"
+            )
+    return [*lines, ""]
+
+
+def _one_time(result: dict[str, Any]) -> list[str]:
+    lines = [
+        "## One-time costs",
+        "",
+        "Wall ms of setting each variant up (gradwatch: `watch()` + its fingerprint thread,"
+        " per block, median [min, max]) and of closing it; not in the step times.",
+        "",
+        "| model | variant | setup ms | close ms |",
+        "|---|---|---|---:|",
+    ]
+    for name, r in result["models"].items():
+        for v, e in r["variants"].items():
+            if v != "plain":
+                lines.append(
+                    f"| {name} | {v} | {_range(e['setup_ms'], '{:.0f}')} | {e['close_ms']:.0f} |"
+                )
+    return [*lines, ""]
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The whole report."""
+    lines = _header(result)
+    for name, r in result["models"].items():
+        lines += _model_table(name, r)
+    lines += _verdicts(result)
+    lines += ["## What each variant records per step", "", "| variant | records |", "|---|---|"]
+    lines += [f"| {v} | {text} |" for v, text in result["config"]["records"].items()]
+    lines += [""]
+    if result["unavailable"]:
+        lines += ["## Not measured", ""]
+        lines += [f"- **{v}**: {why}" for v, why in result["unavailable"].items()]
+        lines += [""]
+    lines += _one_time(result)
+    lines += [
+        "Added process CPU: CPU time of every thread of the benchmark process over the block,"
+        " flush included, per step, minus plain's. Process tree adds the CPU time of the"
+        " benchmark's child processes (wandb-core writes wandb's offline run in one). Peak"
+        " RSS: one process per variant running it alone (`--rss-child`), VmHWM of that"
+        " process and, in parentheses, of its helper processes; added = both − plain's.",
+        "",
+    ]
+    return "\n".join(lines)
