@@ -201,8 +201,11 @@ def _rss_of(model: str, name: str, args: argparse.Namespace) -> dict[str, Any]:
     cmd += ["--rss-steps", str(args.rss_steps)]
     if args.batch_size:
         cmd += ["--batch-size", str(args.batch_size)]
+    # without this process's WANDB_SERVICE, the child would hand its work to our wandb-core
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        code = subprocess.run(cmd, stdout=out, stderr=err, timeout=600, check=False).returncode
+        done = subprocess.run(cmd, stdout=out, stderr=err, env=env, timeout=600, check=False)
+        code = done.returncode
         out.seek(0)
         err.seek(0)
         lines = [x for x in out.read().splitlines() if x.startswith(RSS_MARK)]
@@ -254,7 +257,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rss-steps", type=int, default=20, help="steps of each peak-RSS process")
     p.add_argument("--no-rss", action="store_true", help="skip the peak-RSS processes")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON path (.md beside it)")
-    p.add_argument("--quick", action="store_true", help="smoke run: 2 reps x 3 steps")
+    p.add_argument(
+        "--quick", action="store_true", help="smoke run: 2 reps x 3 steps, RSS of one model"
+    )
     p.add_argument("--rss-child", nargs=2, metavar=("MODEL", "VARIANT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
@@ -292,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gradwatch-peers-") as tmp:
         for name in args.models:
             entry = bench_model(name, args, Path(tmp), unavailable)
-            if not args.no_rss:
+            if not args.no_rss and (name == args.models[0] or not args.quick):
                 entry["peak_rss"] = measure_rss(name, list(entry["variants"]), args)
             result["models"][name] = entry
     result["seconds"] = time.perf_counter() - t0
