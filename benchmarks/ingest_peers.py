@@ -331,8 +331,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=8)
     p.add_argument("--tensors", type=int, default=300)
-    p.add_argument("--steps", type=int, default=24, help="steps per run (default 24)")
-    p.add_argument("--steps-per-frame", type=int, default=12, help="gradwatch batched frames")
+    p.add_argument("--steps", type=int, default=18, help="steps per run (default 18)")
+    p.add_argument("--steps-per-frame", type=int, default=9, help="gradwatch batched frames")
     p.add_argument(
         "--long-steps",
         type=int,

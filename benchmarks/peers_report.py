@@ -112,9 +112,60 @@ def _one_time(result: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+SHORT: dict[str, str] = {
+    "plain": "—",
+    "lower_bound": "grad, param, update norms + non-finite counts, in memory",
+    "gradwatch": "grad, param, exact update norms, non-finite counts, loss, batch checksum,"
+    " timings, integrity checks",
+    "gradwatch_grad_norms": "grad norms + non-finite counts",
+    "wandb_gradients": "64-bin histogram of each gradient + loss",
+    "wandb_all": "64-bin histograms of each gradient and parameter + loss",
+    "tensorboard_scalars": "grad norm of each tensor",
+    "tensorboard_histograms": "histogram of each gradient",
+    "mlflow_sync": "grad norm of each tensor",
+    "mlflow_async": "grad norm of each tensor",
+    "aim": "grad norm of each tensor",
+}
+
+
+def _cell(e: dict[str, Any] | None) -> str:
+    if e is None:
+        return "–"
+    wall = e["wall"]
+    return f"{wall['added_ms']['median']:+.1f} ({wall['ratio_to_plain']['median']:.2f}×)"
+
+
+def summary(result: dict[str, Any]) -> list[str]:
+    """One row per variant: added ms per step (ratio to plain) on each model, the added
+    peak RSS, and what it records (the README's Performance table)."""
+    models = result["models"]
+    names = list(dict.fromkeys(v for r in models.values() for v in r["variants"]))
+    plain = [
+        f"{m} ({r['variants']['plain']['wall']['median_ms']:.1f} ms)" for m, r in models.items()
+    ]
+    lines = [
+        "## Summary",
+        "",
+        "Added wall ms per step (× plain's step time) on each model (plain's step time in"
+        " the header), median over repetitions; added peak RSS of the process and its"
+        " helpers, the largest over the models measured.",
+        "",
+        "| variant | records per step | " + " | ".join(plain) + " | added RSS MiB |",
+        "|---|---|" + "---:|" * len(models) + "---:|",
+    ]
+    for v in names[1:]:
+        cells = " | ".join(_cell(r["variants"].get(v)) for r in models.values())
+        mibs = [r["peak_rss"][v].get("added_mib") for r in models.values() if "peak_rss" in r]
+        mib = max((x for x in mibs if x is not None), default=None)
+        shown = "–" if mib is None else f"{mib:.0f}"
+        lines.append(f"| {v} | {SHORT.get(v, '')} | {cells} | {shown} |")
+    return [*lines, ""]
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The whole report."""
     lines = _header(result)
+    lines += summary(result)
     for name, r in result["models"].items():
         lines += _model_table(name, r)
     lines += _verdicts(result)
