@@ -6,7 +6,8 @@ ids: no widened copy of the batch), then the pair ``(Σ r_i, Σ (i+1)·r_i)`` as
 matrix-vector product in that dtype (two device ops per input tensor). Swapping two
 samples, replacing one, or a different augmentation changes the pair; the same samples in
 the same order give bit-identical values on the same device. Shapes and dtypes are kept
-on the host and hashed with the values later.
+on the host and hashed with the values later. On the CPU the sums are taken on the I/O
+thread (:class:`Deferred`), so the training thread does not read the batch an extra time.
 """
 
 from __future__ import annotations
@@ -31,14 +32,54 @@ def _tensors(obj: Any, depth: int = 0) -> Iterator[torch.Tensor]:
             yield from _tensors(obj[key], depth + 1)
 
 
-def inspect(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[torch.Tensor | None, list[str]]:
-    """The checksum of the inputs (``None`` without a tensor) and their host-side
-    description (``"float32[64,3,32,32]"`` per tensor), in one walk over the inputs."""
+class Deferred:
+    """The checksum of CPU inputs, computed later on the I/O thread instead of in the
+    forward pre-hook (the tensors are kept until then, as the NaN-origin capture keeps them
+    anyway). An input edited in place in the meantime (its version counter moved: a reused
+    buffer) yields NaN — unknown — rather than the checksum of other data. Forwards of one
+    step add up, as device checksums do."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[tuple[list[torch.Tensor], list[int]]]) -> None:
+        self.parts = parts
+
+    @classmethod
+    def of(cls, tensors: list[torch.Tensor]) -> Deferred:
+        return cls([(tensors, [t._version for t in tensors])])
+
+    def __add__(self, other: Deferred) -> Deferred:
+        return Deferred(self.parts + other.parts)
+
+    def resolve(self) -> torch.Tensor:
+        """The ``(2,)`` float64 checksum (NaN when an input changed since its forward)."""
+        total = torch.zeros(2, dtype=torch.float64)
+        for tensors, versions in self.parts:
+            if any(t._version != v for t, v in zip(tensors, versions, strict=True)):
+                return torch.full((2,), float("nan"), dtype=torch.float64)
+            total += checksum_of(tensors).to(torch.float64)
+        return total
+
+
+def resolve(value: torch.Tensor | Deferred) -> torch.Tensor:
+    """A step's batch checksum as a float64 tensor, deferred or not."""
+    return value.resolve() if isinstance(value, Deferred) else value.to(torch.float64)
+
+
+def inspect(
+    args: tuple[Any, ...], kwargs: dict[str, Any], *, defer: bool = False
+) -> tuple[torch.Tensor | Deferred | None, list[str]]:
+    """The checksum of the inputs (``None`` without a tensor; with ``defer``, a
+    :class:`Deferred` to compute later) and their host-side description
+    (``"float32[64,3,32,32]"`` per tensor), in one walk over the inputs."""
     if not kwargs and len(args) == 1 and isinstance(args[0], torch.Tensor):
         found = [args[0]]  # model(x): the common case, without the walk
     else:
         found = list(_tensors((args, kwargs)))[:_MAX_TENSORS]
-    return (checksum_of(found) if found else None), [_describe(t) for t in found]
+    sig = [_describe(t) for t in found]
+    if not found:
+        return None, sig
+    return (Deferred.of(found) if defer else checksum_of(found)), sig
 
 
 def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
@@ -49,7 +90,9 @@ def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
 def checksum(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
     """The ``(2,)`` checksum of every tensor in the inputs, on their device (``None`` when
     the inputs hold no tensor). Computed with device ops only."""
-    return inspect(args, kwargs)[0]
+    value = inspect(args, kwargs)[0]
+    assert not isinstance(value, Deferred)
+    return value
 
 
 _DESCRIBED: dict[tuple[torch.dtype, torch.Size], str] = {}

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from gradwatch.batch import resolve
+
 if TYPE_CHECKING:
     from gradwatch.findings import Finding
     from gradwatch.run import Run
@@ -96,7 +98,7 @@ class CheckpointSaver:
             "optimizers": [w.optimizer.state_dict() for w in run.watches],
             "rng": rng_states(),
             "rng_before_forward": None if origin is None else origin.rng_before_forward(),
-            "batch_checksum": None if batch is None else [float(x) for x in batch.cpu()],
+            "batch_checksum": None if batch is None else [float(x) for x in resolve(batch).cpu()],
             "batch_signature": list(watch.pending.batch_sig),
         }
         folder = run.dir / "checkpoints"

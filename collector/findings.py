@@ -151,6 +151,10 @@ class FindingSink:
             details={**f.details, "checkpoint": path},
         )
 
+    def holds_any(self, checks: frozenset[str]) -> bool:
+        """Whether a condition of one of ``checks`` holds now (for any tensor)."""
+        return bool(self._active) and any(k[0] in checks for k in self._active)
+
     def active(self, check: str, optimizer: int | None = None) -> set[str | None]:
         """Tensors for which ``check`` currently holds (to clear only those, cheaply)."""
         if not self._active:

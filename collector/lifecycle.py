@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from gradwatch.batch import Deferred
 from gradwatch.graphorder import forward_order
 from gradwatch.rows import LEADING, HostStep, assemble, write_row
 from gradwatch.stats import PreStep, StepStats, StepValues, grads_untouched_by_step
@@ -63,7 +64,7 @@ class Pending:
     n_backward: int = 0
     events: list[Event] = field(default_factory=list)
     loss: torch.Tensor | None = None
-    batch: torch.Tensor | None = None
+    batch: torch.Tensor | Deferred | None = None  # the batch checksum (gradwatch.batch)
     batch_sig: list[str] = field(default_factory=list)
     forward_time: float = 0.0
     backward_time: float = 0.0
@@ -103,7 +104,14 @@ class OptimizerWatch:
         self.model_keys: list[str] = []  # the watched models that own these parameters
         self.since_clear = 0  # backward passes since the gradients were last cleared
         self.forward_order: list[int] | None = None  # read from the first loss's graph
-        self.stats = StepStats(self.params, device, grads_after=grads_untouched_by_step(optimizer))
+        self._grads_untouched = grads_untouched_by_step(optimizer)
+        self._grads_stale = False  # gradients edited by hand since the last look
+        self.stats = StepStats(
+            self.params,
+            device,
+            grads_after=self._grads_untouched,
+            grads_only=run.options.stats == "grad-norms",
+        )
         n = len(self.params)
         self.transfer: Transfer[StepMeta] = Transfer(
             LEADING + 4 * n,
@@ -140,11 +148,18 @@ class OptimizerWatch:
         )
         original = self.optimizer.zero_grad
         note = guard(lambda: self.note_zero_grad("optimizer"), "zero_grad wrapper")
+        # torch's own zero_grad(set_to_none=True) leaves every gradient None: nothing to scan
+        stock = getattr(type(self.optimizer), "zero_grad", None) is torch.optim.Optimizer.zero_grad
+        n = len(self.params)
 
         def zero_grad(*args: Any, **kwargs: Any) -> Any:
             note()
             result = original(*args, **kwargs)
-            self.see_grads()
+            if stock and not args and kwargs.get("set_to_none", True) is True:
+                self._grads = [None] * n
+                self._grads_stale = False
+            else:
+                self.see_grads()
             return result
 
         self._zero_grad = zero_grad
@@ -181,17 +196,20 @@ class OptimizerWatch:
         self.since_clear = 0
         self.pending.loss = None  # the recorded loss is the one whose gradient gets applied
 
-    def note_forward(self, checksum: torch.Tensor | None, sig: list[str], took: float) -> None:
+    def note_forward(
+        self, checksum: torch.Tensor | Deferred | None, sig: list[str], took: float
+    ) -> None:
         """Record one forward pass of a watched model that owns these parameters."""
         pending = self.pending
         pending.forward_time += took
         if checksum is not None:
-            pending.batch = checksum if pending.batch is None else pending.batch + checksum
+            pending.batch = checksum if pending.batch is None else pending.batch + checksum  # type: ignore[operator]
         if len(pending.batch_sig) < 64:
             pending.batch_sig.extend(sig)
 
     def see_grads(self) -> None:
         """Remember every gradient as it is now (identity and version)."""
+        self._grads_stale = False
         self._grads = [
             None if p.grad is None else (weakref.ref(p.grad), p.grad._version) for p in self.params
         ]
@@ -259,12 +277,17 @@ class OptimizerWatch:
             self.pending.add(("zero_grad", self._now(), f"by hand: {cleared} tensors"))
         if modified:
             self.pending.add(("grad_modified", self._now(), f"{modified} tensors"))
+        if cleared or modified:
+            self._grads_stale = True
 
     # -- the step ---------------------------------------------------------------------------
     def _refresh_grads(self) -> None:
-        # the optimizer may legitimately touch gradients during step: start the next
-        # window from what it left
-        self.see_grads()
+        # the optimizer may legitimately touch gradients during step, and gradients edited
+        # by hand before it are the new reference: start the next window from what is left
+        # (an optimizer of torch.optim that leaves gradients alone needs no new look unless
+        # they were edited before the step)
+        if self._grads_stale or not self._grads_untouched:
+            self.see_grads()
 
     def collecting(self) -> bool:
         """Whether the step about to happen is one whose statistics are collected."""
@@ -300,6 +323,8 @@ class OptimizerWatch:
         self._pre = self.stats.before_step(now=now) if self.collecting() else None
         if self.checker.pre_step(self.pending, self._pre, closure) == "skip":
             self._drop_update()
+        if self.screened:
+            self.run.nan_origin.screen(self)
 
     def _drop_update(self) -> None:
         """Policy ``skip``: with every gradient gone the optimizer leaves the parameters
@@ -325,6 +350,8 @@ class OptimizerWatch:
         self._refresh_grads()
         self._t_last = end
         self.run.after_step(self)
+        if self.run.nan_origin.on:
+            self.run.nan_origin.stepped()
 
     def _collect(self, pre: PreStep, pending: Pending, end: float) -> StepValues:
         """Hand this step's values (loss, batch checksum, statistics) to the transfer."""
@@ -346,6 +373,7 @@ class OptimizerWatch:
             reader = self.transfer.add_host(HostStep(values, loss, batch), meta)
         else:
             row, zeroed = self.transfer.slot()
+            assert not isinstance(batch, Deferred)  # deferred only when every watch is on the host
             write_row(row, values, loss, batch, zeroed)
             reader = self.transfer.commit(meta)
         if reader is not None:

@@ -1,4 +1,5 @@
-"""Hooks on the watched models: forward timing, the batch checksum and ``zero_grad``."""
+"""Hooks on the watched models: forward timing, the batch checksum, the NaN-origin capture
+(:mod:`gradwatch.nanorigin`, called from the same hooks) and ``zero_grad``."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ class ModelHooks:
         for key, model in self.models.items():
             ids = {id(p) for p in model.parameters()}
             self.owners[key] = [w for w in watches if any(id(p) in ids for p in w.params)]
-        self._started: dict[str, tuple[float, torch.Tensor | None, list[str]]] = {}
+        self._started: dict[str, tuple[float, torch.Tensor | batch.Deferred | None, list[str]]] = {}
 
     def attach(self) -> None:
         """Register the hooks on every model."""
@@ -60,25 +61,41 @@ class ModelHooks:
 
     def _pre_hook(self, key: str) -> Any:
         want_checksum = self.run.options.batch_checksum
+        nan = self.run.nan_origin if self.run.nan_origin.on else None
+        started = self._started
+        is_grad_enabled = torch.is_grad_enabled
+        inspect = batch.inspect
+        clock = time.perf_counter
+        # every optimizer on the CPU: the I/O thread takes the checksum (batch.Deferred)
+        defer = all(w.stats.on_host for w in self.run.watches)
 
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            if not torch.is_grad_enabled():  # evaluation or inference: not a training forward
+            if not is_grad_enabled():  # evaluation or inference: not a training forward
                 return None
-            checksum, sig = batch.inspect(args, kwargs) if want_checksum else (None, [])
-            self._started[key] = (time.perf_counter(), checksum, sig)
+            checksum, sig = inspect(args, kwargs, defer=defer) if want_checksum else (None, [])
+            started[key] = (clock(), checksum, sig)
+            if nan is not None:
+                nan.before_forward(key, args, kwargs)
             return None
 
         return hook
 
     def _post_hook(self, key: str) -> Any:
+        nan = self.run.nan_origin if self.run.nan_origin.on else None
+        pop = self._started.pop
+        owners = self.owners[key]
+        clock = time.perf_counter
+
         def hook(module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
-            started = self._started.pop(key, None)
+            started = pop(key, None)
             if started is None:
                 return
             t0, checksum, sig = started
-            took = time.perf_counter() - t0
-            for watch in self.owners[key]:
+            took = clock() - t0
+            for watch in owners:
                 watch.note_forward(checksum, sig, took)
+            if nan is not None:
+                nan.after_forward(key, output)
 
         return hook
 

@@ -63,25 +63,12 @@ class NanOrigin:
 
     # -- hooks ------------------------------------------------------------------------------
     def attach(self) -> None:
-        """Register the cheap steady-state hooks."""
-        if not self.on:
-            return
-        guard = self.run.guard
-        for key, model in self.models.items():
-            if not self.run.model_hooks.owners.get(key):
-                continue
-            # kept out of the graph of a model compiled in place, as gradwatch's other hooks
-            disable = torch.compiler.disable
-            pre = disable(guard(self._capture(key), "NaN origin forward pre-hook"))  # type: ignore[no-untyped-call]
-            post = disable(guard(self._outputs(key), "NaN origin forward hook"))  # type: ignore[no-untyped-call]
-            self.handles.append(model.register_forward_pre_hook(pre, with_kwargs=True))
-            self.handles.append(model.register_forward_hook(post))
-        for w in self.run.watches:
-            screen = guard(self._screen(w), "NaN origin step pre-hook")
-            self.handles.append(w.optimizer.register_step_pre_hook(screen))
-            done = guard(self._stepped, "NaN origin step post-hook")
-            self.handles.append(w.optimizer.register_step_post_hook(done))
-        backward_tap.install(self._listener)
+        """Start listening to backward passes. The forward and step work is called by the
+        hooks gradwatch already has (:class:`~gradwatch.modelhooks.ModelHooks` and
+        :class:`~gradwatch.lifecycle.OptimizerWatch`): no hook of its own per forward or
+        step, so the steady state costs no extra hook dispatch."""
+        if self.on:
+            backward_tap.install(self._listener)
 
     def detach(self) -> None:
         """Remove every hook and drop the references to the last inputs."""
@@ -92,57 +79,51 @@ class NanOrigin:
         self.forwards.clear()
         self.losses.clear()
 
-    def _capture(self, key: str) -> Any:
-        def hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            if not torch.is_grad_enabled():
-                return
-            kept = self.forwards.get(key)
-            if kept is None or self._epochs.get(key) != self.epoch:
-                kept = self.forwards[key] = deque(maxlen=MAX_FORWARDS)
-                self._epochs[key] = self.epoch
-            self.thread = threading.get_ident()
-            cuda = None
-            for _, t in tensors((args, kwargs)):
-                if t.device.type == "cuda":
-                    index = t.device.index or 0
-                    cuda = (index, torch.cuda.get_rng_state(index))
-                break
-            kept.append(Captured(args, dict(kwargs), torch.get_rng_state(), cuda))
+    def before_forward(self, key: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A training forward of model ``key`` starts: keep its inputs and the generator
+        state (called by the model's forward pre-hook, with gradients enabled)."""
+        kept = self.forwards.get(key)
+        if kept is None or self._epochs.get(key) != self.epoch:
+            kept = self.forwards[key] = deque(maxlen=MAX_FORWARDS)
+            self._epochs[key] = self.epoch
+        self.thread = threading.get_ident()
+        cuda = None
+        first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if first is None:
+            first = next((t for _, t in tensors((args, kwargs))), None)
+        if first is not None and first.device.type == "cuda":
+            index = first.device.index or 0
+            cuda = (index, torch.cuda.get_rng_state(index))
+        kept.append(Captured(args, dict(kwargs), torch.get_rng_state(), cuda))
 
-        return hook
-
-    def _outputs(self, key: str) -> Any:
-        def hook(module: nn.Module, args: Any, output: Any) -> None:
-            # tag the outputs' autograd nodes (no reference kept: the graph is not held)
-            if isinstance(output, torch.Tensor):
-                _tag(output.grad_fn, key)
-                return
-            for _, t in tensors(output):
-                _tag(t.grad_fn, key)
-
-        return hook
+    def after_forward(self, key: str, output: Any) -> None:
+        """Tag the outputs' autograd nodes (no reference kept: the graph is not held)."""
+        if isinstance(output, torch.Tensor):
+            _tag(output.grad_fn, key)
+            return
+        for _, t in tensors(output):
+            _tag(t.grad_fn, key)
 
     def _after_backward(self, root: torch.Tensor | None, took: float, graph: Any) -> None:
         if graph is not None:
             self.losses.append(graph)
 
-    def _stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def stepped(self) -> None:
+        """An optimizer step was taken (called at the end of its post-hook)."""
         self.epoch += 1
         self.losses.clear()
 
-    def _screen(self, w: OptimizerWatch) -> Any:
-        live = w.stats.device.type == "cpu"
-
-        def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
-            if not live:
-                return  # on accelerators only a raise/skip/checkpoint policy looks now
-            loss = w.pending.loss
-            pre = w._pre  # the gradient norms gradwatch just checked (``w.screened``)
-            if (loss is None or math.isfinite(float(loss))) and (pre is None or pre.finite):
-                return
-            self.locate(w, w.step + 1)
-
-        return hook
+    def screen(self, w: OptimizerWatch) -> None:
+        """Before ``w``'s update on the CPU: localise a non-finite loss or gradient now,
+        while the parameters are still those that produced it (called at the end of the
+        step pre-hook; on accelerators only a raise/skip/checkpoint policy looks now)."""
+        if w.stats.device.type != "cpu":
+            return
+        loss = w.pending.loss
+        pre = w._pre  # the gradient norms gradwatch just checked (``w.screened``)
+        if (loss is None or math.isfinite(float(loss))) and (pre is None or pre.finite):
+            return
+        self.locate(w, w.step + 1)
 
     def rng_before_forward(self) -> dict[str, Any] | None:
         """The CPU generator state at the current step's first training forward."""

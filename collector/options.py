@@ -44,6 +44,7 @@ class WatchOptions:
     ddp_every: int = 50
     extra: dict[str, Any] = field(default_factory=dict)
     nan_origin: bool = True  # $GRADWATCH_NAN_ORIGIN: NaN provenance (gradwatch.nanorigin)
+    stats: str = "all"  # "all" or "grad-norms" (no snapshot, parameter or update norms)
 
     def policy(self, check: str) -> Policy:
         """The policy in force for ``check``."""
@@ -155,6 +156,34 @@ def _nan_origin() -> bool:
     return value not in ("0", "off", "false")
 
 
+STATS_MODES = ("all", "grad-norms")
+#: checks that read parameter or update norms, which ``stats="grad-norms"`` does not measure
+NEEDS_PARAM_STATS = (
+    "nonfinite-param",
+    "update-ratio",
+    "param-not-updated",
+    "frozen-param-changed",
+    "param-mutated-outside-step",
+)
+
+
+def _stats(value: object, policies: dict[str, Policy]) -> str:
+    """``stats`` (``"all"`` or ``"grad-norms"``); in ``grad-norms`` mode the checks that need
+    parameter or update norms are off, and asking for one of them is an error."""
+    if value not in STATS_MODES:
+        raise ConfigError(f"stats must be one of {', '.join(STATS_MODES)}, got {value!r}")
+    if value == "grad-norms":
+        asked = [c for c in NEEDS_PARAM_STATS if policies.get(c, "off") != "off"]
+        if asked:
+            raise ConfigError(
+                f"stats='grad-norms' measures no parameter or update norms, which "
+                f"{', '.join(asked)} need: use stats='all' or set those checks to 'off'"
+            )
+        for check in NEEDS_PARAM_STATS:
+            policies[check] = "off"
+    return str(value)
+
+
 def _ddp_every(value: object) -> int:
     """``ddp_every``, else ``$GRADWATCH_DDP_EVERY`` (for ``gradwatch run``), else 50."""
     if value is None:
@@ -184,6 +213,7 @@ def resolve(
     allow_mutation: object = None,
     scaler: object = None,
     ddp_every: object = None,
+    stats: object = "all",
 ) -> WatchOptions:
     """Validate everything and fill defaults from the environment."""
     policies = parse_checks(os.environ.get(CHECKS_ENV, ""), source=f"${CHECKS_ENV}")
@@ -199,6 +229,7 @@ def resolve(
         raise ConfigError(f"scaler must be a torch.amp.GradScaler, got {scaler!r:.200}")
     tok = token if token is not None else os.environ.get("GRADWATCH_TOKEN") or None
     normal = normalize_config(config)
+    mode = _stats(stats, policies)
     return WatchOptions(
         project=_text(
             "project",
@@ -224,4 +255,5 @@ def resolve(
         scaler=scaler,
         nan_origin=_nan_origin(),
         ddp_every=_ddp_every(ddp_every),
+        stats=mode,
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gradwatch.batch import Deferred, resolve
 from gradwatch.stats import StepValues
 
 LEADING = 3  # loss, batch checksum (2): the columns before the 4·T statistics
@@ -24,7 +25,7 @@ class HostStep:
 
     values: StepValues
     loss: torch.Tensor | None
-    batch: torch.Tensor | None
+    batch: torch.Tensor | Deferred | None  # a Deferred checksum is computed here, off-thread
 
 
 def write_row(
@@ -55,7 +56,7 @@ def assemble(steps: Sequence[HostStep], n_tensors: int) -> torch.Tensor:
         data[lossy, 0] = torch.tensor(losses, dtype=torch.float64)
     batched = [i for i, s in enumerate(steps) if s.batch is not None]
     if batched:
-        pairs = [s.batch.to(torch.float64) for s in steps if s.batch is not None]
+        pairs = [resolve(s.batch) for s in steps if s.batch is not None]
         data[batched, 1:LEADING] = torch.stack(pairs)
     by_layout: dict[tuple[int, int, torch.dtype], list[int]] = {}
     for i, s in enumerate(steps):

@@ -44,6 +44,12 @@ def _acc_dtype(t: torch.Tensor) -> torch.dtype:
     return torch.float64 if t.dtype == torch.float64 else torch.float32
 
 
+# grad mode switched with two C calls: ``torch.no_grad()`` costs several Python calls per use,
+# which the hot path of every step pays
+_grad_enabled = torch.is_grad_enabled
+_set_grad_enabled = torch._C._set_grad_enabled
+
+
 _INDEX_CACHE: dict[tuple[torch.device, tuple[int, ...]], torch.Tensor] = {}
 
 
@@ -143,7 +149,7 @@ class PreStep:
 
     has_grad: list[bool]
     grad_norm: torch.Tensor | None = None
-    nonfinite: torch.Tensor | None = None
+    nonfinite: torch.Tensor | None = None  # None with ``grad_norm`` set: all counts zero
     finite: bool | None = None  # on the host: whether every gradient norm is finite
 
 
@@ -152,9 +158,9 @@ class StepValues:
     """The statistics of one step as computed, not yet laid out in a row.
 
     ``norms`` holds, stat-major, the norms from statistic ``first`` on (``GRAD`` or
-    ``PARAM``) through ``UPDATE``, in the accumulation dtype; ``grad_norm`` (float64) is set
-    when the gradients were measured before the update, ``nonfinite`` (float64) when some
-    count may be non-zero (``None``: all zero).
+    ``PARAM``) through ``UPDATE``, in the accumulation dtype; ``grad_norm`` (float64, or the
+    accumulation dtype on the host) is set when the gradients were measured before the
+    update, ``nonfinite`` (float64) when some count may be non-zero (``None``: all zero).
     """
 
     n: int
@@ -185,7 +191,12 @@ class StepStats:
     """Computes the per-tensor statistics of one optimizer's parameters around ``step()``."""
 
     def __init__(
-        self, params: Sequence[torch.Tensor], device: torch.device, *, grads_after: bool = False
+        self,
+        params: Sequence[torch.Tensor],
+        device: torch.device,
+        *,
+        grads_after: bool = False,
+        grads_only: bool = False,
     ) -> None:
         self.params = list(params)
         self.n = len(self.params)
@@ -201,19 +212,40 @@ class StepStats:
             self._uniform if any(p.dtype != self._uniform for p in self.params) else None
         )  # low precision accumulates in float32; float32/float64 need no dtype argument
         self.grads_after = grads_after and self._fused
+        # stats="grad-norms": no snapshot; parameter and update norms are NaN (not measured)
+        self.grads_only = grads_only
+        self._unmeasured = torch.full(
+            (2 * self.n,), float("nan"), dtype=self._uniform or torch.float64, device=device
+        )
 
-    @torch.no_grad()
     def before_step(self, *, now: bool = False) -> PreStep:
         """Snapshot θ for the exact update; the gradient statistics too when ``now`` (a
         policy acts before the update) or when they cannot wait until after it."""
-        has_grad = [p.grad is not None for p in self.params]
-        pre = PreStep(has_grad=has_grad)
-        if now or not self.grads_after or not all(has_grad):
-            pre.grad_norm, pre.nonfinite, pre.finite = self._grad_stats(has_grad)
-        self._take_snapshot()
-        return pre
+        enabled = _grad_enabled()
+        _set_grad_enabled(False)
+        try:
+            has_grad = [p.grad is not None for p in self.params]
+            pre = PreStep(has_grad=has_grad)
+            if now or not self.grads_after or not all(has_grad):
+                pre.grad_norm, pre.nonfinite, pre.finite = self._grad_stats(has_grad)
+            if not self.grads_only:
+                self._take_snapshot()
+            return pre
+        finally:
+            _set_grad_enabled(enabled)
 
-    def _grad_stats(self, has_grad: list[bool]) -> tuple[torch.Tensor, torch.Tensor, bool | None]:
+    def _grad_stats(
+        self, has_grad: list[bool]
+    ) -> tuple[torch.Tensor, torch.Tensor | None, bool | None]:
+        """Gradient norms, non-finite counts (``None``: all zero) and, on the host, whether
+        every norm is finite."""
+        if self.on_host and self._fused and all(has_grad):
+            # the common CPU step: norms in the accumulation dtype (the I/O thread widens
+            # them), counts only when a norm is not finite — four ops in all
+            grads: list[torch.Tensor] = [p.grad for p in self.params]  # type: ignore[misc]
+            norms = torch.stack(torch._foreach_norm(grads, 2.0, dtype=self._norm_dtype))
+            ok = math.isfinite(float(norms.sum()))  # norms ≥ 0: a finite sum, all finite
+            return norms, None if ok else host_nonfinite_counts(grads, norms), ok
         present = [i for i, ok in enumerate(has_grad) if ok]
         grads = [g for g in (self.params[i].grad for i in present) if g is not None]
         uniform = self._uniform if len(grads) == self.n else None
@@ -235,10 +267,26 @@ class StepStats:
         nonfinite.index_copy_(0, idx, counts)
         return grad_norm, nonfinite, finite
 
-    @torch.no_grad()
     def after_step(self, pre: PreStep) -> StepValues:
         """The statistics of the step just taken (device tensors; no host sync on an
         accelerator, one scalar read on the CPU)."""
+        enabled = _grad_enabled()
+        _set_grad_enabled(False)
+        try:
+            return self._after_step(pre)
+        finally:
+            _set_grad_enabled(enabled)
+
+    def _after_step(self, pre: PreStep) -> StepValues:
+        if self.grads_only:
+            values = StepValues(self.n, self._unmeasured, PARAM)
+            if pre.grad_norm is None:  # every tensor has a gradient (before_step saw to it)
+                now: list[torch.Tensor] = [p.grad for p in self.params]  # type: ignore[misc]
+                norms = torch.stack(torch._foreach_norm(now, 2.0, dtype=self._norm_dtype))
+                values.grad_norm, values.nonfinite = norms, self._post_counts(now, norms)
+            else:
+                values.grad_norm, values.nonfinite = pre.grad_norm, pre.nonfinite
+            return values
         snapshot = self._snapshot
         if snapshot is not None:
             torch._foreach_sub_(snapshot, self.params)  # θ_before − θ_after

@@ -29,6 +29,8 @@ class StepChecker:
         self._view: StepView | None = None
         self._values_live = False
         self._last: tuple[int, StepValues] | None = None  # the previous collected step
+        # the facts of a quiet step (no StepView built): step, learning rates, requires_grad
+        self._facts: tuple[int, list[float], list[bool]] | None = None
 
     def view(self, step: int, pending: Pending, has_grad: list[bool], lr: list[float]) -> StepView:
         """The host-side facts of a step."""
@@ -51,21 +53,38 @@ class StepChecker:
 
     def requires_grad(self) -> list[bool] | None:
         """``requires_grad`` of every tensor as read before this step."""
+        if self._facts is not None:
+            return self._facts[2]
         return None if self._view is None else self._view.requires_grad
 
     def lr(self) -> list[float] | None:
         """The learning rates read before this step (read once per step)."""
+        if self._facts is not None:
+            return self._facts[1]
         return None if self._view is None else self._view.lr
 
     def pre_step(self, pending: Pending, pre: PreStep | None, closure: bool) -> Action:
         """Before the update; returns ``skip`` when a policy drops this update."""
         w = self.w
+        step = w.step + 1
+        if self.engine.quiet(w, step, closure):
+            # the common step: nothing holds, so no StepView is built
+            self._view = None
+            self._facts = (step, w.learning_rates(), [p.requires_grad for p in w.params])
+            if pre is not None and self.live and step % MUTATION_EVERY == 0:
+                self._mutation(self.view(step, pending, pre.has_grad, self._facts[1]))
+            return "none"
+        self._facts = None
         has_grad = pre.has_grad if pre is not None else [p.grad is not None for p in w.params]
         v = self.view(w.step + 1, pending, has_grad, w.learning_rates())
         v.has_closure = closure
         if pre is not None and pre.grad_norm is not None and self.engine.needs_values_now():
-            assert pre.nonfinite is not None
-            v.grad_norm, v.nonfinite = pre.grad_norm.cpu(), pre.nonfinite.cpu()
+            v.grad_norm = pre.grad_norm.to("cpu", torch.float64)
+            v.nonfinite = (
+                torch.zeros(len(w.params), dtype=torch.float64)
+                if pre.nonfinite is None
+                else pre.nonfinite.to("cpu", torch.float64)
+            )
             v.loss = None if pending.loss is None else float(pending.loss)
         if pre is not None and self.live:
             self._mutation(v)
@@ -84,8 +103,10 @@ class StepChecker:
         """After the update (``values``: this step's statistics, ``None`` if not collected).
         The value checks of collected steps run later, on the I/O thread (``check_rows``)."""
         v, self._view = self._view, None
-        if v is not None and values is not None and self.live:
-            self._last = (v.step, values)
+        facts, self._facts = self._facts, None
+        step = v.step if v is not None else facts[0] if facts is not None else None
+        if step is not None and values is not None and self.live:
+            self._last = (step, values)
 
     def check_rows(self, data: torch.Tensor, metas: list[StepMeta]) -> None:
         """Check a window of collected steps on the I/O thread, once it is on the host: the

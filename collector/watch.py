@@ -135,7 +135,9 @@ def watch(model: ModelArg, optimizer: OptimizerArg, **kwargs: Any) -> Run:
     or dataclass), ``tags``, ``accumulation_steps``, ``every`` (collect every N optimizer
     steps), ``checks`` ({check id: policy}), ``server`` (URL; or ``$GRADWATCH_SERVER``),
     ``token``, ``data_dir`` (or ``$GRADWATCH_DIR``), ``transfer_every`` (device-to-host
-    transfer period in steps; default 1 on CPU, 10 on accelerators), ``batch_checksum``.
+    transfer period in steps; default 1 on CPU, 10 on accelerators), ``batch_checksum``,
+    ``stats`` (``"all"``, or ``"grad-norms"``: gradient norms and non-finite counts only — no
+    parameter snapshot, parameter or update norms, and the checks that need them are off).
 
     Example::
 
@@ -186,6 +188,7 @@ def watch(model: ModelArg, optimizer: OptimizerArg, **kwargs: Any) -> Run:
                 "checks": opts.checks,
                 "batch_checksum": opts.batch_checksum,
                 "ddp_every": opts.ddp_every,
+                "stats": opts.stats,
             },
             **({} if rank is None else {"ddp": rank.meta()}),
             "models": [

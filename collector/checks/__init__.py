@@ -38,6 +38,10 @@ VALUE_CHECKS = (
     "param-no-grad",
     "vanishing-grad",
 )
+#: the checks :meth:`CheckEngine.pre_step` runs on every step (not the periodic ones)
+_REAL_TIME = frozenset(
+    {"stale-grad", "grad-zeroed-before-step", "step-without-backward", "eval-mode-training"}
+)
 COVERAGE_EVERY = 50  # steps between re-checks of optimizer coverage and frozen tensors
 
 
@@ -110,6 +114,23 @@ class CheckEngine:
         self.coverage.not_in_optimizer(missing, step)
 
     # -- around the step --------------------------------------------------------------------
+    def quiet(self, w: OptimizerWatch, step: int, closure: bool) -> bool:
+        """Whether :meth:`pre_step` would find, clear and do nothing for ``w``'s step
+        ``step`` — checked on the raw facts, so the common step builds no :class:`StepView`.
+        Conservative: anything unusual takes the full path."""
+        if self.shape_skip or step % COVERAGE_EVERY == 1 or self.needs_values_now():
+            return False
+        if self.sink.holds_any(_REAL_TIME):
+            return False  # a condition holds: the full path clears it when it ends
+        pending = w.pending
+        if not self.lifecycle.quiet(pending.n_backward, w.since_clear, pending.events, closure):
+            return False
+        if self.on("eval-mode-training"):
+            for key in w.model_keys:
+                if not loss_checks.all_training(self.models[key], self.modes[key]):
+                    return False
+        return True
+
     def pre_step(self, w: OptimizerWatch, v: StepView) -> Action:
         """Before the update: lifecycle, modes, coverage, and values when on the host."""
         actions: list[Action] = []

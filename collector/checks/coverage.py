@@ -168,8 +168,8 @@ class CoverageChecks:
 
     def mutated(self, v: StepView, previous: torch.Tensor | None, now: torch.Tensor) -> None:
         """``param-mutated-outside-step``: the norm of θ changed between two steps."""
-        if previous is None or previous.shape != now.shape:
-            return
+        if previous is None or previous.shape != now.shape or torch.equal(previous, now):
+            return  # torch.equal: one op and no copy in the common case (nothing changed)
         changed = (previous != now) & torch.isfinite(previous) & torch.isfinite(now)
         for i in torch.nonzero(changed).flatten().tolist():
             name = v.names[i]

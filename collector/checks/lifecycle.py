@@ -6,9 +6,21 @@ from __future__ import annotations
 from gradwatch.checks.view import StepView
 from gradwatch.findings import Action, FindingSink, finding
 
+Event = tuple[str, float, str]
 
-def _last(events: list[tuple[str, float, str]], kind: str) -> int:
+
+def _last(events: list[Event], kind: str) -> int:
     return max((i for i, e in enumerate(events) if e[0] == kind), default=-1)
+
+
+def _cleared_after_backward(events: list[Event]) -> list[Event]:
+    """The gradient clearings after the step's last backward pass (none without one)."""
+    if not events or events[-1][0] == "backward":
+        return []  # the common step: backward came last
+    last_backward = _last(events, "backward")
+    if last_backward < 0:
+        return []
+    return [e for e in events[last_backward + 1 :] if e[0] == "zero_grad"]
 
 
 class LifecycleChecks:
@@ -22,10 +34,22 @@ class LifecycleChecks:
         """Evaluate before the update is applied."""
         return [self._stale(v), self._zeroed(v), self._without_backward(v)]
 
+    def quiet(self, n_backward: int, since_clear: int, events: list[Event], closure: bool) -> bool:
+        """Whether none of the three checks holds for these facts (the common step: the
+        caller then need not build a :class:`StepView`). The same predicates as the checks."""
+        return (
+            not self._is_stale(n_backward, since_clear)
+            and not _cleared_after_backward(events)
+            and not (n_backward == 0 and not closure)
+        )
+
+    def _is_stale(self, n_backward: int, since_clear: int) -> bool:
+        expected = max(n_backward, 1) if self.declared is None else self.declared
+        leaked = since_clear > n_backward  # gradients from before the previous step
+        return since_clear > expected or (leaked and n_backward > 0)
+
     def _stale(self, v: StepView) -> Action:
-        expected = max(v.n_backward, 1) if self.declared is None else self.declared
-        leaked = v.since_clear > v.n_backward  # gradients from before the previous step
-        if v.since_clear > expected or (leaked and v.n_backward > 0):
+        if self._is_stale(v.n_backward, v.since_clear):
             return self.sink.report(
                 finding(
                     "stale-grad",
@@ -49,9 +73,8 @@ class LifecycleChecks:
         return "none"
 
     def _zeroed(self, v: StepView) -> Action:
-        last_backward = _last(v.events, "backward")
-        cleared = [e for e in v.events[last_backward + 1 :] if e[0] == "zero_grad"]
-        if last_backward >= 0 and cleared:
+        cleared = _cleared_after_backward(v.events)
+        if cleared:
             return self.sink.report(
                 finding(
                     "grad-zeroed-before-step",

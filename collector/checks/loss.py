@@ -122,6 +122,11 @@ def mode_dependent_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
     return out
 
 
+def all_training(root: nn.Module, modules: list[tuple[str, nn.Module]]) -> bool:
+    """Whether the model and its relevant dropout/norm layers are all in train() mode."""
+    return root.training and all(mod.training for _, mod in modules)
+
+
 def eval_mode(
     sink: FindingSink, step: int, root: nn.Module, modules: list[tuple[str, nn.Module]]
 ) -> Action:

@@ -146,7 +146,12 @@ def view(data: dict[str, Any]) -> dict[str, Any]:
             unit="‖g‖",
             title="Gradient norm per tensor",
         ),
-        ids.RUN_RATIO: figures.tensor_heatmap(
+        ids.RUN_RATIO: figures.empty(
+            "Update ratio ‖Δθ‖/‖θ‖ per tensor",
+            "not recorded: this run measured gradient norms only (stats='grad-norms')",
+        )
+        if grads_only(detail)
+        else figures.tensor_heatmap(
             data["update_norm"]["tensors"],
             data["update_norm"]["steps"],
             ratio,
@@ -161,6 +166,12 @@ def view(data: dict[str, Any]) -> dict[str, Any]:
         ids.RUN_FINDINGS: findings_list(detail["id"], findings),
         ids.RUN_FINGERPRINT: fingerprint_panel(detail.get("fingerprint") or {}),
     }
+
+
+def grads_only(detail: dict[str, Any]) -> bool:
+    """Whether the run recorded gradient norms only (``watch(stats="grad-norms")``)."""
+    options = (detail.get("start") or {}).get("options") or {}
+    return options.get("stats") == "grad-norms"
 
 
 def _bad(row: list[float], j: int) -> bool:

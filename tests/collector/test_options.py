@@ -33,6 +33,11 @@ def model_and_opt() -> tuple[nn.Module, torch.optim.Optimizer]:
         ({"config": [1, 2]}, "config"),
         ({"colour": "red"}, "unknown option(s) ['colour']"),
         ({"batch_checksum": "yes"}, "batch_checksum must be True or False"),
+        ({"stats": "norms"}, "stats must be one of all, grad-norms"),
+        (
+            {"stats": "grad-norms", "checks": {"update-ratio": "warn"}},
+            "stats='grad-norms' measures no parameter or update norms, which update-ratio need",
+        ),
     ],
 )
 def test_bad_options_raise_config_error(

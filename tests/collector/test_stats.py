@@ -41,11 +41,13 @@ def stat_rows(vec: torch.Tensor, n: int) -> list[list[float]]:
 @pytest.mark.parametrize("bad", [None, *NONFINITE], ids=["finite", "nan", "inf", "-inf"])
 @pytest.mark.parametrize("grads_after", [False, True], ids=["before", "after"])
 @pytest.mark.parametrize("all_grads", [False, True], ids=["some-grads", "all-grads"])
+@pytest.mark.parametrize("grads_only", [False, True], ids=["all-stats", "grad-norms"])
 def test_step_stats_match_naive_reference(
-    bad: float | None, grads_after: bool, all_grads: bool
+    bad: float | None, grads_after: bool, all_grads: bool, grads_only: bool
 ) -> None:
     """Both paths (gradients read before the update, or after it with the fused norm) and
-    both row kinds (zero-filled or reused) give the naive reference's values."""
+    both row kinds (zero-filled or reused) give the naive reference's values; with
+    ``stats="grad-norms"`` the parameter and update norms are NaN (not measured)."""
     params = make_params()
     g = torch.Generator().manual_seed(1)
     for p in params if all_grads else params[:-1]:
@@ -55,7 +57,9 @@ def test_step_stats_match_naive_reference(
         params[2].grad[0, 0, 1] = bad
         params[2].grad[1, 1, 0] = bad
     before = [p.detach().clone() for p in params]
-    engine = stats.StepStats(params, torch.device("cpu"), grads_after=grads_after)
+    engine = stats.StepStats(
+        params, torch.device("cpu"), grads_after=grads_after, grads_only=grads_only
+    )
     pre = engine.before_step()
     assert (pre.grad_norm is None) == (grads_after and all_grads)
     opt = torch.optim.SGD(params, lr=0.1)
@@ -66,10 +70,10 @@ def test_step_stats_match_naive_reference(
         if not zeroed:
             out.fill_(7.0)  # every value must be overwritten
         values.write(out, zeroed)
-        check_rows(params, pre, before, stat_rows(out, len(params)))
+        check_rows(params, pre, before, stat_rows(out, len(params)), grads_only)
     rows = assemble([HostStep(values, None, None)] * 2, len(params))
     assert rows.shape == (2, LEADING + 4 * len(params))
-    check_rows(params, pre, before, stat_rows(rows[1, LEADING:], len(params)))
+    check_rows(params, pre, before, stat_rows(rows[1, LEADING:], len(params)), grads_only)
 
 
 def check_rows(
@@ -77,6 +81,7 @@ def check_rows(
     pre: stats.PreStep,
     before: list[torch.Tensor],
     rows: list[list[float]],
+    grads_only: bool = False,
 ) -> None:
     for i, (p, row) in enumerate(zip(params, rows, strict=True)):
         if p.grad is None:
@@ -86,6 +91,9 @@ def check_rows(
             assert pre.has_grad[i] is True
             assert same(row[stats.GRAD], naive_norm(p.grad))
             assert row[stats.NONFINITE] == naive_nonfinite(p.grad)
+        if grads_only:
+            assert math.isnan(row[stats.PARAM]) and math.isnan(row[stats.UPDATE])
+            continue
         assert same(row[stats.PARAM], naive_norm(p))
         assert same(row[stats.UPDATE], naive_norm(p.detach() - before[i]))
 

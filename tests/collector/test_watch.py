@@ -352,3 +352,29 @@ def test_events_without_a_step_stay_bounded(capsys: pytest.CaptureFixture[str]) 
     assert len(first["events"]) == 256 + 2
     assert first["events"][-2][0] == "dropped" and first["events"][-2][2] == str(1000 - 256 + 1)
     assert "tensors added later are not followed" in capsys.readouterr().err
+
+
+def test_grad_norms_mode_records_gradients_only_and_turns_off_the_checks_that_need_more() -> None:
+    """``stats="grad-norms"``: exact gradient norms, NaN (not measured) parameter and update
+    norms, no snapshot, and no finding from a check that would read the missing values."""
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    with gradwatch.watch(model, opt, stats="grad-norms") as run:
+        assert run.options.policy("update-ratio") == "off"
+        assert run.options.policy("nonfinite-param") == "off"
+        for i in range(5):
+            opt.zero_grad()
+            x, y = batch(i)
+            nn.functional.mse_loss(model(x), y).backward()
+            expected = [float(p.grad.norm()) for p in model.parameters()]  # type: ignore[union-attr]
+            opt.step()
+            assert run.watches[0].stats._snapshot is None
+    (start,) = records(run.dir, Kind.RUN_START)
+    assert start.meta["options"]["stats"] == "grad-norms"
+    rows = steps(run.dir)
+    assert len(rows) == 5
+    last = rows[-1]["stats"]
+    for (grad, param, update, nonfinite), want in zip(last, expected, strict=True):
+        assert math.isclose(grad, want, rel_tol=1e-6)
+        assert math.isnan(param) and math.isnan(update) and nonfinite == 0
+    assert not [f for f in run.findings if f.check in ("nonfinite-param", "update-ratio")]

@@ -48,11 +48,14 @@ def test_heatmap_leaves_nonfinite_cells_blank_and_marks_them(value: float, label
 
 
 def test_loss_figure_marks_nonfinite_losses_and_uses_webgl_when_long() -> None:
-    steps = list(range(1, 5001))
-    values = [1.0] * 5000
+    n = figures.WEBGL_LINES_FROM + 1
+    steps = list(range(1, n + 1))
+    values = [1.0] * n
     values[10], values[20] = NAN, INF
     fig = figures.loss_figure((steps, values), [("lr", [1, 2], [0.1, 0.1])], focus=7)
     assert isinstance(fig.data[0], go.Scattergl)
+    short = figures.loss_figure((steps[:5000], values[:5000]), [], focus=None)
+    assert type(short.data[0]) is go.Scatter  # one SVG path draws faster than a GL context
     assert fig.data[0].y[10] is None
     nan_marks = next(t for t in fig.data if t.name == "NaN")
     assert list(nan_marks.x) == [11]
@@ -197,3 +200,22 @@ def test_fingerprint_diff_highlights_differing_fields_first() -> None:
     assert [r.className for r in rows] == ["gw-diff", "", ""]
     assert rows[0].children[0].children.children == "config.seed"
     assert flatten({"x": {"y": 1, "z": {}}}) == [("x.y", 1), ("x.z", {})]
+
+
+def test_ratio_keeps_nonfinite_values_and_zero_over_zero() -> None:
+    update = [[1.0, 0.0, NAN, 2.0, INF], [0.5, 3.0, 1.0, -INF, 0.0]]
+    param = [[2.0, 0.0, 1.0, INF, 1.0], [0.0, NAN, 0.0, 1.0, 4.0]]
+    out = figures.ratio(update, param)
+    assert out[0][0] == 0.5 and out[0][1] == 0.0 and math.isnan(out[0][2])
+    assert out[0][3] == INF and out[0][4] == INF  # a non-finite parameter or update is shown
+    assert out[1][0] == INF and math.isnan(out[1][1]) and out[1][2] == INF
+    assert out[1][3] == -INF and out[1][4] == 0.0
+
+
+def test_heatmap_marks_every_nonfinite_cell_with_its_kind() -> None:
+    tensors, steps = ["a", "b"], [1, 2, 3]
+    values = [[1.0, NAN, 2.0], [INF, 1.0, -INF]]
+    fig = figures.tensor_heatmap(tensors, steps, values, title="t")
+    marks = {t.name: list(zip(t.x, t.y, strict=True)) for t in fig.data[1:]}
+    assert marks == {"NaN": [(2, "a")], "+Inf": [(1, "b")], "−Inf": [(3, "b")]}
+    assert all(type(t) is go.Scatter for t in fig.data[1:])  # few marks: SVG

@@ -66,6 +66,21 @@ def test_run_page_of_the_nan_onset(demo_api: Api, demo_ids: dict[str, str]) -> N
     )
 
 
+def test_a_gradient_norms_only_run_says_its_update_ratio_was_not_recorded(
+    demo_api: Api, demo_ids: dict[str, str]
+) -> None:
+    """``watch(stats="grad-norms")`` leaves parameter and update norms unmeasured (NaN):
+    the update-ratio panel says so instead of marking every cell non-finite."""
+    data = run.fetch(demo_api, demo_ids["replicate-a"], None)
+    full = run.view(data)[ids.RUN_RATIO]
+    assert full.data  # a normal run draws its heatmap
+    start = data["detail"]["start"]
+    data["detail"]["start"] = {**start, "options": {**start["options"], "stats": "grad-norms"}}
+    ratio = run.view(data)[ids.RUN_RATIO]
+    assert not ratio.data
+    assert any("stats='grad-norms'" in a.text for a in ratio.layout.annotations)
+
+
 def test_run_page_of_the_stale_gradient_run(demo_api: Api, demo_ids: dict[str, str]) -> None:
     data = run.fetch(demo_api, demo_ids["stale-grad"], 2)
     parts = run.view(data)
