@@ -36,8 +36,8 @@ RECORDS: dict[str, str] = {
     " count; the loss, a batch checksum, forward/backward/step timings; the default"
     " integrity checks; written to an on-disk spool by a background thread",
     "gradwatch_grad_norms": '`stats="grad-norms"`: per tensor the gradient norm and'
-    " non-finite gradient count only (no parameter snapshot, parameter or update norms);"
-    " otherwise as gradwatch",
+    " non-finite gradient count only (no parameter snapshot, parameter or update norms, and"
+    " the five checks that need them off); otherwise as gradwatch",
     "wandb_gradients": "a 64-bin histogram of every tensor's gradient (computed in backward"
     " hooks) and the loss, committed by `run.log`; wandb-core (a separate process) writes"
     " the offline .wandb file",

@@ -73,23 +73,25 @@ def _verdicts(result: dict[str, Any]) -> list[str]:
     lines = [
         "## gradwatch against each peer",
         "",
-        "Median added wall ms per step (paired with plain). gradwatch is ahead when its added"
-        " time is below the peer's. aim and TensorBoard scalars record gradient norms only,"
-        " as gradwatch_grad_norms does; full gradwatch records more than either (the rows"
-        " with full gradwatch against them stand in while the grad-norms option is absent).",
+        "Added wall ms per step, paired with plain: median [min, max] over repetitions."
+        " gradwatch is ahead when its median is below the peer's; *ranges overlap* marks"
+        " a verdict the repetitions' spread does not settle. aim and TensorBoard scalars"
+        " record gradient norms only, as gradwatch_grad_norms does; the last row per model"
+        " sets full gradwatch (more content) against TensorBoard scalars.",
         "",
         "| model | gradwatch variant | peer | gradwatch added ms | peer added ms | ahead |",
-        "|---|---|---|---:|---:|---|",
+        "|---|---|---|---|---|---|",
     ]
     for name, r in result["models"].items():
         vs = r["variants"]
         for ours, peer in COMPARISONS:
             if ours not in vs or peer not in vs:
                 continue
-            a, b = vs[ours]["wall"]["added_ms"]["median"], vs[peer]["wall"]["added_ms"]["median"]
-            lines.append(
-                f"| {name} | {ours} | {peer} | {a:.2f} | {b:.2f} | {'yes' if a < b else '**no**'} |"
-            )
+            ea, eb = vs[ours]["wall"]["added_ms"], vs[peer]["wall"]["added_ms"]
+            verdict = "yes" if ea["median"] < eb["median"] else "**no**"
+            if ea["max"] >= eb["min"] and eb["max"] >= ea["min"]:
+                verdict += " (ranges overlap)"
+            lines.append(f"| {name} | {ours} | {peer} | {_range(ea)} | {_range(eb)} | {verdict} |")
     return [*lines, ""]
 
 
@@ -117,7 +119,8 @@ SHORT: dict[str, str] = {
     "lower_bound": "grad, param, update norms + non-finite counts, in memory",
     "gradwatch": "grad, param, exact update norms, non-finite counts, loss, batch checksum,"
     " timings, integrity checks",
-    "gradwatch_grad_norms": "grad norms + non-finite counts",
+    "gradwatch_grad_norms": "grad norms, non-finite counts, loss, batch checksum, timings,"
+    " the checks that need no parameter or update norms",
     "wandb_gradients": "64-bin histogram of each gradient + loss",
     "wandb_all": "64-bin histograms of each gradient and parameter + loss",
     "tensorboard_scalars": "grad norm of each tensor",
