@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test lint typecheck pytest bench clean
+.PHONY: install demo test lint typecheck pytest bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -38,5 +38,24 @@ bench: install
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/dashboard.py
 
+# Peers (wandb, TensorBoard, MLflow, aim) are installed only here, in a venv of their own;
+# the constraint keeps pip from replacing torch.
+PEERS_VENV ?= .venv-peers
+PEERS_BIN := $(PEERS_VENV)/bin
+PEERS_STAMP := $(PEERS_VENV)/.installed-$(shell cat pyproject.toml benchmarks/requirements-peers.txt | cksum | cut -d' ' -f1)
+
+$(PEERS_STAMP): pyproject.toml benchmarks/requirements-peers.txt
+	test -x $(PEERS_BIN)/python || $(PY) -m venv $(PEERS_VENV)
+	$(PEERS_BIN)/python -m pip install -q --upgrade pip
+	$(PEERS_BIN)/python -m pip install -q "torch==2.13.0"
+	$(PEERS_BIN)/python -m pip install -q -e ".[server]"
+	echo "torch==2.13.0" > $(PEERS_VENV)/constraints.txt
+	$(PEERS_BIN)/python -m pip install -q -r benchmarks/requirements-peers.txt -c $(PEERS_VENV)/constraints.txt
+	rm -f $(PEERS_VENV)/.installed-* && touch $(PEERS_STAMP)
+
+bench-peers: $(PEERS_STAMP)
+	$(PEERS_BIN)/python benchmarks/peers.py
+	$(PEERS_BIN)/python benchmarks/ingest_peers.py
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(PEERS_VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -69,7 +69,7 @@ BATCH_SIZE = {"mlp": 64, "cnn": 64, "transformer": 32}
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "collector_overhead.json"
 
 Batch = tuple[torch.Tensor, torch.Tensor]
-StepFn = Callable[[int, torch.Tensor, torch.Tensor], None]
+StepFn = Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor | None]
 
 
 # -- workloads ------------------------------------------------------------------------------
@@ -177,13 +177,15 @@ def make_workload(name: str, batch_size: int) -> Workload:
 
 
 def plain_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> StepFn:
-    """The training step every variant runs (gradwatch sees it through its hooks)."""
+    """The training step every variant runs (gradwatch sees it through its hooks); it
+    returns the loss (for trackers that log it, as benchmarks/peers.py does)."""
 
-    def step(i: int, x: torch.Tensor, y: torch.Tensor) -> None:
+    def step(i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
+        return loss
 
     return step
 

@@ -39,6 +39,7 @@ import time
 import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ STATS = ["grad_norm", "param_norm", "update_norm", "nonfinite_grad", "grad_max"]
 ROOT = Path(__file__).resolve().parent
 
 
-def start_record(run: str, tensors: int) -> Record:
+def start_record(run: str, tensors: int, stats: Sequence[str] = STATS) -> Record:
     return Record(
         Kind.RUN_START,
         {
@@ -59,18 +60,20 @@ def start_record(run: str, tensors: int) -> Record:
             "project": "bench",
             "started_at": time.time(),
             "host": "bench",
-            "stats": STATS,
+            "stats": list(stats),
             "tensors": [{"name": f"layer{i}.weight", "optimizer": 0} for i in range(tensors)],
         },
     )
 
 
-def steps_record(first: int, n: int, tensors: int, rng: np.random.Generator) -> Record:
-    stats = rng.random((n, tensors, len(STATS)), dtype=np.float32)
+def steps_record(
+    first: int, n: int, tensors: int, rng: np.random.Generator, names: Sequence[str] = STATS
+) -> Record:
+    stats = rng.random((n, tensors, len(names)), dtype=np.float32)
     loss = rng.random(n, dtype=np.float32)
     return Record(
         Kind.STEPS,
-        {"optimizer": 0, "stats": STATS},
+        {"optimizer": 0, "stats": list(names)},
         {
             "step": Array.from_buffer(
                 "i8", (n,), np.arange(first, first + n, dtype="<i8").tobytes()
@@ -82,10 +85,14 @@ def steps_record(first: int, n: int, tensors: int, rng: np.random.Generator) -> 
     )
 
 
-def encode_run(run: str, frames: int, n: int, tensors: int, seed: int) -> list[bytes]:
+def encode_run(
+    run: str, frames: int, n: int, tensors: int, seed: int, stats: Sequence[str] = STATS
+) -> list[bytes]:
     rng = np.random.default_rng(seed)
-    out = [encode_frame(1, start_record(run, tensors))]
-    out += [encode_frame(2 + i, steps_record(1 + i * n, n, tensors, rng)) for i in range(frames)]
+    out = [encode_frame(1, start_record(run, tensors, stats))]
+    out += [
+        encode_frame(2 + i, steps_record(1 + i * n, n, tensors, rng, stats)) for i in range(frames)
+    ]
     return out
 
 
