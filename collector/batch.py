@@ -89,6 +89,16 @@ HOLD_BYTES = 64 << 20
 _held_bytes = 0  # updated under the GIL; an approximate count is enough for a budget
 
 
+def combine(a: torch.Tensor | Deferred, b: torch.Tensor | Deferred) -> torch.Tensor | Deferred:
+    """The checksum of two forwards of one step. A deferred one meets an immediate one when
+    the hold budget ran out between them: the deferred part is then resolved now."""
+    if isinstance(a, Deferred) and isinstance(b, Deferred):
+        return a + b
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a + b
+    return resolve(a) + resolve(b)
+
+
 def resolve(value: torch.Tensor | Deferred) -> torch.Tensor:
     """A step's batch checksum as a float64 tensor, deferred or not."""
     return value.resolve() if isinstance(value, Deferred) else value.to(torch.float64)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from gradwatch.batch import Deferred
+from gradwatch.batch import Deferred, combine
 from gradwatch.graphorder import forward_order
 from gradwatch.rows import LEADING, HostStep, assemble, write_row
 from gradwatch.stats import PreStep, StepStats, StepValues, grads_untouched_by_step
@@ -203,7 +203,7 @@ class OptimizerWatch:
         pending = self.pending
         pending.forward_time += took
         if checksum is not None:
-            pending.batch = checksum if pending.batch is None else pending.batch + checksum  # type: ignore[operator]
+            pending.batch = checksum if pending.batch is None else combine(pending.batch, checksum)
         if len(pending.batch_sig) < 64:
             pending.batch_sig.extend(sig)
 

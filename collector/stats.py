@@ -244,8 +244,8 @@ class StepStats:
             # them), counts only when a norm is not finite — four ops in all
             grads: list[torch.Tensor] = [p.grad for p in self.params]  # type: ignore[misc]
             norms = torch.stack(torch._foreach_norm(grads, 2.0, dtype=self._norm_dtype))
-            ok = math.isfinite(float(norms.sum()))  # norms ≥ 0: a finite sum, all finite
-            return norms, None if ok else host_nonfinite_counts(grads, norms), ok
+            counts = self._post_counts(grads, norms)  # None exactly when every norm is finite
+            return norms, counts, counts is None
         present = [i for i, ok in enumerate(has_grad) if ok]
         grads = [g for g in (self.params[i].grad for i in present) if g is not None]
         uniform = self._uniform if len(grads) == self.n else None

@@ -11,7 +11,7 @@ from torch import nn
 
 import gradwatch
 from gradwatch import batch as batch_module
-from gradwatch.batch import Deferred, checksum_of, inspect, resolve
+from gradwatch.batch import Deferred, checksum_of, combine, inspect, resolve
 from gradwatch.records import batch_hash
 from tests.collector.steps import steps
 
@@ -82,3 +82,17 @@ def test_deferred_checksums_keep_at_most_the_hold_budget_of_inputs_alive(
     del kept
     gc.collect()
     assert batch_module._held_bytes <= 8 * 5 * 4
+
+
+def test_a_deferred_and_an_immediate_checksum_of_one_step_add_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two forwards in one step, the second past the hold budget: the sum is still exact."""
+    a, b = torch.randn(8, 5), torch.randn(8, 5)
+    first = inspect((a,), {}, defer=True)[0]
+    monkeypatch.setattr(batch_module, "HOLD_BYTES", 0)  # the budget runs out in between
+    second = inspect((b,), {}, defer=True)[0]
+    assert isinstance(first, Deferred) and isinstance(second, torch.Tensor)
+    expected = checksum_of([a]).double() + checksum_of([b]).double()
+    for got in (combine(first, second), combine(second, Deferred([([a], [a._version])]))):
+        assert torch.equal(resolve(got), expected)
