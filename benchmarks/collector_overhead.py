@@ -12,6 +12,12 @@ Three variants of the same training step are timed, interleaved in one process:
 * ``gradwatch``   the plain step with ``gradwatch.watch(model, optimizer, every=1)``
   attached (a fresh run per block, in a temporary data directory, closed after the block).
 
+Every block starts with ``--settle`` untimed steps, for every variant alike: a fresh
+gradwatch run's first steps carry one-time work (the first backward's graph walk, the
+first snapshot, the first full check pass), which is reported apart, with ``watch()`` and
+``close()``, as what each run costs once; the timed steps that follow are the per-step cost
+of a run in progress.
+
 Per repetition, each variant runs one block of ``--steps`` steps; the order of the three
 blocks rotates from one repetition to the next, so drifts of the machine hit every
 variant alike. Each variant trains its own copy of the model (same seed, same synthetic
@@ -64,8 +70,12 @@ GOAL = 1.5  # gradwatch's added time must be at most GOAL x the lower bound's ad
 SEED = 1234
 N_BATCHES = 8  # distinct synthetic batches per model, cycled through
 SEQ_LEN = 32  # tokens per sequence of the transformer
-# default batch per model: a one-thread step of ~10-75 ms keeps blocks short (interleaving)
-BATCH_SIZE = {"mlp": 64, "cnn": 64, "transformer": 32}
+# default batch per model: a one-thread step of ~5-90 ms keeps blocks short (interleaving).
+# The CNN runs batches of 8: what a collector adds per step does not depend on the batch
+# (gradwatch's batch checksum aside), but the step's noise grows with it, and at 64 samples
+# (a ~45 ms step) the step varies by ±2-5 ms from block to block on a 2-core VM, ten times
+# what either collector adds, so no comparison resolved (results of 2026-11-30, 09:59).
+BATCH_SIZE = {"mlp": 64, "cnn": 8, "transformer": 32}
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "collector_overhead.json"
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -260,6 +270,7 @@ class VariantState:
     blocks: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in METRICS})
     block_means: list[float] = field(default_factory=list)  # wall, seconds
     peak_rss_kib: list[int] = field(default_factory=list)
+    settle_s: list[float] = field(default_factory=list)  # wall of each block's lead-in
     watch_s: list[float] = field(default_factory=list)  # gradwatch only
     fingerprint_s: list[float] = field(default_factory=list)
     close_s: list[float] = field(default_factory=list)
@@ -397,12 +408,19 @@ def attached(state: VariantState, data_dir: Path) -> Iterator[None]:
 
 
 def run_block(
-    state: VariantState, work: Workload, steps: int, data_dir: Path, record: bool
+    state: VariantState,
+    work: Workload,
+    steps: int,
+    data_dir: Path,
+    record: bool,
+    settle: int = 0,
 ) -> None:
-    """One block of one variant (gradwatch: attached for exactly this block)."""
+    """One block of one variant (gradwatch: attached for exactly this block): ``settle``
+    untimed lead-in steps, then ``steps`` timed ones."""
     rss_ok = _reset_peak_rss()
     ctx = attached(state, data_dir) if state.name == "gradwatch" else contextlib.nullcontext()
     with ctx:
+        lead = timed_steps(state, work.batches, settle)[0] if settle else []
         p0 = time.process_time()
         wall, cpu = timed_steps(state, work.batches, steps)
     process_cpu = (time.process_time() - p0) / steps
@@ -411,6 +429,7 @@ def run_block(
         state.blocks["thread_cpu"].append(statistics.median(cpu))
         state.blocks["process_cpu"].append(process_cpu)
         state.block_means.append(statistics.fmean(wall))
+        state.settle_s.append(sum(lead))
         state.peak_rss_kib.append(_peak_rss_kib() if rss_ok else -1)
     else:  # warm-up: forget the setup timings too
         state.watch_s.clear()
@@ -427,6 +446,8 @@ def bench_model(
     data_dir: Path,
     triples: int,
     parts_n: int = 50,
+    settle: int = 0,
+    turn: int = 2,
 ) -> dict[str, Any]:
     """All repetitions of one model; returns its JSON section."""
     work = make_workload(name, batch_size)
@@ -442,28 +463,31 @@ def bench_model(
     for rep in range(reps):
         order = VARIANTS[rep % 3 :] + VARIANTS[: rep % 3]
         for v in order:
-            run_block(states[v], work, steps, data_dir, record=True)
+            run_block(states[v], work, steps, data_dir, record=True, settle=settle)
         load.append(os.getloadavg()[0])
         line = "  ".join(f"{v} {states[v].blocks['wall'][-1] * 1e3:7.3f}" for v in VARIANTS)
         print(
             f"[{name}] rep {rep + 1}/{reps}  wall median ms: {line}  (load {load[-1]:.2f})",
             flush=True,
         )
-    result = summarize(work, states, time.perf_counter() - t_start)
+    result = summarize(work, states, time.perf_counter() - t_start, settle)
     result["batch_size"] = batch_size
     result["collection_parts_cpu_ms"] = collection_parts(work, parts_n)
     if triples:
         print(f"[{name}] alternating every step: {triples} triples", flush=True)
-        result["alternating"] = alternating(work, triples, data_dir)
+        result["alternating"] = alternating(work, triples, data_dir, turn)
     result["loadavg_1min_per_rep"] = load
     return result
 
 
-def alternating(work: Workload, triples: int, data_dir: Path) -> dict[str, Any]:
+def alternating(work: Workload, triples: int, data_dir: Path, turn: int = 2) -> dict[str, Any]:
     """A finer-grained check: one gradwatch run attached for the whole measurement, and the
-    three variants alternate every single step (rotating order), so each step of a variant
-    is compared with the plain step right next to it. Per metric: the median over triples
-    of (variant − plain) in ms."""
+    three variants take turns (rotating order), so each step of a variant is compared with
+    the plain step right next to it. Each turn is ``turn`` steps, the last one timed: with
+    two, a timed step follows a step of its own variant, as in a training loop. (Timing the first
+    step of a turn charged each variant for re-reading its code and data after the other
+    two, which weighs most on the variant with the most Python state: gradwatch.) Per
+    metric: the median over triples of (variant − plain) in ms."""
     states = make_variants(work, 1)
     gw = states["gradwatch"]
     run = gradwatch.watch(gw.model, gw.optimizer, every=1, data_dir=data_dir)
@@ -475,12 +499,14 @@ def alternating(work: Workload, triples: int, data_dir: Path) -> dict[str, Any]:
             timed_steps(state, work.batches, 3)
         for i in range(triples):
             for v in VARIANTS[i % 3 :] + VARIANTS[: i % 3]:
+                if turn > 1:  # untimed: the caches as the variant's own step leaves them
+                    timed_steps(states[v], work.batches, turn - 1)
                 wall, cpu = timed_steps(states[v], work.batches, 1)
                 samples[v]["wall"].append(wall[0])
                 samples[v]["cpu"].append(cpu[0])
     finally:
         run.close()
-    out: dict[str, Any] = {"triples": triples}
+    out: dict[str, Any] = {"triples": triples, "turn": turn}
     for metric in ("wall", "cpu"):
         plain = samples["plain"][metric]
         entry: dict[str, Any] = {"plain_ms": statistics.median(plain) * 1e3}
@@ -505,7 +531,9 @@ def _added_factor(variants: dict[str, Any], metric: str) -> float | None:
     return gw / lb if lb > 0 else None
 
 
-def summarize(work: Workload, states: dict[str, VariantState], seconds: float) -> dict[str, Any]:
+def summarize(
+    work: Workload, states: dict[str, VariantState], seconds: float, settle: int = 0
+) -> dict[str, Any]:
     """Per variant and metric: medians over repetitions, and ratios and added times paired
     with the plain block of the same repetition (median, min, max over repetitions)."""
     variants: dict[str, Any] = {}
@@ -532,6 +560,9 @@ def summarize(work: Workload, states: dict[str, VariantState], seconds: float) -
             entry["watch_ms"] = _stats([t * 1e3 for t in s.watch_s])
             entry["fingerprint_thread_ms"] = _stats([t * 1e3 for t in s.fingerprint_s])
             entry["close_ms"] = _stats([t * 1e3 for t in s.close_s])
+            if settle:  # the lead-in steps of each run, in all, over plain's
+                lead = zip(s.settle_s, states["plain"].settle_s, strict=True)
+                entry["first_steps_added_ms"] = _stats([(g - p) * 1e3 for g, p in lead])
         variants[v] = entry
     factors = {metric: _added_factor(variants, metric) for metric in METRICS}
     best: dict[str, float | None] = {}
@@ -564,8 +595,8 @@ def machine_info() -> dict[str, Any]:
                 break
     digest = hashlib.sha256()
     source_dir = Path(gradwatch.__file__).resolve().parent
-    for path in sorted(source_dir.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted(source_dir.rglob("*.py")):
+        digest.update(str(path.relative_to(source_dir)).encode() + b"\0" + path.read_bytes())
     return {
         "cpu_model": cpu,
         "logical_cpus": os.cpu_count(),
@@ -684,12 +715,15 @@ def markdown(result: dict[str, Any]) -> str:
             "",
             "## Alternating every step",
             "",
-            f"One gradwatch run attached throughout; plain, lower bound and gradwatch steps"
-            f" alternate one step at a time in rotating order ({cfg['alternate_triples']}"
-            " triples), and each variant step is compared with the plain step next to it:"
-            " the median of those differences (ms). The finest pairing, so the least"
-            " disturbed by other processes; it leaves out watch()/close() and the first step"
-            " of each run.",
+            f"One gradwatch run attached throughout; plain, lower bound and gradwatch take"
+            f" turns of {cfg.get('alternate_turn', 1)} step(s) in rotating order"
+            f" ({cfg['alternate_triples']} triples), the last step of each turn timed (with"
+            " two, it follows a step of its own variant, as in training), and each variant"
+            " step is compared with the plain step next to"
+            " it: the median of those differences (ms). The finest pairing, so the least"
+            " disturbed by other processes; it leaves out watch()/close() and the first steps"
+            " of each run, and gradwatch's writer thread works through every variant's"
+            " steps, so part of its cost lands on the other two.",
             "",
             "| model | metric | plain ms | LB added ms | GW added ms | GW added / LB added "
             f"| ≤ {GOAL}× |",
@@ -708,16 +742,21 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "## One-time costs of each gradwatch run",
         "",
-        "Wall ms, median [min, max] over runs; not in the step times above.",
+        "Wall ms, median [min, max] over runs; not in the step times above. First steps:"
+        f" the {cfg.get('settle_steps', 0)} untimed steps that start each block, gradwatch's"
+        " wall time over plain's, in all (its first backward walks the graph for the forward"
+        " order, its first step allocates the snapshot and runs every check).",
         "",
-        "| model | watch() | fingerprint helper thread | close() |",
-        "|---|---|---|---|",
+        "| model | watch() | fingerprint helper thread | first steps, added | close() |",
+        "|---|---|---|---|---|",
     ]
     for name, r in models.items():
         g = r["variants"]["gradwatch"]
+        first = g.get("first_steps_added_ms")
         lines.append(
             f"| {name} | {_range(g['watch_ms'], '{:.1f}')} "
             f"| {_range(g['fingerprint_thread_ms'], '{:.1f}')} "
+            f"| {_range(first, '{:.1f}') if first else 'n/a'} "
             f"| {_range(g['close_ms'], '{:.1f}')} |"
         )
     parts = list(next(iter(models.values()))["collection_parts_cpu_ms"])
@@ -785,9 +824,16 @@ def profile(name: str, steps: int, batch_size: int, data_dir: Path, top: int) ->
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--reps", type=int, default=30, help="repetitions (default 30)")
+    p.add_argument("--reps", type=int, default=40, help="repetitions (default 40)")
     p.add_argument("--steps", type=int, default=20, help="steps per block (default 20)")
     p.add_argument("--warmup", type=int, default=10, help="warm-up steps per variant")
+    p.add_argument(
+        "--settle",
+        type=int,
+        default=10,
+        help="untimed lead-in steps at the start of every block (default 10); for gradwatch"
+        " the first steps of a fresh run, reported with the one-time costs",
+    )
     p.add_argument(
         "--batch-size", type=int, default=None, help=f"override the per-model batch {BATCH_SIZE}"
     )
@@ -797,19 +843,29 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--alternate",
         type=int,
-        default=150,
+        default=300,
         metavar="K",
         help="also K triples of steps alternating every step under one run (0: skip)",
+    )
+    p.add_argument(
+        "--turn",
+        type=int,
+        default=2,
+        help="steps per turn when alternating, the last one timed (default 2; 1 times a step"
+        " that follows another variant's)",
     )
     p.add_argument("--quick", action="store_true", help="smoke run: 2 reps x 2 steps")
     p.add_argument("--profile", metavar="MODEL", help="cProfile gradwatch on MODEL and exit")
     args = p.parse_args(argv)
     if args.quick:
-        args.reps, args.steps, args.warmup, args.alternate = 2, 2, 1, 2
+        args.reps, args.steps, args.warmup, args.alternate, args.settle = 2, 2, 1, 2, 1
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = sorted(set(args.models) - set(MODELS))
-    if unknown or args.reps < 1 or args.steps < 1:
-        p.error(f"need --reps >= 1, --steps >= 1 and models among {MODELS}; got {unknown}")
+    if unknown or args.reps < 1 or args.steps < 1 or args.turn < 1 or args.settle < 0:
+        p.error(
+            "need --reps >= 1, --steps >= 1, --turn >= 1, --settle >= 0 and models among"
+            f" {MODELS}; got {unknown}"
+        )
     return args
 
 
@@ -835,6 +891,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "optimizer": "Adam(lr=1e-3)",
                 "gradwatch_options": {"every": 1},
                 "alternate_triples": args.alternate,
+                "settle_steps": args.settle,
+                "alternate_turn": args.turn,
                 "goal": f"gradwatch added time <= {GOAL} x lower-bound added time",
             },
             "models": {},
@@ -850,6 +908,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 data_dir,
                 args.alternate,
                 5 if args.quick else 50,
+                args.settle,
+                args.turn,
             )
         result["seconds"] = time.perf_counter() - t0
     args.out.parent.mkdir(parents=True, exist_ok=True)

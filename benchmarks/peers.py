@@ -89,12 +89,16 @@ def make_states(
     return states
 
 
-def run_block(state: State, work: core.Workload, steps: int, record: bool) -> None:
-    """One block of one variant, then its flush; CPU times include the flush."""
+def run_block(state: State, work: core.Workload, steps: int, record: bool, settle: int = 0) -> None:
+    """One block of one variant: ``settle`` untimed lead-in steps (a fresh gradwatch run's
+    first steps do one-time work, see collector_overhead.py), ``steps`` timed ones, then its
+    flush; CPU times include the flush."""
     s0 = time.perf_counter()
     state.variant.begin_block()
     if state.variant.per_block_setup and record:
         state.setup_ms.append((time.perf_counter() - s0) * 1e3)
+    if settle:
+        core.timed_steps(state.timing, work.batches, settle)
     p0, d0 = time.process_time(), proctree.descendants_cpu_s()
     wall, cpu = core.timed_steps(state.timing, work.batches, steps)
     f0 = time.perf_counter()
@@ -125,7 +129,7 @@ def bench_model(
     for rep in range(args.reps):
         k = rep % len(order)
         for v in order[k:] + order[:k]:
-            run_block(states[v], work, args.steps, record=True)
+            run_block(states[v], work, args.steps, record=True, settle=args.settle)
         loads.append(os.getloadavg()[0])
         line = " ".join(f"{v} {s.blocks['wall'][-1] * 1e3:.1f}" for v, s in states.items())
         took = time.perf_counter() - t0
@@ -250,6 +254,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=8, help="repetitions (default 8)")
     p.add_argument("--steps", type=int, default=10, help="steps per block (default 10)")
     p.add_argument("--warmup", type=int, default=5, help="warm-up steps per variant")
+    p.add_argument(
+        "--settle", type=int, default=10, help="untimed steps at the start of every block"
+    )
     p.add_argument("--models", default=",".join(core.MODELS), help="comma-separated subset")
     p.add_argument("--variants", default=",".join(pv.VARIANTS), help="comma-separated subset")
     p.add_argument("--batch-size", type=int, default=None, help="override the model's batch")
@@ -263,7 +270,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rss-child", nargs=2, metavar=("MODEL", "VARIANT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
-        args.reps, args.steps, args.warmup, args.rss_steps = 2, 3, 2, 5
+        args.reps, args.steps, args.warmup, args.rss_steps, args.settle = 2, 3, 2, 5, 1
     args.models = [m for m in args.models.split(",") if m]
     args.variants = ["plain"] + [v for v in args.variants.split(",") if v and v != "plain"]
     bad = sorted(set(args.models) - set(core.MODELS))
@@ -287,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "peers": versions(),
         "config": {
             "command": " ".join(["python", "benchmarks/peers.py", *sys.argv[1:]]),
-            **{k: getattr(args, k) for k in ("reps", "steps", "warmup", "rss_steps")},
+            **{k: getattr(args, k) for k in ("reps", "steps", "warmup", "settle", "rss_steps")},
             "records": pv.RECORDS,
         },
         "unavailable": unavailable,

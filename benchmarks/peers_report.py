@@ -41,7 +41,9 @@ def _header(result: dict[str, Any]) -> list[str]:
         "",
         f"`{cfg['command']}` — {cfg['reps']} repetitions × {cfg['steps']} steps per variant"
         f" (+{cfg['warmup']} warm-up steps), Adam, interleaved in rotating order; every block"
-        " is paired with the plain block of the same repetition.",
+        f" starts with {cfg.get('settle', 0)} untimed steps (gradwatch attaches a fresh run"
+        " per block, whose first steps do one-time work) and is paired with the plain block"
+        " of the same repetition.",
         "",
     ]
 

@@ -64,12 +64,13 @@ class Deferred:
     def resolve(self) -> torch.Tensor:
         """The ``(2,)`` float64 checksum (NaN when an input changed since its forward)."""
         try:
-            total = torch.zeros(2, dtype=torch.float64)
+            total: torch.Tensor | None = None
             for tensors, versions in self.parts:
                 if any(t._version != v for t, v in zip(tensors, versions, strict=True)):
                     return torch.full((2,), float("nan"), dtype=torch.float64)
-                total += checksum_of(tensors).to(torch.float64)
-            return total
+                pair = checksum_of(tensors).to(torch.float64)
+                total = pair if total is None else total + pair
+            return torch.zeros(2, dtype=torch.float64) if total is None else total
         finally:
             self._release()
 

@@ -52,8 +52,8 @@ def assemble(steps: Sequence[HostStep], n_tensors: int) -> torch.Tensor:
         return data
     lossy = [i for i, s in enumerate(steps) if s.loss is not None]
     if lossy:
-        losses = [float(s.loss) for s in steps if s.loss is not None]
-        data[lossy, 0] = torch.tensor(losses, dtype=torch.float64)
+        losses = [s.loss for s in steps if s.loss is not None]
+        data[lossy, 0] = _losses(losses)
     batched = [i for i, s in enumerate(steps) if s.batch is not None]
     if batched:
         pairs = [resolve(s.batch) for s in steps if s.batch is not None]
@@ -66,9 +66,25 @@ def assemble(steps: Sequence[HostStep], n_tensors: int) -> torch.Tensor:
         start = LEADING + first * n_tensors
         norms = torch.stack([steps[i].values.norms for i in idx])
         data[idx, start : LEADING + 3 * n_tensors] = norms.to(torch.float64)
+    measured = [i for i, s in enumerate(steps) if s.values.grad_norm is not None]
+    if measured:  # gradient norms measured before the update
+        grads = [g for g in (s.values.grad_norm for s in steps) if g is not None]
+        data[measured, LEADING : LEADING + n_tensors] = _stacked(grads)
     for i, s in enumerate(steps):
-        if s.values.grad_norm is not None:
-            data[i, LEADING : LEADING + n_tensors] = s.values.grad_norm
         if s.values.nonfinite is not None:
             data[i, LEADING + 3 * n_tensors :] = s.values.nonfinite
     return data
+
+
+def _stacked(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """CPU tensors of one shape as one float64 tensor (one op when they share a dtype)."""
+    if all(t.dtype == tensors[0].dtype for t in tensors):
+        return torch.stack(tensors).to(torch.float64)
+    return torch.stack([t.to(torch.float64) for t in tensors])
+
+
+def _losses(losses: list[torch.Tensor]) -> torch.Tensor:
+    """One-element loss tensors as a float64 vector."""
+    if all(t.shape == losses[0].shape for t in losses):
+        return _stacked(losses).reshape(len(losses))
+    return torch.tensor([float(t) for t in losses], dtype=torch.float64)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from gradwatch.checks import CheckEngine
-from gradwatch.checks.view import StepView
+from gradwatch.checks.view import StepView, Window
 from gradwatch.findings import Action
 from gradwatch.stats import GRAD, NONFINITE, PARAM, UPDATE, PreStep, StepValues
 
@@ -111,24 +111,69 @@ class StepChecker:
     def check_rows(self, data: torch.Tensor, metas: list[StepMeta]) -> None:
         """Check a window of collected steps on the I/O thread, once it is on the host: the
         value checks (unless a raise/skip policy already ran them before the update), the
-        update-based checks and the loss curve. Never touches the training thread."""
+        update-based checks and the loss curve. Never touches the training thread.
+
+        Runs of rows on which nothing is found are checked together in a few tensor ops
+        (:meth:`CheckEngine.take_rows`); any other row on its own (:meth:`_check_row`)."""
+        values_done = self.engine.needs_values_now()
+        win = self._window(data, metas)
+        quiet = self.engine.quiet_rows(self.w, win, values_done)
+        r, rows = 0, len(metas)
+        if rows > 1 and not any(quiet):  # perhaps the histories start with this window
+            self._check_row(data[0], metas[0], values_done)
+            quiet = self.engine.quiet_rows(self.w, win, values_done)
+            r = 1
+        while r < rows:
+            if quiet[r] and self.engine.rows_idle(self.w, values_done):
+                end = r + 1
+                while end < rows and quiet[end]:
+                    end += 1
+                taken = self.engine.take_rows(self.w, win, r, end, values_done)
+                if taken:
+                    r += taken
+                    time.sleep(0)  # let the training thread take the GIL
+                    continue
+            self._check_row(data[r], metas[r], values_done)
+            r += 1
+            time.sleep(0)
+
+    def _window(self, data: torch.Tensor, metas: list[StepMeta]) -> Window:
+        from gradwatch.rows import LEADING
+
+        n = len(self.w.params)
+        stats = data[:, LEADING:].reshape(len(metas), 4, n)  # stat-major rows
+        losses = data[:, 0].tolist()
+        trainable = [p.requires_grad for p in self.w.params]
+        return Window(
+            grad_norm=stats[:, GRAD],
+            nonfinite=stats[:, NONFINITE],
+            param_norm=stats[:, PARAM],
+            update_norm=stats[:, UPDATE],
+            loss=[x if m.has_loss else None for x, m in zip(losses, metas, strict=True)],
+            steps=[m.step for m in metas],
+            lr=[m.lr for m in metas],
+            plain=[
+                all(m.has_grad) and all(trainable if m.requires_grad is None else m.requires_grad)
+                for m in metas
+            ],
+        )
+
+    def _check_row(self, row: torch.Tensor, meta: StepMeta, values_done: bool) -> None:
+        """The checks of one collected row (the reference path)."""
         from gradwatch.lifecycle import Pending
         from gradwatch.rows import LEADING
 
-        values_done = self.engine.needs_values_now()
-        for row, meta in zip(data, metas, strict=True):
-            pending = Pending(n_backward=meta.n_backward, events=meta.events)
-            v = self.view(meta.step, pending, meta.has_grad, meta.lr)
-            if meta.requires_grad is not None:
-                v.requires_grad = meta.requires_grad
-            stats = row[LEADING:].reshape(4, len(self.w.params))  # stat-major
-            v.loss = float(row[0]) if meta.has_loss else None
-            v.grad_norm, v.nonfinite = stats[GRAD], stats[NONFINITE]
-            v.param_norm, v.update_norm = stats[PARAM], stats[UPDATE]
-            if not values_done:
-                self.engine.values(v)
-            self.engine.post_step(v)
-            time.sleep(0)  # let the training thread take the GIL between rows
+        pending = Pending(n_backward=meta.n_backward, events=meta.events)
+        v = self.view(meta.step, pending, meta.has_grad, meta.lr)
+        if meta.requires_grad is not None:
+            v.requires_grad = meta.requires_grad
+        stats = row[LEADING:].reshape(4, len(self.w.params))  # stat-major
+        v.loss = float(row[0]) if meta.has_loss else None
+        v.grad_norm, v.nonfinite = stats[GRAD], stats[NONFINITE]
+        v.param_norm, v.update_norm = stats[PARAM], stats[UPDATE]
+        if not values_done:
+            self.engine.values(v)
+        self.engine.post_step(v)
 
     def finish(self) -> StepView:
         """At close: the last view, for the final checks."""

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ from gradwatch.checks import loss as loss_checks
 from gradwatch.checks.coverage import CoverageChecks
 from gradwatch.checks.lifecycle import LifecycleChecks
 from gradwatch.checks.numerics import NumericsChecks
-from gradwatch.checks.view import StepView
+from gradwatch.checks.view import StepView, Window
 from gradwatch.findings import Action, FindingSink, finding
 from gradwatch.fingerprint import nondeterminism_risks
 
@@ -41,6 +42,16 @@ VALUE_CHECKS = (
 #: the checks :meth:`CheckEngine.pre_step` runs on every step (not the periodic ones)
 _REAL_TIME = frozenset(
     {"stale-grad", "grad-zeroed-before-step", "step-without-backward", "eval-mode-training"}
+)
+#: the checks that run on each collected row (:meth:`CheckEngine.values` and ``post_step``)
+ROW_CHECKS = (
+    *VALUE_CHECKS,
+    "nonfinite-param",
+    "update-ratio",
+    "param-not-updated",
+    "frozen-param-changed",
+    "loss-diverging",
+    "loss-plateau",
 )
 COVERAGE_EVERY = 50  # steps between re-checks of optimizer coverage and frozen tensors
 
@@ -187,6 +198,82 @@ class CheckEngine:
         if self.on("loss-diverging") or self.on("loss-plateau"):
             self.losses.observe(v)
         self.sink.flush()
+
+    # -- a window of rows at once (gradwatch.stepcheck) ------------------------------------
+    # values() and post_step() are the reference, one row at a time. Rows on which they
+    # would find nothing, only extending their histories, are taken many at once here; any
+    # other row goes through them. Policies that act (raise, skip, checkpoint) keep every
+    # row on the reference path.
+
+    def quiet_rows(self, w: OptimizerWatch, win: Window, values_done: bool) -> list[bool]:
+        """Per row of ``win``: whether the row checks would report and clear nothing, and
+        start no streak, provided the histories are idle (:meth:`rows_idle`)."""
+        rows = len(win)
+        if any(self.sink.wants_action(c) for c in ROW_CHECKS):
+            return [False] * rows
+        quiet = torch.tensor(win.plain, dtype=torch.bool)
+        if not values_done:
+            if self.on("nonfinite-loss"):
+                finite = [x is None or math.isfinite(x) for x in win.loss]
+                quiet &= torch.tensor(finite, dtype=torch.bool)
+            if self.on("nonfinite-grad"):
+                quiet &= (win.nonfinite == 0).all(dim=1)
+            exploding, vanishing = self.on("exploding-grad"), self.on("vanishing-grad")
+            if exploding or vanishing or self.on("nonfinite-grad"):
+                order = w.forward_order or list(range(len(w.params)))
+                grads = self.numerics.quiet_rows(w.index, win, order, exploding, vanishing)
+                if grads is None:
+                    return [False] * rows
+                quiet &= grads
+            if self.on("param-no-grad"):
+                quiet &= (win.grad_norm != 0).all(dim=1)
+        if self.on("nonfinite-param"):
+            quiet &= torch.isfinite(win.param_norm).all(dim=1)
+        if self.on("param-not-updated") or self.on("frozen-param-changed"):
+            quiet &= (win.update_norm != 0).all(dim=1)
+        if self.on("update-ratio") and not self.numerics.has_history(w.index):
+            return [False] * rows
+        result: list[bool] = quiet.tolist()
+        return result
+
+    def rows_idle(self, w: OptimizerWatch, values_done: bool) -> bool:
+        """Whether every per-row history of ``w`` is in the state that quiet rows keep."""
+        o = w.index
+        if not values_done:
+            numerics = self.on("nonfinite-grad") or self.on("exploding-grad")
+            vanishing = self.on("vanishing-grad")
+            if (numerics or vanishing) and not self.numerics.rows_idle(o, vanishing):
+                return False
+            if self.on("param-no-grad") and self.coverage.no_grad_streak(o):
+                return False
+        updated = self.on("param-not-updated") or self.on("frozen-param-changed")
+        return not (updated and self.coverage.not_updated_streak(o))
+
+    def take_rows(
+        self, w: OptimizerWatch, win: Window, start: int, end: int, values_done: bool
+    ) -> int:
+        """Check rows ``start:end`` (quiet, histories idle) at once; returns how many were
+        taken — fewer when the gradient history flags a row, which then takes the
+        reference path."""
+        o = w.index
+        stop = end
+        if not values_done and self.on("exploding-grad"):
+            stop = start + self.numerics.exploding_rows(o, win, start, end)
+            if stop == start:
+                return 0
+        if not values_done:  # what the reference does on a row with nothing to report
+            if self.on("nonfinite-loss"):
+                self.sink.clear("nonfinite-loss", None, o)
+            for check in ("nonfinite-grad", "exploding-grad", "param-no-grad"):
+                if self.on(check):
+                    self.sink.settle(check, o, set())
+        if self.on("update-ratio"):
+            self.numerics.update_ratio_rows(o, win, start, stop, w.names, w.group_of)
+        if self.on("loss-diverging") or self.on("loss-plateau"):
+            for r in range(start, stop):
+                self.losses.observe_loss(o, win.steps[r], win.loss[r])
+        self.sink.flush()
+        return stop - start
 
     def loss_shape(self, step: int, fn: str, a: torch.Size, b: torch.Size, out: torch.Size) -> None:
         """``loss-shape-mismatch`` (called from the loss function wrapper)."""

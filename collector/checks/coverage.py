@@ -75,6 +75,14 @@ class CoverageChecks:
                 )
             )
 
+    def no_grad_streak(self, optimizer: int) -> bool:
+        """Whether a ``param-no-grad`` streak of ``optimizer`` is running."""
+        return optimizer in self._no_grad
+
+    def not_updated_streak(self, optimizer: int) -> bool:
+        """Whether a ``param-not-updated`` streak of ``optimizer`` is running."""
+        return optimizer in self._not_updated
+
     # -- values ---------------------------------------------------------------------------
     def no_grad(self, v: StepView) -> list[Action]:
         """``param-no-grad``: a trainable tensor got no (or an all-zero) gradient 3 steps in

@@ -37,12 +37,15 @@ class LossChecks:
 
     def observe(self, v: StepView) -> None:
         """Feed one finite loss value."""
-        if v.loss is None or not math.isfinite(v.loss):
+        self.observe_loss(v.optimizer, v.step, v.loss)
+
+    def observe_loss(self, o: int, step: int, loss: float | None) -> None:
+        """Feed optimizer ``o``'s loss of step ``step`` (ignored unless finite)."""
+        if loss is None or not math.isfinite(loss):
             return
-        o = v.optimizer
         recent = self._recent.setdefault(o, deque(maxlen=max(SMOOTH, PLATEAU_STEPS)))
-        recent.append(v.loss)
-        self._first.setdefault(o, v.loss)
+        recent.append(loss)
+        self._first.setdefault(o, loss)
         self._count[o] = self._count.get(o, 0) + 1
         window = list(recent)[-SMOOTH:]
         smoothed = statistics.median(window)
@@ -51,11 +54,11 @@ class LossChecks:
             # read as divergence (the minimum of noisy medians is biased low)
             self._best[o] = smoothed
             self._noise[o] = statistics.median(abs(x - smoothed) for x in window)
-        self._diverging(v, smoothed)
-        self._plateau(v, list(recent))
+        self._diverging(o, step, smoothed)
+        self._plateau(o, step, list(recent))
 
-    def _diverging(self, v: StepView, smoothed: float) -> None:
-        o, first, best = v.optimizer, self._first[v.optimizer], self._best.get(v.optimizer)
+    def _diverging(self, o: int, step: int, smoothed: float) -> None:
+        first, best = self._first[o], self._best.get(o)
         positive = first > 0 and best is not None and best > 0
         noise = self._noise.get(o, 0.0)
         rising = (
@@ -69,7 +72,7 @@ class LossChecks:
             self.sink.report(
                 finding(
                     "loss-diverging",
-                    v.step,
+                    step,
                     f"the loss (median of the last {SMOOTH}: {smoothed:.4g}) is "
                     + (
                         f"{smoothed / first:.3g}× the first loss."
@@ -84,22 +87,22 @@ class LossChecks:
         elif not (rising or blown):
             self.sink.clear("loss-diverging", None, o)
 
-    def _plateau(self, v: StepView, recent: list[float]) -> None:
+    def _plateau(self, o: int, step: int, recent: list[float]) -> None:
         if len(recent) >= PLATEAU_STEPS and max(recent) - min(recent) < PLATEAU_RANGE:
             self.sink.report(
                 finding(
                     "loss-plateau",
-                    v.step,
+                    step,
                     f"the loss has not moved for {PLATEAU_STEPS} steps (range "
                     f"{max(recent) - min(recent):.2g}).",
                     "check that parameters receive gradients and the learning rate is not 0, or "
                     "stop: training has converged.",
-                    optimizer=v.optimizer,
+                    optimizer=o,
                     details={"range": max(recent) - min(recent), "loss": recent[-1]},
                 )
             )
         else:
-            self.sink.clear("loss-plateau", None, v.optimizer)
+            self.sink.clear("loss-plateau", None, o)
 
 
 def mode_dependent_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from gradwatch.catalogue import Severity
-from gradwatch.checks.view import StepView, held_for
-from gradwatch.findings import Action, FindingSink, finding
+from gradwatch.checks.view import StepView, Window, held_for, held_for_rows
+from gradwatch.findings import Action, Finding, FindingSink, finding
 
 WINDOW = 100  # steps of gradient-norm history for the rolling median
 MIN_HISTORY = 10
@@ -33,6 +33,11 @@ RATIO_WARN = (1e-4, 1e-1)
 RATIO_ERROR = (1e-8, 10.0)
 RATIO_WARN_STEPS = 20
 RATIO_ERROR_STEPS = 3
+#: update-ratio levels: streak key, healthy range, steps to hold, severity
+_RATIO_LEVELS: list[tuple[str, tuple[float, float], int, Severity]] = [
+    ("warn", RATIO_WARN, RATIO_WARN_STEPS, "warning"),
+    ("error", RATIO_ERROR, RATIO_ERROR_STEPS, "error"),
+]
 
 #: ``(check, view, tensor index, ‖θ‖ before the step) -> details.origin`` (set by the run)
 OriginOf = Callable[[str, StepView, "int | None", "float | None"], "dict[str, Any] | None"]
@@ -260,10 +265,7 @@ class NumericsChecks:
     def _first_last_ratio(self, v: StepView, state: _State) -> tuple[int, float] | None:
         """(first weight matrix, its norm / the last one's) when below 1e-3 (deep nets)."""
         assert v.grad_norm is not None
-        if state.ends is None:
-            weights = [i for i in v.order if bool(state.matrix[i])]
-            state.ends = (weights[0], weights[-1]) if len(weights) >= 2 else (-1, -1)
-        first, last = state.ends
+        first, last = _ends(state, v.order)
         if first < 0 or not (v.has_grad[first] and v.has_grad[last]):
             return None
         top = float(v.grad_norm[last])
@@ -273,6 +275,143 @@ class NumericsChecks:
             return first, ratio
         self._deep.discard(v.optimizer)
         return None
+
+    # -- a window of rows at once (gradwatch.stepcheck) ----------------------------------
+    # The per-row methods above are the reference. For rows on which they would report
+    # nothing and only update their history, these do the same for many rows in a few ops.
+
+    def has_history(self, optimizer: int) -> bool:
+        """Whether ``optimizer``'s histories exist (its first checked row creates them)."""
+        return optimizer in self._state
+
+    def rows_idle(self, optimizer: int, vanishing: bool) -> bool:
+        """Whether no per-row history of ``optimizer`` is in a state the window methods do
+        not follow (a vanishing streak, a deep-net ratio)."""
+        state = self._state.get(optimizer)
+        if state is None:
+            return False  # the first row creates it
+        return not (vanishing and (state.vanish is not None or optimizer in self._deep))
+
+    def quiet_rows(
+        self, optimizer: int, win: Window, order: list[int], exploding: bool, vanishing: bool
+    ) -> torch.Tensor | None:
+        """Per row: whether :meth:`grads` would find nothing and leave no streak, assuming
+        the history is idle (``None`` before the history exists). What depends on the
+        gradient history (growth streaks, the rolling median) :meth:`exploding_rows` checks."""
+        state = self._state.get(optimizer)
+        if state is None:
+            return None
+        g = win.grad_norm
+        rms = g / state.sqrt_numel
+        quiet = torch.isfinite(g).all(dim=1)
+        if exploding:
+            quiet &= ~(rms > RMS_EXPLODE).any(dim=1)
+        if vanishing:  # as _vanishing: small, but not zero up to rounding
+            top = rms.max(dim=1, keepdim=True).values
+            tiny = (g > 0) & (rms < RMS_VANISH) & (rms >= STRUCTURAL_ZERO * top)
+            quiet &= ~tiny.any(dim=1)
+            first, last = _ends(state, order)
+            if first >= 0:
+                top = g[:, last]
+                ratio = torch.where(top > 0, g[:, first] / top, 0.0)
+                quiet &= ~((ratio > 0) & (ratio < FIRST_LAST_RATIO))
+        return quiet
+
+    def exploding_rows(self, optimizer: int, win: Window, start: int, end: int) -> int:
+        """``exploding-grad`` over rows ``start:end`` that :meth:`quiet_rows` passed: adds
+        them to the history, up to the first row that a growth streak or the rolling median
+        flags; returns how many rows were taken."""
+        state = self._state[optimizer]
+        g = win.grad_norm
+        growth: torch.Tensor | None = None
+        if state.last is not None:  # every row here is finite: each one extends the history
+            previous = torch.cat([state.last.unsqueeze(0), g[start : end - 1]])
+            growth = held_for_rows(state.growth, g[start:end] > GROWTH * previous)
+            flagged = (growth >= GROWTH_STEPS).any(dim=1)
+            if bool(flagged.any()):
+                end = start + int(flagged.nonzero()[0])
+        j = start
+        while j < end:
+            filled = state.filled
+            if filled >= MIN_HISTORY and (state.median is None or filled % MEDIAN_EVERY == 0):
+                state.median = state.history[: min(filled, WINDOW)].median(dim=0).values
+            if filled < MIN_HISTORY:
+                stop = min(end, j + MIN_HISTORY - filled)
+            else:  # the median holds until the history reaches the next multiple
+                stop = min(end, j + MEDIAN_EVERY - filled % MEDIAN_EVERY)
+            full = stop
+            if filled >= MIN_HISTORY:
+                median = state.median
+                assert median is not None
+                flagged = ((median > 0) & (g[j:stop] > EXPLODE_FACTOR * median)).any(dim=1)
+                if bool(flagged.any()):
+                    stop = j + int(flagged.nonzero()[0])
+            if stop > j:
+                at = filled % WINDOW  # segments never cross the end of the ring
+                state.history[at : at + stop - j] = g[j:stop]
+                state.filled = filled + stop - j
+                state.last = g[stop - 1]
+            j = stop
+            if stop < full:
+                break
+        if j > start and state.last is not None and growth is not None:
+            held = growth[j - start - 1]
+            state.growth = held if bool(held.any()) else None
+        return j - start
+
+    def update_ratio_rows(
+        self,
+        optimizer: int,
+        win: Window,
+        start: int,
+        end: int,
+        names: list[str],
+        group_of: list[int],
+    ) -> None:
+        """:meth:`update_ratio` over rows ``start:end`` (every tensor with a gradient)."""
+        state = self._state[optimizer]
+        param, update = win.param_norm[start:end], win.update_norm[start:end]
+        previous = state.previous_param_norm
+        first = param[0] if previous is None or previous.shape != update.shape[1:] else previous
+        before = torch.cat([first.unsqueeze(0), param[:-1]])
+        state.previous_param_norm = param[-1]
+        if not state.max_lr:
+            state.max_lr = list(win.lr[start])
+        settled_rows: list[list[bool]] = []
+        for lr in win.lr[start:end]:
+            for g, x in enumerate(lr):
+                if math.isfinite(x):
+                    state.max_lr[g] = max(state.max_lr[g], x)
+            settled_rows.append([x >= 0.1 * state.max_lr[g] for g, x in enumerate(lr)])
+        ratio = update / before
+        out_of_range = (ratio < RATIO_WARN[0]) | (ratio > RATIO_WARN[1])
+        if not state.streaks and not bool((out_of_range & state.matrix).any()):
+            return  # the common case: every weight matrix moves at a healthy rate
+        ok = state.matrix & (before > 0)
+        if not all(all(s) for s in settled_rows):
+            ok = ok & torch.tensor([[s[g] for g in group_of] for s in settled_rows])
+        levels = _RATIO_LEVELS
+        hits: list[tuple[int, int, int]] = []  # (row, level, tensor): the first of each
+        streaks: list[torch.Tensor] = []
+        for n, (key, (low, high), steps, _) in enumerate(levels):
+            streak = held_for_rows(state.streaks.get(key), ok & ((ratio < low) | (ratio > high)))
+            streaks.append(streak)
+            if bool(streak[-1].any()):
+                state.streaks[key] = streak[-1]
+            else:
+                state.streaks.pop(key, None)
+            held = streak >= steps
+            if bool(held.any()):
+                rows = torch.where(held, torch.arange(len(held)).unsqueeze(1), len(held))
+                first_row = rows.min(dim=0).values.tolist()
+                hits += [(r, n, i) for i, r in enumerate(first_row) if r < len(held)]
+        # later rows of a condition that holds would only repeat the finding
+        for r, n, i in sorted(hits):
+            _, bounds, _, severity = levels[n]
+            seen = (float(ratio[r, i]), int(streaks[n][r, i]), win.lr[start + r][group_of[i]])
+            self.sink.report(
+                _ratio_finding(win.steps[start + r], optimizer, names[i], seen, bounds, severity)
+            )
 
     def params(self, v: StepView) -> None:
         """``nonfinite-param`` after the update."""
@@ -321,10 +460,7 @@ class NumericsChecks:
             return  # the common case: every weight matrix moves at a healthy rate
         settled = torch.tensor([v.lr[g] >= 0.1 * state.max_lr[g] for g in v.group_of])
         ok = state.matrix & settled & v.has_grad_t & (before > 0)
-        levels: list[tuple[str, tuple[float, float], int, Severity]] = [
-            ("warn", RATIO_WARN, RATIO_WARN_STEPS, "warning"),
-            ("error", RATIO_ERROR, RATIO_ERROR_STEPS, "error"),
-        ]
+        levels = _RATIO_LEVELS
         for key, (low, high), steps, severity in levels:
             out = ok & ((ratio < low) | (ratio > high))
             streak = held_for(state.streaks.get(key), out)
@@ -334,16 +470,45 @@ class NumericsChecks:
                 state.streaks.pop(key, None)
             for i in torch.nonzero(streak >= steps).flatten().tolist():
                 self.sink.report(
-                    finding(
-                        "update-ratio",
+                    _ratio_finding(
                         v.step,
-                        f"updates are {float(ratio[i]):.2g}× the parameter's size for "
-                        f"{int(streak[i])} steps (healthy: {low:g} to {high:g}).",
-                        "too small: raise the learning rate or check for a frozen or starved "
-                        "layer; too large: lower the learning rate or add warm-up.",
-                        severity=severity,
-                        param=v.names[i],
-                        optimizer=v.optimizer,
-                        details={"ratio": float(ratio[i]), "lr": v.lr[v.group_of[i]]},
+                        v.optimizer,
+                        v.names[i],
+                        (float(ratio[i]), int(streak[i]), v.lr[v.group_of[i]]),
+                        (low, high),
+                        severity,
                     )
                 )
+
+
+def _ends(state: _State, order: list[int]) -> tuple[int, int]:
+    """The first and last weight matrix in forward order (``(-1, -1)``: fewer than two)."""
+    if state.ends is None:
+        weights = [i for i in order if bool(state.matrix[i])]
+        state.ends = (weights[0], weights[-1]) if len(weights) >= 2 else (-1, -1)
+    return state.ends
+
+
+def _ratio_finding(
+    step: int,
+    optimizer: int,
+    name: str,
+    seen: tuple[float, int, float],
+    bounds: tuple[float, float],
+    severity: Severity,
+) -> Finding:
+    """An ``update-ratio`` finding (``seen``: the ratio, the steps it held, the LR)."""
+    ratio, steps, lr = seen
+    low, high = bounds
+    return finding(
+        "update-ratio",
+        step,
+        f"updates are {ratio:.2g}× the parameter's size for {steps} steps "
+        f"(healthy: {low:g} to {high:g}).",
+        "too small: raise the learning rate or check for a frozen or starved layer; too "
+        "large: lower the learning rate or add warm-up.",
+        severity=severity,
+        param=name,
+        optimizer=optimizer,
+        details={"ratio": ratio, "lr": lr},
+    )

@@ -54,3 +54,35 @@ class StepView:
 def held_for(old: torch.Tensor | None, now: torch.Tensor) -> torch.Tensor:
     """Consecutive steps each tensor's condition has held: ``old + 1`` where ``now``, else 0."""
     return now.long() if old is None or old.shape != now.shape else (old + 1) * now
+
+
+def held_for_rows(old: torch.Tensor | None, now: torch.Tensor) -> torch.Tensor:
+    """:func:`held_for` applied row after row of ``now`` (rows × tensors, bool), all at
+    once: row ``r`` of the result is what the ``r``-th call would have returned."""
+    rows = now.shape[0]
+    index = torch.arange(1, rows + 1).unsqueeze(1)
+    # 1-based row of the latest row up to r where the condition did not hold (0: none yet)
+    reset = torch.where(now, 0, index).cummax(dim=0).values
+    count = index - reset
+    if old is not None and old.shape == now.shape[1:]:
+        count = count + torch.where(reset == 0, old, 0)
+    return count * now
+
+
+@dataclass
+class Window:
+    """A window of collected steps of one optimizer as the row checks see it: float64
+    ``(rows, tensors)`` views of the statistics, and the host facts of each row."""
+
+    grad_norm: torch.Tensor
+    nonfinite: torch.Tensor
+    param_norm: torch.Tensor
+    update_norm: torch.Tensor
+    loss: list[float | None]
+    steps: list[int]
+    lr: list[list[float]]
+    #: every tensor had a gradient and was trainable (the usual row)
+    plain: list[bool]
+
+    def __len__(self) -> int:
+        return len(self.steps)
