@@ -76,6 +76,11 @@ SEQ_LEN = 32  # tokens per sequence of the transformer
 # (a ~45 ms step) the step varies by ±2-5 ms from block to block on a 2-core VM, ten times
 # what either collector adds, so no comparison resolved (results of 2026-11-30, 09:59).
 BATCH_SIZE = {"mlp": 64, "cnn": 8, "transformer": 32}
+# repetitions per model, as a multiple of --reps: the CNN's step is short and what either
+# collector adds is a few tenths of a millisecond, so it takes 5× the repetitions (still
+# the shortest model to run) for the median added times to settle; with 40, two full runs
+# on one code gave 1.32× and 1.57×
+REPS_SCALE = {"mlp": 1, "cnn": 5, "transformer": 1}
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "collector_overhead.json"
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -635,8 +640,10 @@ def markdown(result: dict[str, Any]) -> str:
         f" · `torch.set_num_threads({m['torch_num_threads']})`"
         f" · 1-min load average during the run {min(loads):.2f}–{max(loads):.2f}",
         "",
-        f"`{cfg['command']}` — {cfg['reps']} repetitions × {cfg['steps']} steps per variant"
-        f" (+{cfg['warmup']} warm-up steps), Adam, every=1, interleaved in rotating order.",
+        f"`{cfg['command']}` — {_reps_text(cfg['reps'])} repetitions × {cfg['steps']} steps"
+        f" per variant (+{cfg['warmup']} warm-up steps; every block starts with"
+        f" {cfg.get('settle_steps', 0)} untimed steps), Adam, every=1, interleaved in"
+        " rotating order.",
         "",
         "## Wall time per step",
         "",
@@ -869,6 +876,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _reps_text(reps: int | dict[str, int]) -> str:
+    """``40`` or ``40 (cnn: 200)``: the repetitions of a run, per model where they differ."""
+    if isinstance(reps, int):
+        return str(reps)
+    common = statistics.mode(reps.values())
+    other = ", ".join(f"{m}: {n}" for m, n in reps.items() if n != common)
+    return f"{common} ({other})" if other else str(common)
+
+
+def _reps(args: argparse.Namespace, model: str) -> int:
+    """Repetitions of ``model``: ``--reps`` times its scale (not in a smoke run)."""
+    return args.reps if args.quick else args.reps * REPS_SCALE[model]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark, print progress, write the JSON and the Markdown table."""
     args = parse_args(argv)
@@ -883,7 +904,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "machine": machine_info(),
             "config": {
                 "command": " ".join(["python", "benchmarks/collector_overhead.py", *sys.argv[1:]]),
-                "reps": args.reps,
+                "reps": {m: _reps(args, m) for m in args.models},
                 "steps": args.steps,
                 "warmup": args.warmup,
                 "batch_size": {m: args.batch_size or BATCH_SIZE[m] for m in args.models},
@@ -901,7 +922,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in args.models:
             result["models"][name] = bench_model(
                 name,
-                args.reps,
+                _reps(args, name),
                 args.steps,
                 args.warmup,
                 args.batch_size or BATCH_SIZE[name],

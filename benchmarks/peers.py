@@ -251,7 +251,7 @@ def versions() -> dict[str, str | None]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--reps", type=int, default=8, help="repetitions (default 8)")
+    p.add_argument("--reps", type=int, default=16, help="repetitions (default 16)")
     p.add_argument("--steps", type=int, default=10, help="steps per block (default 10)")
     p.add_argument("--warmup", type=int, default=5, help="warm-up steps per variant")
     p.add_argument(
