@@ -23,11 +23,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -43,6 +40,9 @@ import gradwatch
 from gradwatch.lifecycle import StepMeta
 from gradwatch.rows import LEADING
 from gradwatch.stats import GRAD, NONFINITE, PARAM, UPDATE
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import collector_overhead as core
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "row_checks.json"
 TENSORS = (6, 14, 28, 300)  # ~ the core benchmark's MLP, CNN, transformer; a large model
@@ -95,7 +95,7 @@ def measure(tensors: int, window: int, rows: int, reference: bool, data_dir: Pat
     run = gradwatch.watch(model, optimizer, data_dir=data_dir)
     engine, checker = run.checks, run.watches[0].checker
     if reference:
-        engine.quiet_rows = lambda w, win, done: [False] * len(win)  # type: ignore[method-assign]
+        engine.row_by_row = True
     one_by_one = 0
     row_path = checker._check_row
 
@@ -158,7 +158,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# gradwatch row checks: window vs row by row",
         "",
-        f"{m['date']} · {m['cpu']} ({m['logical_cpus']} logical CPUs) · torch {m['torch']}"
+        f"{m['date']} · {m['cpu_model']} ({m['logical_cpus']} logical CPUs) · torch {m['torch']}"
         f" · Python {m['python']}",
         "",
         f"`{result['command']}` — the same {result['rows']} healthy rows (noisy gradient"
@@ -201,24 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gradwatch-rowchecks-") as tmp:
         results = bench(args.rows, Path(tmp))
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     result = {
         "command": " ".join(["python", "benchmarks/row_checks.py", *sys.argv[1:]]),
         "rows": args.rows,
-        "machine": {
-            "cpu": cpu,
-            "logical_cpus": os.cpu_count(),
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        },
+        "machine": core.machine_info(),
         "seconds": time.perf_counter() - t0,
         "results": results,
     }

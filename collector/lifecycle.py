@@ -22,6 +22,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from gradwatch.batch import Deferred, combine
+from gradwatch.checks.view import Event
 from gradwatch.graphorder import forward_order
 from gradwatch.rows import LEADING, HostStep, assemble, write_row
 from gradwatch.stats import PreStep, StepStats, StepValues, grads_untouched_by_step
@@ -37,7 +38,6 @@ def has_closure(args: Any, kwargs: Any) -> bool:
     return any(callable(a) for a in (*args, *kwargs.values()))
 
 
-Event = tuple[str, float, str]  # (kind, seconds since the previous step ended, detail)
 MAX_EVENTS = 256  # lifecycle events kept per step
 
 

@@ -249,7 +249,7 @@ class StepStats:
             # the common CPU step: norms in the accumulation dtype (the I/O thread widens
             # them), counts only when a norm is not finite — four ops in all
             grads: list[torch.Tensor] = [p.grad for p in self.params]  # type: ignore[misc]
-            norms = torch.stack(torch._foreach_norm(grads, 2.0, dtype=self._norm_dtype))
+            norms = self._norms(grads)
             counts = self._post_counts(grads, norms)  # None exactly when every norm is finite
             return norms, counts, counts is None
         present = [i for i, ok in enumerate(has_grad) if ok]
@@ -288,7 +288,7 @@ class StepStats:
             values = StepValues(self.n, self._unmeasured, PARAM)
             if pre.grad_norm is None:  # every tensor has a gradient (before_step saw to it)
                 now: list[torch.Tensor] = [p.grad for p in self.params]  # type: ignore[misc]
-                norms = torch.stack(torch._foreach_norm(now, 2.0, dtype=self._norm_dtype))
+                norms = self._norms(now)
                 values.grad_norm, values.nonfinite = norms, self._post_counts(now, norms)
             else:
                 values.grad_norm, values.nonfinite = pre.grad_norm, pre.nonfinite
@@ -310,7 +310,7 @@ class StepStats:
             if pre.grad_norm is None:
                 grads = [p.grad for p in self.params]  # type: ignore[misc]
                 tensors = grads + tensors
-            norms = torch.stack(torch._foreach_norm(tensors, 2.0, dtype=self._norm_dtype))
+            norms = self._norms(tensors)
             if snapshot is None:
                 norms = torch.cat([norms, torch.full((self.n,), float("nan"), device=self.device)])
             values = StepValues(self.n, norms, GRAD if grads else PARAM)
@@ -319,6 +319,11 @@ class StepStats:
         if pre.grad_norm is not None:
             values.grad_norm, values.nonfinite = pre.grad_norm, pre.nonfinite
         return values
+
+    def _norms(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+        """The L2 norm of each tensor in one fused op, in the accumulation dtype (fused
+        path: one device, one dtype)."""
+        return torch.stack(torch._foreach_norm(tensors, 2.0, dtype=self._norm_dtype))
 
     def _post_counts(self, grads: list[torch.Tensor], norms: torch.Tensor) -> torch.Tensor | None:
         """Counts of the gradients measured after the update: on the host only when some
@@ -334,7 +339,7 @@ class StepStats:
         """‖θ‖ now, computed exactly as :meth:`after_step` does (comparable bit for bit)."""
         if not self._fused:
             return fused_norms(self.params, self.device)
-        return torch.stack(torch._foreach_norm(self.params, 2.0, dtype=self._norm_dtype))
+        return self._norms(self.params)
 
     def release(self) -> None:
         """Free the snapshot (the only memory proportional to the model that is kept)."""

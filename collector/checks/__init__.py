@@ -78,6 +78,9 @@ class CheckEngine:
         self.watches: list[OptimizerWatch] = []
         self._on: dict[str, bool] = {}
         self._values_now: bool | None = None
+        #: check every collected row on its own (the reference path that windows of quiet
+        #: rows must agree with; tests and benchmarks/row_checks.py compare the two)
+        self.row_by_row = False
 
     def on(self, check: str) -> bool:
         """Whether ``check`` is evaluated (policies are fixed for the run: asked once)."""
@@ -209,7 +212,7 @@ class CheckEngine:
         """Per row of ``win``: whether the row checks would report and clear nothing, and
         start no streak, provided the histories are idle (:meth:`rows_idle`)."""
         rows = len(win)
-        if any(self.sink.wants_action(c) for c in ROW_CHECKS):
+        if self.row_by_row or any(self.sink.wants_action(c) for c in ROW_CHECKS):
             return [False] * rows
         quiet = torch.tensor(win.plain, dtype=torch.bool)
         if not values_done:

@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-from gradwatch.checks.view import StepView
+from gradwatch.checks.view import Event, StepView
 from gradwatch.findings import Action, FindingSink, finding
-
-Event = tuple[str, float, str]
 
 
 def _last(events: list[Event], kind: str) -> int:

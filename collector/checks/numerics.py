@@ -181,10 +181,8 @@ class NumericsChecks:
                 exploding |= state.growth >= GROWTH_STEPS
                 if not bool(state.growth.any()):
                     state.growth = None
-        if state.filled >= MIN_HISTORY:
-            if state.median is None or state.filled % MEDIAN_EVERY == 0:
-                state.median = state.history[: min(state.filled, WINDOW)].median(dim=0).values
-            exploding |= finite & (state.median > 0) & (norms > EXPLODE_FACTOR * state.median)
+        if _refresh_median(state):
+            exploding |= finite & _above_median(norms, state)
         if bool(finite.all()):
             state.history[state.filled % WINDOW] = norms
             state.filled += 1
@@ -237,7 +235,7 @@ class NumericsChecks:
         top = float(rms[finite].max()) if bool(finite.any()) else 0.0
         # a gradient ~1e-4× smaller than the largest one is zero up to rounding (a bias
         # feeding a normalisation layer): structural, not vanishing
-        tiny = (v.grad_norm > 0) & small & (rms >= STRUCTURAL_ZERO * top) & v.has_grad_t
+        tiny = _tiny(v.grad_norm, rms, top) & v.has_grad_t
         ratio = self._first_last_ratio(v, state)
         if ratio is not None:
             tiny = tiny.clone()
@@ -307,9 +305,7 @@ class NumericsChecks:
         if exploding:
             quiet &= ~(rms > RMS_EXPLODE).any(dim=1)
         if vanishing:  # as _vanishing: small, but not zero up to rounding
-            top = rms.max(dim=1, keepdim=True).values
-            tiny = (g > 0) & (rms < RMS_VANISH) & (rms >= STRUCTURAL_ZERO * top)
-            quiet &= ~tiny.any(dim=1)
+            quiet &= ~_tiny(g, rms, rms.max(dim=1, keepdim=True).values).any(dim=1)
             first, last = _ends(state, order)
             if first >= 0:
                 top = g[:, last]
@@ -333,17 +329,14 @@ class NumericsChecks:
         j = start
         while j < end:
             filled = state.filled
-            if filled >= MIN_HISTORY and (state.median is None or filled % MEDIAN_EVERY == 0):
-                state.median = state.history[: min(filled, WINDOW)].median(dim=0).values
+            measured = _refresh_median(state)
             if filled < MIN_HISTORY:
                 stop = min(end, j + MIN_HISTORY - filled)
             else:  # the median holds until the history reaches the next multiple
                 stop = min(end, j + MEDIAN_EVERY - filled % MEDIAN_EVERY)
             full = stop
-            if filled >= MIN_HISTORY:
-                median = state.median
-                assert median is not None
-                flagged = ((median > 0) & (g[j:stop] > EXPLODE_FACTOR * median)).any(dim=1)
+            if measured:
+                flagged = _above_median(g[j:stop], state).any(dim=1)
                 if bool(flagged.any()):
                     stop = j + int(flagged.nonzero()[0])
             if stop > j:
@@ -512,3 +505,27 @@ def _ratio_finding(
         optimizer=optimizer,
         details={"ratio": ratio, "lr": lr},
     )
+
+
+def _refresh_median(state: _State) -> bool:
+    """Recompute the rolling median of the gradient norms when it is due (none yet, or the
+    history just reached a multiple of ``MEDIAN_EVERY``); whether the history is long
+    enough for the median to be used."""
+    if state.filled < MIN_HISTORY:
+        return False
+    if state.median is None or state.filled % MEDIAN_EVERY == 0:
+        state.median = state.history[: min(state.filled, WINDOW)].median(dim=0).values
+    return True
+
+
+def _above_median(norms: torch.Tensor, state: _State) -> torch.Tensor:
+    """Norms ``EXPLODE_FACTOR`` times above their rolling median (one row or many)."""
+    median = state.median
+    assert median is not None
+    return (median > 0) & (norms > EXPLODE_FACTOR * median)
+
+
+def _tiny(grad_norm: torch.Tensor, rms: torch.Tensor, top: float | torch.Tensor) -> torch.Tensor:
+    """Gradients with an RMS below ``RMS_VANISH`` that are not zero up to rounding: at
+    least ``STRUCTURAL_ZERO`` times the largest RMS (``top``; one row or many)."""
+    return (grad_norm > 0) & (rms < RMS_VANISH) & (rms >= STRUCTURAL_ZERO * top)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-Event = tuple[str, float, str]
+Event = tuple[str, float, str]  # (kind, seconds since the previous step ended, detail)
 
 
 @dataclass

@@ -4,25 +4,17 @@ from the full run, committed under benchmarks/results/)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "nan_origin_overhead.py"
+from tests.benchmarks.quick import quick_run
 
 
 @pytest.mark.slow
 def test_quick_run_writes_paired_differences(tmp_path: Path) -> None:
     out = tmp_path / "nan.json"
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    quick_run("nan_origin_overhead.py", out)
     mlp = json.loads(out.read_text())["models"]["mlp"]
     assert mlp["rounds"] == 10 and isinstance(mlp["within_noise"], bool)
     low, high = mlp["on_minus_off_ci_ms"]

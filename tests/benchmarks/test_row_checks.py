@@ -4,22 +4,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "row_checks.py"
+from tests.benchmarks.quick import quick_run
 
 
 def test_quick_run_times_both_paths_on_every_case(tmp_path: Path) -> None:
     out = tmp_path / "rows.json"
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    quick_run("row_checks.py", out)
     result = json.loads(out.read_text())
     assert len(result["results"]) == 8
     for case in result["results"].values():
