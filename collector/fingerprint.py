@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from . import hostnorms
 from .config import config_hash
 from .errors import ConfigError
 
@@ -258,6 +259,11 @@ def _device(tensors: Sequence[torch.Tensor]) -> dict[str, Any]:
         "gpu_count": _read(torch.cuda.device_count) if cuda else None,
         "num_threads": torch.get_num_threads(),
         "num_interop_threads": torch.get_num_interop_threads(),
+        # how parameter and update norms are summed on the host (gradwatch.hostnorms): the
+        # fused kernel and the stock ops round differently
+        "stats_kernel": (
+            hostnorms.status() if tensors and all(t.device.type == "cpu" for t in tensors) else None
+        ),
         "cpu_count": os.cpu_count(),
         "hostname": socket.gethostname(),
         "pid": os.getpid(),

@@ -45,6 +45,7 @@ _FIELDS: tuple[tuple[str, str], ...] = (
     ("device.gpus", "environment"),
     ("device.num_threads", "environment"),
     ("device.num_interop_threads", "environment"),
+    ("device.stats_kernel", "environment"),
     ("packages_hash", "environment"),
     ("config_hash", "config"),
     ("code_hash", "code"),

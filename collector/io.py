@@ -133,6 +133,15 @@ class RunIO:
             return
         self._queue.append(source)
 
+    def backlog(self) -> int:
+        """How many records wait behind the one the writer is building (read on the writer
+        thread by the checks: whether to yield the GIL, whether to skip a window)."""
+        return len(self._queue)
+
+    def backlogged(self) -> bool:
+        """Whether any record waits behind the one the writer is building."""
+        return bool(self._queue)
+
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until everything submitted before this call is in the spool; True if so."""
         if self._disowned:

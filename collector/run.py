@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import math
 import os
 import sys
 import threading
@@ -40,6 +41,9 @@ HEARTBEAT_SECONDS = 5.0
 FINGERPRINT_WAIT = 2.0  # close() waits at most this long for the slow fingerprint
 FINAL_CHECKS_WAIT = 10.0  # close() waits this long for the checks of the last rows
 CPU_GROUP_STEPS, CPU_GROUP_SECONDS = 256, 0.25
+#: records waiting behind a window of rows beyond which its checks are skipped (when every
+#: value in it is finite): on the CPU a tiny model can step faster than the checks run
+CHECKS_BACKLOG = 8
 _SCALARS_PER_RECORD = 512
 _live: weakref.WeakSet[Run] = weakref.WeakSet()
 
@@ -86,6 +90,7 @@ class Run:
         self.transfer_max_age = CPU_GROUP_SECONDS if cpu and not options.transfer_every else None
         self.names = names
         self.internal_errors = 0
+        self.unchecked_steps = 0  # written while the checks were behind (see _check_rows)
         self.status = "running"
         self._closed = False
         self._forked = False
@@ -330,11 +335,31 @@ class Run:
             self._emit_scalars()
 
     def _check_rows(self, watch: OptimizerWatch, data: torch.Tensor, metas: list[Any]) -> None:
-        """On the I/O thread: a failing check must not cost the record its place on disk."""
+        """On the I/O thread: a failing check must not cost the record its place on disk.
+
+        When the checks fall behind training (more than ``CHECKS_BACKLOG`` records wait),
+        a window whose values are all finite is written unchecked, so that the backlog
+        drains instead of growing in memory; a window with a NaN or ±Inf is always
+        checked. Said once on stderr and in a NOTICE record."""
         if self._closed_checks:
             return
+        if self.io.backlog() > CHECKS_BACKLOG and _finite_rows(data, metas, len(watch.params)):
+            self.unchecked_steps += len(metas)
+            if "checks behind" not in self._reported:
+                self.io.submit(
+                    Record(Kind.NOTICE, {"notice": "checks-behind", "step": metas[0].step})
+                )
+            self.report_once(
+                "checks behind",
+                f"the integrity checks fell behind training at step {metas[0].step} (more "
+                f"than {CHECKS_BACKLOG} records waiting); steps are still recorded, and while "
+                "behind, windows without NaN/Inf are not checked. Checking every step of a "
+                "model this fast costs more than its step: use watch(every=K) to check every "
+                "K-th step",
+            )
+            return
         try:
-            watch.checker.check_rows(data, metas)
+            watch.checker.check_rows(data, metas, self.io.backlogged)
         except IntegrityError:
             pass  # a raise policy acts in real time; here it is recorded already
         except Exception as exc:
@@ -352,6 +377,19 @@ class Run:
 
     def _at_exit(self) -> None:
         self.close("failed" if _uncaught.seen else "finished", error=_uncaught.seen)
+
+
+def _finite_rows(data: torch.Tensor, metas: list[Any], n: int) -> bool:
+    """Whether a window holds no non-finite gradient, count or loss (a window with one is
+    checked even when the checks are behind)."""
+    from gradwatch.rows import LEADING
+    from gradwatch.stats import GRAD, NONFINITE
+
+    stats = data[:, LEADING:].reshape(len(metas), 4, n)
+    if not bool(torch.isfinite(stats[:, GRAD]).all()) or bool(stats[:, NONFINITE].any()):
+        return False
+    losses = data[:, 0].tolist()
+    return all(math.isfinite(x) for x, m in zip(losses, metas, strict=True) if m.has_loss)
 
 
 class _Uncaught:

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
+from gradwatch import hostnorms
+
 STAT_NAMES: tuple[str, ...] = ("grad_norm", "param_norm", "update_norm", "nonfinite_grad")
 GRAD, PARAM, UPDATE, NONFINITE = range(4)
 _CHUNK_BYTES = 256 << 20  # bounds the temporary memory of the on-device non-finite count
@@ -223,6 +225,15 @@ class StepStats:
         self._unmeasured = torch.full(
             (2 * self.n,), float("nan"), dtype=self._uniform or torch.float64, device=device
         )
+        # on the host: the fused C kernel (gradwatch.hostnorms) where it can read the
+        # parameters; its thread count is fixed here so that the same parameters always
+        # give the same bits (the mutation check compares norms taken at different times)
+        self._kernel: hostnorms.Kernel | None = None
+        self._kernel_threads = max(1, torch.get_num_threads())
+        if self.on_host and self._fused and self._norm_dtype is None and self._uniform:
+            kernel, _why = hostnorms.load()
+            if kernel is not None and kernel.fits(self.params, self._uniform):
+                self._kernel = kernel
 
     def before_step(self, *, now: bool = False) -> PreStep:
         """Snapshot θ for the exact update; the gradient statistics too when ``now`` (a
@@ -294,6 +305,8 @@ class StepStats:
                 values.grad_norm, values.nonfinite = pre.grad_norm, pre.nonfinite
             return values
         snapshot = self._snapshot
+        if snapshot is not None and self._kernel_reads(self.params):
+            return self._after_step_kernel(pre, snapshot)
         if snapshot is not None:
             torch._foreach_sub_(snapshot, self.params)  # θ_before − θ_after
         if not self._fused:
@@ -320,9 +333,35 @@ class StepStats:
             values.grad_norm, values.nonfinite = pre.grad_norm, pre.nonfinite
         return values
 
+    def _after_step_kernel(self, pre: PreStep, snapshot: list[torch.Tensor]) -> StepValues:
+        """The host path with the fused kernel: ‖θ‖ and ‖θ_before − θ‖ in one read of the
+        parameters and the snapshot (which is left as it is: the next step overwrites it),
+        the gradients in a second call; everything float64."""
+        kernel = self._kernel
+        assert kernel is not None
+        sums = kernel.sumsq(self.params, snapshot, self._kernel_threads)
+        if pre.grad_norm is not None:
+            values = StepValues(self.n, sums.sqrt_(), PARAM)
+            values.grad_norm, values.nonfinite = pre.grad_norm, pre.nonfinite
+            return values
+        grads: list[torch.Tensor] = [p.grad for p in self.params]  # type: ignore[misc]
+        norms = torch.cat([self._norms(grads).to(torch.float64), sums.sqrt_()])
+        values = StepValues(self.n, norms, GRAD)
+        values.nonfinite = self._post_counts(grads, norms)
+        return values
+
+    def _kernel_reads(self, tensors: list[torch.Tensor]) -> bool:
+        """Whether the kernel is on and can read ``tensors`` now (checked every step: a
+        ``.data`` assignment can change a parameter's layout, dtype or device)."""
+        kernel = self._kernel
+        return kernel is not None and kernel.fits(tensors, self._uniform or torch.float32)
+
     def _norms(self, tensors: list[torch.Tensor]) -> torch.Tensor:
-        """The L2 norm of each tensor in one fused op, in the accumulation dtype (fused
-        path: one device, one dtype)."""
+        """The L2 norm of each tensor, in one fused op (the accumulation dtype) or, on the
+        host where it can, with the kernel (float64) (fused path: one device, one dtype)."""
+        if self._kernel_reads(tensors):
+            assert self._kernel is not None
+            return self._kernel.sumsq(tensors, None, self._kernel_threads).sqrt_()
         return torch.stack(torch._foreach_norm(tensors, 2.0, dtype=self._norm_dtype))
 
     def _post_counts(self, grads: list[torch.Tensor], norms: torch.Tensor) -> torch.Tensor | None:
@@ -348,5 +387,8 @@ class StepStats:
     def _take_snapshot(self) -> None:
         if self._snapshot is None:
             self._snapshot = [p.detach().clone() for p in self.params]
+        elif self._kernel is not None and self._kernel_reads(self.params):
+            # the snapshot is ours (contiguous clones); the kernel checks that sizes match
+            self._kernel.copy(self._snapshot, self.params, self._kernel_threads)
         else:
             torch._foreach_copy_(self._snapshot, self.params)

@@ -4,6 +4,7 @@ builds the host-side view of each step and decides when device values are looked
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -17,6 +18,10 @@ if TYPE_CHECKING:
     from gradwatch.lifecycle import OptimizerWatch, Pending, StepMeta
 
 MUTATION_EVERY = 10  # collected steps between checks for edits outside step()
+
+
+def _never() -> bool:
+    return False
 
 
 class StepChecker:
@@ -108,13 +113,18 @@ class StepChecker:
         if step is not None and values is not None and self.live:
             self._last = (step, values)
 
-    def check_rows(self, data: torch.Tensor, metas: list[StepMeta]) -> None:
+    def check_rows(
+        self, data: torch.Tensor, metas: list[StepMeta], behind: Callable[[], bool] = _never
+    ) -> None:
         """Check a window of collected steps on the I/O thread, once it is on the host: the
         value checks (unless a raise/skip policy already ran them before the update), the
         update-based checks and the loss curve. Never touches the training thread.
 
         Runs of rows on which nothing is found are checked together in a few tensor ops
-        (:meth:`CheckEngine.take_rows`); any other row on its own (:meth:`_check_row`)."""
+        (:meth:`CheckEngine.take_rows`); any other row on its own (:meth:`_check_row`).
+        Between rows the thread offers the GIL to training, unless ``behind()`` says that
+        more rows are already waiting: then it works through them without yielding, and
+        training shares the GIL with it instead of the backlog growing in memory."""
         values_done = self.engine.needs_values_now()
         win = self._window(data, metas)
         quiet = self.engine.quiet_rows(self.w, win, values_done)
@@ -131,11 +141,13 @@ class StepChecker:
                 taken = self.engine.take_rows(self.w, win, r, end, values_done)
                 if taken:
                     r += taken
-                    time.sleep(0)  # let the training thread take the GIL
+                    if not behind():
+                        time.sleep(0)  # let the training thread take the GIL
                     continue
             self._check_row(data[r], metas[r], values_done)
             r += 1
-            time.sleep(0)
+            if not behind():
+                time.sleep(0)
 
     def _window(self, data: torch.Tensor, metas: list[StepMeta]) -> Window:
         from gradwatch.rows import LEADING

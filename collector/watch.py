@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gradwatch import ampdetect, ddp, fingerprint, options, paths, provenance
+from gradwatch import ampdetect, ddp, fingerprint, hostnorms, options, paths, provenance
 from gradwatch._version import __version__
 from gradwatch.errors import ConfigError
 from gradwatch.run import Run
@@ -163,6 +163,9 @@ def watch(model: ModelArg, optimizer: OptimizerArg, **kwargs: Any) -> Run:
     rank, no_ranks = ddp.join()
     run_id = paths.new_run_id() if rank is None else rank.run_id
     run_dir = _run_dir(opts.data_dir, run_id)
+    # the fused CPU norms (compiled on a machine's first run, then cached), loaded before
+    # the fingerprint, which records whether they are used
+    kernel_line = hostnorms.load()[1] if device.type == "cpu" else None
     fast = fingerprint.collect_fast(
         params, config=opts.config, names=[names[id(p)] for p in params]
     )
@@ -182,6 +185,7 @@ def watch(model: ModelArg, optimizer: OptimizerArg, **kwargs: Any) -> Run:
             "schema": SCHEMA_VERSION,
             "gradwatch": __version__,
             "stats": list(STAT_NAMES),
+            **({} if kernel_line is None else {"stats_kernel": kernel_line}),
             "options": {
                 "every": opts.every,
                 "accumulation_steps": opts.accumulation_steps,
