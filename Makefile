@@ -36,6 +36,7 @@ test: lint typecheck pytest
 bench: install
 	$(BIN)/python benchmarks/collector_overhead.py
 	$(BIN)/python benchmarks/row_checks.py
+	$(BIN)/python benchmarks/host_norms.py
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/dashboard.py
 

@@ -35,6 +35,9 @@ RECORDS: dict[str, str] = {
     "gradwatch": "per tensor: gradient, parameter and exact update norms, non-finite gradient"
     " count; the loss, a batch checksum, forward/backward/step timings; the default"
     " integrity checks; written to an on-disk spool by a background thread",
+    "gradwatch_stock_ops": "as gradwatch, with the fused CPU norm kernel off for the run"
+    " (stock `torch._foreach_*` ops, what `GRADWATCH_CPU_KERNEL=0` gives): the before of"
+    " the kernel's before/after",
     "gradwatch_grad_norms": '`stats="grad-norms"`: per tensor the gradient norm and'
     " non-finite gradient count only (no parameter snapshot, parameter or update norms, and"
     " the five checks that need them off); otherwise as gradwatch",
@@ -151,6 +154,17 @@ class Gradwatch(Variant):
 
     def close(self) -> None:
         self.end_block()
+
+
+class GradwatchStockOps(Gradwatch):
+    """gradwatch with the fused CPU kernel switched off for this run only (the environment
+    variable is read once per process, and the variants share one process)."""
+
+    def begin_block(self) -> None:
+        super().begin_block()
+        assert self.run is not None
+        for watch in self.run.watches:
+            watch.stats._kernel = None
 
 
 class GradwatchGradNorms(Gradwatch):
@@ -307,6 +321,7 @@ FACTORIES: dict[str, Callable[[nn.Module, torch.optim.Optimizer, Path], Variant]
     "plain": Variant,
     "lower_bound": LowerBound,
     "gradwatch": Gradwatch,
+    "gradwatch_stock_ops": GradwatchStockOps,
     "gradwatch_grad_norms": GradwatchGradNorms,
     "wandb_gradients": Wandb,
     "wandb_all": WandbAll,

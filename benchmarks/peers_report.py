@@ -121,6 +121,7 @@ SHORT: dict[str, str] = {
     "lower_bound": "grad, param, update norms + non-finite counts, in memory",
     "gradwatch": "grad, param, exact update norms, non-finite counts, loss, batch checksum,"
     " timings, integrity checks",
+    "gradwatch_stock_ops": "as gradwatch, CPU norm kernel off (the before)",
     "gradwatch_grad_norms": "grad norms, non-finite counts, loss, batch checksum, timings,"
     " the checks that need no parameter or update norms",
     "wandb_gradients": "64-bin histogram of each gradient + loss",
