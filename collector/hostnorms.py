@@ -5,8 +5,8 @@ torch ops the exact update norm costs a subtraction that writes a whole copy of 
 model (``θ_before − θ_after``) and then three norm passes (gradients, parameters and the
 difference). The kernel here reads the parameters and the snapshot once and returns
 ``Σθ²`` and ``Σ(θ_before − θ)²`` per tensor, writing nothing; the gradients' ``Σg²`` is a
-second, single-stream call. Measured in ``benchmarks/peers.py`` (the MLP's 1.07M
-parameters, one thread) it takes the after-step work from about 0.9 ms to 0.5 ms.
+second, single-stream call. ``benchmarks/host_norms.py`` times both ways inside a
+training loop (results in ``benchmarks/results/host_norms.md``).
 
 It is a few lines of C, compiled once per machine with the system C compiler (``$CC``,
 else ``cc``, ``gcc`` or ``clang``) into ``$GRADWATCH_CACHE`` (else
