@@ -103,78 +103,50 @@ static void stream_copy(char *d, const char *s, int64_t bytes) {
 typedef float vf __attribute__((vector_size(64)));
 typedef double vd __attribute__((vector_size(128)));
 
-static void span_f32(const float *a, const float *b, int64_t n, double *sa, double *sd) {
-    double ta = 0.0, td = 0.0;
-    int64_t i = 0;
-    while (i < n) {
-        int64_t end = i + BLOCK < n ? i + BLOCK : n;
-        vf aa = {0}, ad = {0}, x, y, d;
-        if (b) {
-            for (; i + LANES <= end; i += LANES) {
-                memcpy(&x, a + i, sizeof x);
-                memcpy(&y, b + i, sizeof y);
-                d = y - x;
-                aa += x * x;
-                ad += d * d;
-            }
-            for (; i < end; i++) {
-                float xs = a[i], ds = b[i] - xs;
-                aa[0] += xs * xs;
-                ad[0] += ds * ds;
-            }
-        } else {
-            for (; i + LANES <= end; i += LANES) {
-                memcpy(&x, a + i, sizeof x);
-                aa += x * x;
-            }
-            for (; i < end; i++) {
-                float xs = a[i];
-                aa[0] += xs * xs;
-            }
-        }
-        for (int j = 0; j < LANES; j++) {
-            ta += (double)aa[j];
-            td += (double)ad[j];
-        }
-    }
-    *sa += ta;
-    *sd += td;
+/* Sums of a^2 and, when b is not NULL, of (b - a)^2 over n elements of type T, in the
+   16 lanes of vector type V: blocks of `block` elements summed lane by lane, each block's
+   lanes then added in float64, in order. float32 uses blocks of BLOCK; float64 one block. */
+#define DEFINE_SPAN(name, T, V, block)                                                   \
+static void name(const T *a, const T *b, int64_t n, double *sa, double *sd) {           \
+    double ta = 0.0, td = 0.0;                                                           \
+    int64_t i = 0;                                                                       \
+    while (i < n) {                                                                      \
+        int64_t end = n - i > (block) ? i + (block) : n;                                 \
+        V aa = {0}, ad = {0}, x, y, d;                                                   \
+        if (b) {                                                                         \
+            for (; i + LANES <= end; i += LANES) {                                       \
+                memcpy(&x, a + i, sizeof x);                                             \
+                memcpy(&y, b + i, sizeof y);                                             \
+                d = y - x;                                                               \
+                aa += x * x;                                                             \
+                ad += d * d;                                                             \
+            }                                                                            \
+            for (; i < end; i++) {                                                       \
+                T xs = a[i], ds = b[i] - xs;                                             \
+                aa[0] += xs * xs;                                                        \
+                ad[0] += ds * ds;                                                        \
+            }                                                                            \
+        } else {                                                                         \
+            for (; i + LANES <= end; i += LANES) {                                       \
+                memcpy(&x, a + i, sizeof x);                                             \
+                aa += x * x;                                                             \
+            }                                                                            \
+            for (; i < end; i++) {                                                       \
+                T xs = a[i];                                                             \
+                aa[0] += xs * xs;                                                        \
+            }                                                                            \
+        }                                                                                \
+        for (int j = 0; j < LANES; j++) {                                                \
+            ta += (double)aa[j];                                                         \
+            td += (double)ad[j];                                                         \
+        }                                                                                \
+    }                                                                                    \
+    *sa += ta;                                                                           \
+    *sd += td;                                                                           \
 }
 
-static void span_f64(const double *a, const double *b, int64_t n, double *sa, double *sd) {
-    vd aa = {0}, ad = {0}, x, y, d;
-    int64_t i = 0;
-    if (b) {
-        for (; i + LANES <= n; i += LANES) {
-            memcpy(&x, a + i, sizeof x);
-            memcpy(&y, b + i, sizeof y);
-            d = y - x;
-            aa += x * x;
-            ad += d * d;
-        }
-        for (; i < n; i++) {
-            double xs = a[i], ds = b[i] - xs;
-            aa[0] += xs * xs;
-            ad[0] += ds * ds;
-        }
-    } else {
-        for (; i + LANES <= n; i += LANES) {
-            memcpy(&x, a + i, sizeof x);
-            aa += x * x;
-        }
-        for (; i < n; i++) {
-            double xs = a[i];
-            aa[0] += xs * xs;
-        }
-    }
-    double ta = 0.0, td = 0.0;
-    for (int j = 0; j < LANES; j++) {
-        ta += aa[j];
-        td += ad[j];
-    }
-    *sa += ta;
-    *sd += td;
-}
+DEFINE_SPAN(span_f32, float, vf, BLOCK)
+DEFINE_SPAN(span_f64, double, vd, INT64_MAX)
 
 static void *work(void *arg) {
     job_t *job = (job_t *)arg;

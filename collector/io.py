@@ -138,10 +138,6 @@ class RunIO:
         thread by the checks: whether to yield the GIL, whether to skip a window)."""
         return len(self._queue)
 
-    def backlogged(self) -> bool:
-        """Whether any record waits behind the one the writer is building."""
-        return bool(self._queue)
-
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until everything submitted before this call is in the spool; True if so."""
         if self._disowned:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import math
 import os
 import sys
 import threading
@@ -343,7 +342,7 @@ class Run:
         checked. Said once on stderr and in a NOTICE record."""
         if self._closed_checks:
             return
-        if self.io.backlog() > CHECKS_BACKLOG and _finite_rows(data, metas, len(watch.params)):
+        if self.io.backlog() > CHECKS_BACKLOG and watch.checker.finite_window(data, metas):
             self.unchecked_steps += len(metas)
             if "checks behind" not in self._reported:
                 self.io.submit(
@@ -359,7 +358,7 @@ class Run:
             )
             return
         try:
-            watch.checker.check_rows(data, metas, self.io.backlogged)
+            watch.checker.check_rows(data, metas, lambda: self.io.backlog() > 0)
         except IntegrityError:
             pass  # a raise policy acts in real time; here it is recorded already
         except Exception as exc:
@@ -377,19 +376,6 @@ class Run:
 
     def _at_exit(self) -> None:
         self.close("failed" if _uncaught.seen else "finished", error=_uncaught.seen)
-
-
-def _finite_rows(data: torch.Tensor, metas: list[Any], n: int) -> bool:
-    """Whether a window holds no non-finite gradient, count or loss (a window with one is
-    checked even when the checks are behind)."""
-    from gradwatch.rows import LEADING
-    from gradwatch.stats import GRAD, NONFINITE
-
-    stats = data[:, LEADING:].reshape(len(metas), 4, n)
-    if not bool(torch.isfinite(stats[:, GRAD]).all()) or bool(stats[:, NONFINITE].any()):
-        return False
-    losses = data[:, 0].tolist()
-    return all(math.isfinite(x) for x, m in zip(losses, metas, strict=True) if m.has_loss)
 
 
 class _Uncaught:

@@ -3,6 +3,7 @@ builds the host-side view of each step and decides when device values are looked
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -148,6 +149,17 @@ class StepChecker:
             r += 1
             if not behind():
                 time.sleep(0)
+
+    def finite_window(self, data: torch.Tensor, metas: list[StepMeta]) -> bool:
+        """Whether no row of the window holds a non-finite gradient norm, a non-finite
+        gradient count or a non-finite loss (a window with one is checked even when the
+        checks are behind: see ``Run._check_rows``)."""
+        win = self._window(data, metas)
+        return (
+            bool(torch.isfinite(win.grad_norm).all())
+            and not bool(win.nonfinite.any())
+            and all(x is None or math.isfinite(x) for x in win.loss)
+        )
 
     def _window(self, data: torch.Tensor, metas: list[StepMeta]) -> Window:
         from gradwatch.rows import LEADING
