@@ -21,6 +21,7 @@ from gradwatch._version import __version__
 from gradwatch.errors import ConfigError, GradwatchError, IntegrityError, WireError
 
 if typing.TYPE_CHECKING:
+    from gradwatch.analysis import open_run, runs
     from gradwatch.run import Run
     from gradwatch.watch import watch
 
@@ -31,11 +32,14 @@ __all__ = [
     "Run",
     "WireError",
     "__version__",
+    "open_run",
+    "runs",
     "watch",
 ]
 
 
-_LAZY = ("Run", "watch")
+# name -> the module that defines it; each is imported on first use
+_LAZY = {"Run": "run", "watch": "watch", "open_run": "analysis", "runs": "analysis"}
 
 
 class _Package(types.ModuleType):
@@ -56,10 +60,11 @@ def __dir__() -> list[str]:
 
 
 def __getattr__(name: str) -> typing.Any:
-    """Load ``watch`` and ``Run`` (and with them torch) on first use."""
+    """Load ``watch`` and ``Run`` (and with them torch), ``open_run`` and ``runs`` (and,
+    when called, pandas) on first use."""
     if name not in _LAZY:
         raise AttributeError(f"module 'gradwatch' has no attribute {name!r}")
-    module = importlib.import_module(f"gradwatch.{name.lower()}")
+    module = importlib.import_module(f"gradwatch.{_LAZY[name]}")
     value: typing.Any = getattr(module, name)
     globals()[name] = value
     return value

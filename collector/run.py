@@ -252,7 +252,15 @@ class Run:
             self.close("failed", error=f"{type(exc).__name__}: {exc}")
 
     def __repr__(self) -> str:
-        return f"<gradwatch.Run {self.id} project={self.options.project!r} step={self.step}>"
+        from gradwatch.analysis.display import live_text  # loaded on first display only
+
+        return live_text(self)
+
+    def _repr_html_(self) -> str:
+        """The notebook display (gradwatch.analysis.display; needs the analysis extra)."""
+        from gradwatch.analysis.display import live_html
+
+        return live_html(self)
 
     # -- used by the hooks --------------------------------------------------------------------
     def start(self, first_records: list[Record], fingerprint: dict[str, Any]) -> None:

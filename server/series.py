@@ -1,9 +1,7 @@
-"""Reading per-step series out of the chunk store, and downsampling them with numpy.
+"""Reading per-step series out of the chunk store, downsampled with numpy.
 
-``downsample`` keeps, for each of ``points // 2`` equal buckets of steps, the point with
-the smallest and the one with the largest finite value, plus every non-finite point
-(NaN, ±Inf) wherever it falls: spikes and NaN onsets stay visible however far a long run
-is zoomed out, and the result may exceed ``points`` by the number of non-finite points.
+``downsample`` (in :mod:`gradwatch.analysis.downsample`, shared with the local reader of
+``gradwatch.open_run``) keeps each bucket's min and max and every non-finite point.
 """
 
 from __future__ import annotations
@@ -15,30 +13,12 @@ import numpy as np
 from sqlalchemy import and_, select
 from sqlmodel import Session, col
 
+from gradwatch.analysis.downsample import downsample as downsample
+from gradwatch.analysis.selection import tensor_rows as tensor_rows
 from gradwatch.server.models import SeriesBlob, SeriesChunk
 
 Vector = np.ndarray[Any, Any]
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-
-
-def downsample(steps: Vector, values: Vector, points: int) -> tuple[Vector, Vector]:
-    """At most ``points`` min/max points (plus every non-finite one), in step order."""
-    n = len(values)
-    if n <= points:
-        return steps, values
-    buckets = max(points // 2, 1)
-    size = -(-n // buckets)
-    padded = np.full(buckets * size, np.nan)
-    padded[:n] = values
-    grid = padded.reshape(buckets, size)
-    finite = np.isfinite(grid)
-    offsets = np.arange(buckets) * size
-    low = np.where(finite, grid, np.inf).argmin(axis=1) + offsets
-    high = np.where(finite, grid, -np.inf).argmax(axis=1) + offsets
-    bad = np.flatnonzero(~np.isfinite(values))
-    keep = np.unique(np.concatenate([low, high, bad]))
-    keep = keep[keep < n]
-    return steps[keep], values[keep]
 
 
 @dataclass
@@ -114,20 +94,6 @@ class Selection:
     start: int | None = None
     end: int | None = None
     points: int = 1000
-
-
-def tensor_rows(start_meta: dict[str, Any]) -> dict[str, tuple[int, int]]:
-    """Tensor name -> (optimizer, row in that optimizer's statistics), from RUN_START."""
-    out: dict[str, tuple[int, int]] = {}
-    counts: dict[int, int] = {}
-    for tensor in start_meta.get("tensors", []):
-        if not isinstance(tensor, dict):
-            continue
-        opt = int(tensor.get("optimizer", 0))
-        row = counts.get(opt, 0)
-        counts[opt] = row + 1
-        out.setdefault(str(tensor.get("name")), (opt, row))
-    return out
 
 
 def _item(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from gradwatch.server.api.routes import alerts, drift, health, ingest, lifecycle, runs
+from gradwatch.server.api.routes import alerts, drift, health, ingest, lifecycle, runs, scalars
 
 api_router = APIRouter()
 api_router.include_router(ingest.router)
@@ -12,4 +12,5 @@ api_router.include_router(runs.router)
 api_router.include_router(drift.router)
 api_router.include_router(alerts.router)
 api_router.include_router(lifecycle.router)
+api_router.include_router(scalars.router)
 api_router.include_router(health.router)

@@ -1,0 +1,113 @@
+"""The steps, tensors and findings tables of a run as CSV, Parquet or JSON Lines files,
+and reading them back exactly (NaN and ±Inf included).
+
+CSV writes non-finite floats as ``NaN``, ``inf`` and ``-inf`` (what pandas reads back);
+JSON Lines writes them as the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` (strict
+JSON, as the server's API does); a finding's ``details`` and ``confirmed_by`` are JSON text
+in every format.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gradwatch.analysis._deps import require
+from gradwatch.analysis.selection import NONFINITE_NAMES, decode_floats, encode_floats
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from gradwatch.analysis.rundata import RunData
+
+FORMATS = {"csv": "csv", "parquet": "parquet", "jsonl": "jsonl"}
+TABLES = ("steps", "tensors", "findings")
+JSON_COLUMNS = ("details", "confirmed_by")  # dict-valued finding columns, stored as JSON text
+
+
+def tables(run: RunData) -> dict[str, pd.DataFrame]:
+    """The three tables as flat DataFrames (the steps index becomes its ``step`` column)."""
+    findings = run.findings.copy()
+    for column in JSON_COLUMNS:
+        findings[column] = [
+            None if v is None else json.dumps(encode_floats(v), allow_nan=False)
+            for v in findings[column]
+        ]
+    return {"steps": run.steps.reset_index(), "tensors": run.tensors, "findings": findings}
+
+
+def check_format(fmt: str) -> None:
+    """``ValueError`` for an unknown format; ``ImportError`` when parquet lacks pyarrow."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt == "parquet":
+        require("pyarrow", "--format parquet (or use csv or jsonl)")
+
+
+def write_tables(run: RunData, fmt: str, out: Path) -> list[Path]:
+    """Write ``steps``, ``tensors`` and ``findings`` into ``out``; returns the paths."""
+    check_format(fmt)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, frame in tables(run).items():
+        path = out / f"{name}.{FORMATS[fmt]}"
+        if fmt == "csv":
+            frame.to_csv(path, index=False, na_rep="NaN")
+        elif fmt == "parquet":
+            frame.to_parquet(path, index=False)
+        else:
+            _write_jsonl(frame, path)
+        written.append(path)
+    return written
+
+
+def _write_jsonl(frame: pd.DataFrame, path: Path) -> None:
+    """Float columns keep NaN (as ``"NaN"``); a missing value elsewhere is ``null``."""
+    floats = set(frame.select_dtypes("float").columns)
+    with path.open("w", encoding="utf-8") as f:
+        for row in frame.to_dict("records"):
+            clean = {k: v if k in floats or not _is_na(v) else None for k, v in row.items()}
+            f.write(json.dumps(encode_floats(clean), allow_nan=False) + "\n")
+
+
+def _is_na(value: Any) -> bool:
+    pd = require("pandas")
+    return bool(value is None or (not isinstance(value, list | dict) and pd.isna(value)))
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """An exported table read back with the dtypes it was written with: ``steps`` indexed
+    by step, dict columns of ``findings`` parsed from their JSON text."""
+    pd = require("pandas")
+    path = Path(path)
+    name, fmt = path.stem, path.suffix.lstrip(".")
+    if fmt == "csv":
+        frame = pd.read_csv(path, float_precision="round_trip", keep_default_na=False, na_values=["NaN"])
+    elif fmt == "parquet":
+        frame = pd.read_parquet(path)
+    elif fmt == "jsonl":
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        frame = _numeric(pd.DataFrame(rows))
+    else:
+        raise ValueError(f"{path} is not an export (.csv, .parquet or .jsonl)")
+    if name == "findings":
+        frame["step"] = frame["step"].astype("Int64")
+        # an all-None column reads back as float NaN from CSV: None, as the reader gives it
+        confirmed = frame["confirmed"].astype(object)
+        frame["confirmed"] = confirmed.where(confirmed.notna(), None)
+        for column in JSON_COLUMNS:
+            frame[column] = [decode_floats(json.loads(v)) if isinstance(v, str) else None for v in frame[column]]
+    return frame.set_index("step") if name == "steps" else frame
+
+
+def _numeric(frame: pd.DataFrame) -> pd.DataFrame:
+    """JSON columns of numbers with ``"NaN"``/``"Infinity"`` strings back to float64."""
+    for column in frame.columns:
+        values = frame[column].tolist()
+        named = [v for v in values if isinstance(v, str)]
+        if named and all(v in NONFINITE_NAMES for v in named) and all(
+            isinstance(v, str | int | float) and not isinstance(v, bool) for v in values
+        ):
+            frame[column] = [NONFINITE_NAMES.get(v, v) if isinstance(v, str) else float(v) for v in values]
+    return frame

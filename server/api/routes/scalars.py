@@ -1,0 +1,47 @@
+"""``GET /runs/{id}/scalars``: the keys a run logged with ``run.log``.
+
+``/series?scalar=KEY`` reads one of them; this lists them, so that a client (the pandas
+reader, ``gradwatch.open_run``) can read every user scalar without knowing the keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+from sqlmodel import col, select
+
+from gradwatch.server import crud
+from gradwatch.server.api.deps import ReadAccess, SessionDep
+from gradwatch.server.jsonresp import GWJSONResponse
+from gradwatch.server.models import SeriesChunk
+from gradwatch.server.records import SCALARS_OPTIMIZER
+from gradwatch.server.schemas import ErrorReply
+
+router = APIRouter(prefix="/runs", tags=["runs"])
+_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorReply} for code in (401, 403, 404)}
+
+
+class ScalarKeys(BaseModel):
+    """User scalar keys, in the order they were first logged."""
+
+    data: list[str]
+    count: int
+
+
+@router.get("/{run_id}/scalars", response_model=ScalarKeys, responses=_ERRORS)
+def get_scalar_keys(run_id: str, session: SessionDep, access: ReadAccess) -> GWJSONResponse:
+    """The keys the run logged with ``run.log``, first-logged first."""
+    _, project = crud.get_run_row(session, run_id)
+    access.check(project, "read")
+    query = (
+        select(SeriesChunk.meta)
+        .where(col(SeriesChunk.run_id) == run_id, col(SeriesChunk.optimizer) == SCALARS_OPTIMIZER)
+        .order_by(col(SeriesChunk.seq))
+    )
+    keys: dict[str, None] = {}
+    for meta in session.execute(query).scalars():
+        found = (crud.load_json(meta) or {}).get("keys") or []
+        keys.update(dict.fromkeys(str(k) for k in found))
+    return GWJSONResponse({"data": list(keys), "count": len(keys)})
