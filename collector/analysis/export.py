@@ -83,7 +83,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     name, fmt = path.stem, path.suffix.lstrip(".")
     if fmt == "csv":
-        frame = pd.read_csv(path, float_precision="round_trip", keep_default_na=False, na_values=["NaN"])
+        # pandas 3 parses floats exactly by default (and deprecates asking); pandas 2 must ask
+        exact = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+        frame = pd.read_csv(path, keep_default_na=False, na_values=["NaN"], **exact)
     elif fmt == "parquet":
         frame = pd.read_parquet(path)
     elif fmt == "jsonl":
