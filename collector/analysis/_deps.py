@@ -22,6 +22,5 @@ def require(name: str, purpose: str = "the gradwatch analysis API") -> ModuleTyp
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        raise ImportError(
-            f"{purpose} needs {name}, which is not installed; {EXTRAS.get(name, 'pip install ' + name)}"
-        ) from exc
+        fix = EXTRAS.get(name, f"pip install {name}")
+        raise ImportError(f"{purpose} needs {name}, which is not installed; {fix}") from exc

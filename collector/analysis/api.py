@@ -11,7 +11,7 @@ from gradwatch.analysis.frames import runs_frame
 from gradwatch.analysis.rundata import RunData
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from pandas import DataFrame
 
 FILTERS = ("status", "tag", "config_hash", "group", "ddp_group")
 PAGE = 1000  # the server's largest page of runs
@@ -73,7 +73,7 @@ def runs(
     token: str | None = None,
     data_dir: str | os.PathLike[str] | None = None,
     **filters: str,
-) -> pd.DataFrame:
+) -> DataFrame:
     """The run list, newest first, with the ``gradwatch runs --json`` fields (plus
     ``errors`` and ``warnings``). ``filters``: ``status``, ``tag``, ``config_hash``,
     ``group`` (replicates) and ``ddp_group`` (every rank of a DDP job)."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gradwatch.analysis._deps import require
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from pandas import DataFrame
 
     from gradwatch.analysis.rundata import RunData
     from gradwatch.run import Run
@@ -48,7 +48,9 @@ def finding_lines(findings: list[dict[str, Any]]) -> list[str]:
         more = f" (+{_plural(len(members) - 1, 'related finding')})" if len(members) > 1 else ""
         param = first.get("param")
         where += f" [{param}]" if isinstance(param, str) else ""
-        lines.append(f"{first.get('severity')} {first.get('check')}{where}: {first['message']}{more}")
+        lines.append(
+            f"{first.get('severity')} {first.get('check')}{where}: {first['message']}{more}"
+        )
     if len(lines) > MAX_LINES:
         lines = [*lines[:MAX_LINES], f"… and {len(lines) - MAX_LINES:,} more"]
     return lines
@@ -66,7 +68,11 @@ def _counts(findings: list[dict[str, Any]]) -> str:
 
 def summary(header: str, findings: list[dict[str, Any]]) -> list[str]:
     """The header line, the finding counts, then the findings in words."""
-    return [header, f"findings: {_counts(findings)}", *("  " + line for line in finding_lines(findings))]
+    return [
+        header,
+        f"findings: {_counts(findings)}",
+        *("  " + line for line in finding_lines(findings)),
+    ]
 
 
 def _header(info: dict[str, Any], tensors: int) -> str:
@@ -77,7 +83,7 @@ def _header(info: dict[str, Any], tensors: int) -> str:
 
 
 def _records(run: RunData) -> list[dict[str, Any]]:
-    return list(run.findings.to_dict("records"))
+    return [{str(k): v for k, v in row.items()} for row in run.findings.to_dict("records")]
 
 
 def text(run: RunData) -> str:
@@ -159,7 +165,7 @@ def _figure(fig: Any, title: str) -> str:
     return str(fig.to_html(full_html=False, include_plotlyjs=PLOTLY_JS))
 
 
-def heatmap_grid(table: pd.DataFrame) -> pd.DataFrame:
+def heatmap_grid(table: DataFrame) -> DataFrame:
     """log10 of a steps × tensors table, reduced to at most 200 step buckets (the
     maximum of each); a bucket with no positive finite value is a gap."""
     np = require("numpy")
@@ -168,4 +174,5 @@ def heatmap_grid(table: pd.DataFrame) -> pd.DataFrame:
         buckets = np.arange(len(table)) // width
         table = table.groupby(buckets).max().set_axis(table.index[::width])
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.log10(table.where(table > 0))
+        logs: DataFrame = np.log10(table.where(table > 0))
+    return logs

@@ -17,7 +17,7 @@ from gradwatch.analysis._deps import require
 from gradwatch.analysis.selection import NONFINITE_NAMES, decode_floats, encode_floats
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from pandas import DataFrame
 
     from gradwatch.analysis.rundata import RunData
 
@@ -26,7 +26,7 @@ TABLES = ("steps", "tensors", "findings")
 JSON_COLUMNS = ("details", "confirmed_by")  # dict-valued finding columns, stored as JSON text
 
 
-def tables(run: RunData) -> dict[str, pd.DataFrame]:
+def tables(run: RunData) -> dict[str, DataFrame]:
     """The three tables as flat DataFrames (the steps index becomes its ``step`` column)."""
     findings = run.findings.copy()
     for column in JSON_COLUMNS:
@@ -62,7 +62,7 @@ def write_tables(run: RunData, fmt: str, out: Path) -> list[Path]:
     return written
 
 
-def _write_jsonl(frame: pd.DataFrame, path: Path) -> None:
+def _write_jsonl(frame: DataFrame, path: Path) -> None:
     """Float columns keep NaN (as ``"NaN"``); a missing value elsewhere is ``null``."""
     floats = set(frame.select_dtypes("float").columns)
     with path.open("w", encoding="utf-8") as f:
@@ -76,7 +76,7 @@ def _is_na(value: Any) -> bool:
     return bool(value is None or (not isinstance(value, list | dict) and pd.isna(value)))
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
+def read_table(path: str | Path) -> DataFrame:
     """An exported table read back with the dtypes it was written with: ``steps`` indexed
     by step, dict columns of ``findings`` parsed from their JSON text."""
     pd = require("pandas")
@@ -99,17 +99,24 @@ def read_table(path: str | Path) -> pd.DataFrame:
         confirmed = frame["confirmed"].astype(object)
         frame["confirmed"] = confirmed.where(confirmed.notna(), None)
         for column in JSON_COLUMNS:
-            frame[column] = [decode_floats(json.loads(v)) if isinstance(v, str) else None for v in frame[column]]
-    return frame.set_index("step") if name == "steps" else frame
+            frame[column] = [
+                decode_floats(json.loads(v)) if isinstance(v, str) else None for v in frame[column]
+            ]
+    out: DataFrame = frame.set_index("step") if name == "steps" else frame
+    return out
 
 
-def _numeric(frame: pd.DataFrame) -> pd.DataFrame:
+def _numeric(frame: DataFrame) -> DataFrame:
     """JSON columns of numbers with ``"NaN"``/``"Infinity"`` strings back to float64."""
     for column in frame.columns:
         values = frame[column].tolist()
         named = [v for v in values if isinstance(v, str)]
-        if named and all(v in NONFINITE_NAMES for v in named) and all(
-            isinstance(v, str | int | float) and not isinstance(v, bool) for v in values
+        if (
+            named
+            and all(v in NONFINITE_NAMES for v in named)
+            and all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in values)
         ):
-            frame[column] = [NONFINITE_NAMES.get(v, v) if isinstance(v, str) else float(v) for v in values]
+            frame[column] = [
+                NONFINITE_NAMES.get(v, v) if isinstance(v, str) else float(v) for v in values
+            ]
     return frame

@@ -12,7 +12,7 @@ from gradwatch.analysis.selection import INCIDENT_KEYS, NONFINITE_NAMES, Series
 from gradwatch.commands.findings import JSON_KEYS
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from pandas import DataFrame
 
 STAT_COLUMNS = {
     "grad_norm": "grad_norm",
@@ -46,19 +46,20 @@ def _column(series: Series) -> str:
     return STEP_COLUMNS.get(series.name, series.name)
 
 
-def _frame(columns: dict[str, Any], order: list[str]) -> pd.DataFrame:
+def _frame(columns: dict[str, Any], order: list[str]) -> DataFrame:
     """Series outer-joined on their steps, columns in ``order``, index ``step`` (int64)."""
     pd = require("pandas")
-    frame = pd.DataFrame(columns, columns=order) if columns else pd.DataFrame(columns=order)
-    frame = frame.sort_index()
+    frame: DataFrame = (
+        pd.DataFrame(columns, columns=order) if columns else pd.DataFrame(columns=order)
+    ).sort_index()
     frame.index = pd.Index(frame.index.to_numpy(dtype="int64"), name="step")
-    for name, dtype in (("has_loss", "bool"), ("n_backward", "int64"), ("has_grad", "bool")):
-        if name in frame and not frame[name].isna().any():
-            frame[name] = frame[name].astype(dtype)
-    return frame
+    # flags and counts keep their type unless a missing value (outer join) forces float
+    dtypes = {"has_loss": "bool", "n_backward": "int64", "has_grad": "bool"}
+    exact = {k: v for k, v in dtypes.items() if k in frame and not frame[k].isna().any()}
+    return frame.astype(exact)
 
 
-def steps_frame(series: list[Series]) -> pd.DataFrame:
+def steps_frame(series: list[Series]) -> DataFrame:
     """Per-step metrics and user scalars, indexed by step."""
     pd = require("pandas")
     columns = {
@@ -72,7 +73,7 @@ def steps_frame(series: list[Series]) -> pd.DataFrame:
     return _frame(columns, fixed[:2] + lrs + fixed[2:] + rest)
 
 
-def tensors_frame(series: list[Series], names: list[str]) -> pd.DataFrame:
+def tensors_frame(series: list[Series], names: list[str]) -> DataFrame:
     """Long format: one row per (step, tensor) with the four statistics and ``has_grad``;
     ``names`` are the optimizer's tensors in statistics-row order."""
     pd = require("pandas")
@@ -92,12 +93,13 @@ def tensors_frame(series: list[Series], names: list[str]) -> pd.DataFrame:
         part["_rank"] = rank
         parts.append(part)
     if not parts:
-        return pd.DataFrame(columns=["step", "tensor", *order])
-    out = pd.concat(parts, ignore_index=True).sort_values(["step", "_rank"], kind="stable")
-    return out.drop(columns="_rank").reset_index(drop=True)
+        parts = [pd.DataFrame(columns=["step", "tensor", *order, "_rank"])]
+    out: DataFrame = pd.concat(parts, ignore_index=True)
+    out = out.sort_values(["step", "_rank"], kind="stable").drop(columns="_rank")
+    return out.reset_index(drop=True)
 
 
-def pivot(tensors: pd.DataFrame, stat: str = "grad_norm") -> pd.DataFrame:
+def pivot(tensors: DataFrame, stat: str = "grad_norm") -> DataFrame:
     """One statistic of a ``tensors`` table as steps × tensors (tensors in model order)."""
     if stat not in tensors:
         raise KeyError(f"no statistic {stat!r}; the tensors table has {list(tensors.columns)[2:]}")
@@ -106,19 +108,21 @@ def pivot(tensors: pd.DataFrame, stat: str = "grad_norm") -> pd.DataFrame:
     return table[order]
 
 
-def findings_frame(findings: list[dict[str, Any]]) -> pd.DataFrame:
+def findings_frame(findings: list[dict[str, Any]]) -> DataFrame:
     """The ``gradwatch findings --json`` columns (plus ``incident``/``role`` when the
     findings carry them), ordered by step as the server orders them (no step first)."""
     pd = require("pandas")
     extra = [k for k in INCIDENT_KEYS if any(f.get(k) is not None for f in findings)]
     columns = [*JSON_KEYS, *extra]
-    frame = pd.DataFrame([{k: f.get(k) for k in columns} for f in findings], columns=columns)
+    frame: DataFrame = pd.DataFrame(
+        [{k: f.get(k) for k in columns} for f in findings], columns=columns
+    )
     frame["step"] = frame["step"].astype("Int64")
     frame = frame.sort_values("step", kind="stable", na_position="first")
     return frame.reset_index(drop=True)
 
 
-def lifecycle_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def lifecycle_frame(rows: list[dict[str, Any]]) -> DataFrame:
     """One row per lifecycle event: its step, order in the step, kind, seconds since the
     previous step ended, detail; with the step's backward count."""
     pd = require("pandas")
@@ -127,7 +131,7 @@ def lifecycle_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         for r in rows
         for i, e in enumerate(r["events"])
     ]
-    frame = pd.DataFrame.from_records(records, columns=LIFECYCLE_COLUMNS)
+    frame: DataFrame = pd.DataFrame.from_records(records, columns=LIFECYCLE_COLUMNS)
     return frame.astype({"step": "int64", "order": "int64", "seconds": "float64"})
 
 
@@ -135,13 +139,13 @@ def _float(value: Any) -> float:
     return NONFINITE_NAMES[value] if isinstance(value, str) else float(value)
 
 
-def runs_frame(runs: list[dict[str, Any]]) -> pd.DataFrame:
+def runs_frame(runs: list[dict[str, Any]]) -> DataFrame:
     """The ``gradwatch runs --json`` fields, one row per run, plus ``errors`` and
     ``warnings`` counted from ``findings``."""
     pd = require("pandas")
-    frame = pd.DataFrame(runs)
+    frame: DataFrame = pd.DataFrame(runs)
     if frame.empty:
-        return pd.DataFrame(columns=["id", "project", "name", "status", "steps", "errors"])
+        return frame.reindex(columns=["id", "project", "name", "status", "steps", "errors"])
     frame["errors"] = [int(f.get("error", 0)) for f in frame["findings"]]
     frame["warnings"] = [int(f.get("warning", 0)) for f in frame["findings"]]
     return frame

@@ -18,7 +18,7 @@ from gradwatch.analysis import frames
 from gradwatch.analysis.selection import STEPS_METRICS, Selection, Source
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from pandas import DataFrame
 
 STATS = ("grad_norm", "param_norm", "update_norm", "nonfinite_grad")
 
@@ -74,13 +74,13 @@ class RunData:
         return [str(t["name"]) for t in tensors if int(t.get("optimizer", 0)) == optimizer]
 
     @functools.cached_property
-    def steps(self) -> pd.DataFrame:
+    def steps(self) -> DataFrame:
         """Every step of the first optimizer (see :meth:`read_steps`)."""
         return self.read_steps()
 
     def read_steps(
         self, steps: slice | None = None, points: int | None = None, optimizer: int = 0
-    ) -> pd.DataFrame:
+    ) -> DataFrame:
         """Indexed by step: ``loss``, ``has_loss``, ``lr_<group>``, ``n_backward``,
         ``step_time``, ``forward_time``, ``backward_time``, ``optimizer_time``,
         ``batch_sum``, ``batch_weighted_sum`` (the batch checksum pair) and the user scalars
@@ -97,13 +97,13 @@ class RunData:
         return frames.steps_frame(self.source.series(sel))
 
     @functools.cached_property
-    def tensors(self) -> pd.DataFrame:
+    def tensors(self) -> DataFrame:
         """Every step × tensor of the first optimizer (see :meth:`read_tensors`)."""
         return self.read_tensors()
 
     def read_tensors(
         self, steps: slice | None = None, points: int | None = None, optimizer: int = 0
-    ) -> pd.DataFrame:
+    ) -> DataFrame:
         """Long format: ``step, tensor, grad_norm, param_norm, update_norm, nonfinite,
         has_grad``, by step then model order."""
         first, last = step_range(steps)
@@ -121,22 +121,24 @@ class RunData:
 
     def pivot(
         self, stat: str = "grad_norm", steps: slice | None = None, points: int | None = None
-    ) -> pd.DataFrame:
+    ) -> DataFrame:
         """One statistic as steps × tensors (all steps: the cached :attr:`tensors`)."""
-        table = self.tensors if steps is None and points is None else self.read_tensors(steps, points)
+        table = (
+            self.tensors if steps is None and points is None else self.read_tensors(steps, points)
+        )
         return frames.pivot(table, stat)
 
     @functools.cached_property
-    def findings(self) -> pd.DataFrame:
+    def findings(self) -> DataFrame:
         """The ``gradwatch findings --json`` columns, by step."""
         return frames.findings_frame(self.source.findings())
 
     @functools.cached_property
-    def lifecycle(self) -> pd.DataFrame:
+    def lifecycle(self) -> DataFrame:
         """The optimizer lifecycle of every step (see :meth:`read_lifecycle`)."""
         return self.read_lifecycle()
 
-    def read_lifecycle(self, steps: slice | None = None, optimizer: int = 0) -> pd.DataFrame:
+    def read_lifecycle(self, steps: slice | None = None, optimizer: int = 0) -> DataFrame:
         """One row per event: ``step, n_backward, order, event`` (backward, zero_grad,
         grad_modified, skipped, dropped, step), ``seconds`` since the previous step ended,
         ``detail``."""

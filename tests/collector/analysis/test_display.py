@@ -19,9 +19,7 @@ def test_a_recorded_run_in_words(monkeypatch: pytest.MonkeyPatch) -> None:
     run = gradwatch.open_run(train(bad=True).dir)
     text = repr(run)
     lines = text.splitlines()
-    assert lines[0] == (
-        f"gradwatch run {run.id} (project analysis): finished, 40 steps, 4 tensors"
-    )
+    assert lines[0] == (f"gradwatch run {run.id} (project analysis): finished, 40 steps, 4 tensors")
     assert lines[1] == "findings: 3 errors"
     assert lines[2].startswith(f"  error nonfinite-loss at step {BAD_STEP}: the loss is inf.")
     good = gradwatch.open_run(train(bad=False).dir)
@@ -72,5 +70,7 @@ def test_a_display_that_cannot_read_says_why_instead_of_raising() -> None:
         port = sock.getsockname()[1]
     run = gradwatch.open_run("some-run", server=f"http://127.0.0.1:{port}")
     text = repr(run)
-    assert re.match(rf"<gradwatch run some-run from http://127.0.0.1:{port} .*: cannot be read \(", text)
+    assert re.match(
+        rf"<gradwatch run some-run from http://127.0.0.1:{port} .*: cannot be read \(", text
+    )
     assert run._repr_html_().startswith("<pre>&lt;gradwatch run some-run")

@@ -69,7 +69,14 @@ def test_parquet_without_pyarrow_says_so_and_writes_nothing(bad_run: Path, tmp_p
 def test_an_unknown_run_is_exit_status_2(
     bad_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["export", "nope", "--data-dir", str(bad_run.parent.parent), "--out", str(tmp_path / "x")]
+    argv = [
+        "export",
+        "nope",
+        "--data-dir",
+        str(bad_run.parent.parent),
+        "--out",
+        str(tmp_path / "x"),
+    ]
     assert main(argv) == 2
     assert capsys.readouterr().err.startswith("gradwatch export: no run 'nope' in ")
     assert not (tmp_path / "x").exists()

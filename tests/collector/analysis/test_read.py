@@ -45,7 +45,7 @@ def test_steps_hold_every_step_as_recorded(bad_run: Path) -> None:
     assert [(s, v) for s, k, v in scalars if k == "accuracy"] == list(steps.accuracy.items())
     spikes = {s: v for s, k, v in scalars if k == "spike"}
     assert all(_same(steps.spike[s], v) for s, v in spikes.items()) and len(spikes) == 4
-    assert steps.dtypes["n_backward"] == np.int64 and steps.dtypes["has_loss"] == bool
+    assert steps.dtypes["n_backward"] == np.int64 and steps.dtypes["has_loss"] == np.bool_
 
 
 def test_tensors_are_the_statistics_in_long_format(bad_run: Path) -> None:
