@@ -20,7 +20,7 @@ from gradwatch.analysis.selection import (
     decode_floats,
     vector,
 )
-from gradwatch.commands.findings import public, server_findings
+from gradwatch.commands.findings import UsageError, public, server_findings
 
 EVERY_POINT = 1_000_000  # the server's largest ``points``: no downsampling below that
 TENSORS_PER_REQUEST = 64  # keeps the query string short on models with many tensors
@@ -39,7 +39,8 @@ def get_json(server: str, path: str, token: str | None, **query: Any) -> Any:
         with urllib.request.urlopen(request, timeout=60) as reply:
             return json.loads(reply.read())
     except urllib.error.HTTPError as exc:
-        detail = exc.read()[:300].decode("utf-8", "replace")
+        with exc:  # closes the reply's socket
+            detail = exc.read()[:300].decode("utf-8", "replace")
         if exc.code == 404:
             raise LookupError(f"the server {server} has nothing at {path}: {detail}") from exc
         if exc.code in (401, 403):
@@ -105,7 +106,10 @@ class ServerSource:
 
     def findings(self) -> list[dict[str, Any]]:
         """The run's findings, all pages, in their ``findings --json`` form."""
-        found = server_findings(self.server, self.run_id, self.token)
+        try:
+            found = server_findings(self.server, self.run_id, self.token)
+        except UsageError as exc:  # the CLI's "no such run"
+            raise LookupError(str(exc)) from None
         out = []
         for f in found:
             row = public(f) | {k: f[k] for k in INCIDENT_KEYS if k in f}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -101,5 +102,20 @@ def test_server_side_downsampling_keeps_every_nonfinite_point(settings: Settings
 
 
 def test_a_run_missing_on_the_server_is_a_lookup_error(settings: Settings) -> None:
-    with live_server(settings) as url, pytest.raises(LookupError, match="no run 'nope'"):
-        gradwatch.open_run("nope", server=url).steps  # noqa: B018
+    with live_server(settings) as url:
+        for table in ("steps", "tensors", "findings"):
+            with pytest.raises(LookupError, match="no run 'nope'"):
+                getattr(gradwatch.open_run("nope", server=url), table)
+
+
+def test_the_scalars_route_lists_logged_keys_in_first_logged_order(settings: Settings) -> None:
+    with live_server(settings) as url:
+        run = train(bad=False, server=url)
+        _stored(url, run)
+        with urllib.request.urlopen(f"{url}/api/v1/runs/{run.id}/scalars", timeout=30) as r:
+            keys = json.loads(r.read())
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"{url}/api/v1/runs/nope/scalars", timeout=30)
+        missing.value.close()
+    assert keys == {"data": ["accuracy", "spike"], "count": 2}
+    assert missing.value.code == 404
