@@ -62,15 +62,16 @@ def _frame(columns: dict[str, Any], order: list[str]) -> DataFrame:
 def steps_frame(series: list[Series]) -> DataFrame:
     """Per-step metrics and user scalars, indexed by step."""
     pd = require("pandas")
-    columns = {
-        _column(s): pd.Series(s.values, index=s.steps, dtype="float64")
-        for s in series
-        if s.kind != "tensor"
-    }
+    columns = {_column(s): _last_per_step(pd.Series(s.values, index=s.steps)) for s in series}
     fixed = [c for c in STEP_COLUMNS.values() if c in columns]
     lrs = sorted((c for c in columns if c.startswith("lr_")), key=lambda c: int(c[3:]))
     rest = [c for c in columns if c not in fixed and c not in lrs]
     return _frame(columns, fixed[:2] + lrs + fixed[2:] + rest)
+
+
+def _last_per_step(values: Any) -> Any:
+    """A series with one value per step: a key logged twice in a step keeps the last."""
+    return values[~values.index.duplicated(keep="last")].astype("float64")
 
 
 def tensors_frame(series: list[Series], names: list[str]) -> DataFrame:

@@ -17,6 +17,8 @@ import gradwatch
 from gradwatch.cli import main
 from gradwatch.reader import load_run
 from tests.collector.analysis.recorded import BAD_STEP, STEPS, train
+from tests.server.training import make
+from tests.server.training import train as plain_train
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +135,16 @@ def test_without_pandas_the_error_names_the_extra(bad_run: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "needs pandas" in out.stdout and "pip install 'gradwatch[analysis]'" in out.stdout
+
+
+def test_a_key_logged_twice_in_a_step_keeps_the_last_value() -> None:
+    model, opt = make()
+    with gradwatch.watch(model, opt) as run:
+        for i in range(5):
+            run.log({"micro": float(i)})
+            plain_train(run, model, opt, 1)
+            run.log({"micro": i + 0.5})
+    steps = gradwatch.open_run(run.dir).steps
+    # step i gets i - 0.5 (after step i) then i (before step i + 1): the last is i
+    assert steps.micro.to_dict() == {0: 0.0, 1: 1.0, 2: 2.0, 3: 3.0, 4: 4.0, 5: 4.5}
+    assert steps.loc[1:].index.tolist() == [1, 2, 3, 4, 5] and steps.index.is_unique
