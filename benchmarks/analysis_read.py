@@ -140,7 +140,8 @@ def main() -> None:
         "",
         f"Command: `{result['command']}` (median of {args.reps} reads after one untimed; server: "
         "`gradwatch serve`, SQLite, loopback; "
-        f"{result['machine']}, 1-minute load average {result['load_average_1min']:.1f} at the end).",
+        f"{result['machine']}, 1-minute load average "
+        f"{result['load_average_1min']:.1f} at the end).",
         "",
         "| read | median | rows |",
         "|---|---:|---:|",
