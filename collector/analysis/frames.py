@@ -113,7 +113,11 @@ def findings_frame(findings: list[dict[str, Any]]) -> DataFrame:
     """The ``gradwatch findings --json`` columns (plus ``incident``/``role`` when the
     findings carry them), ordered by step as the server orders them (no step first)."""
     pd = require("pandas")
-    extra = [k for k in INCIDENT_KEYS if any(f.get(k) is not None for f in findings)]
+    extra = [
+        k
+        for k in INCIDENT_KEYS
+        if k not in JSON_KEYS and any(f.get(k) is not None for f in findings)
+    ]
     columns = [*JSON_KEYS, *extra]
     frame: DataFrame = pd.DataFrame(
         [{k: f.get(k) for k in columns} for f in findings], columns=columns

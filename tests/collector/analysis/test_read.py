@@ -148,3 +148,29 @@ def test_a_key_logged_twice_in_a_step_keeps_the_last_value() -> None:
     # step i gets i - 0.5 (after step i) then i (before step i + 1): the last is i
     assert steps.micro.to_dict() == {0: 0.0, 1: 1.0, 2: 2.0, 3: 3.0, 4: 4.0, 5: 4.5}
     assert steps.loc[1:].index.tolist() == [1, 2, 3, 4, 5] and steps.index.is_unique
+
+
+def test_findings_that_carry_incidents_get_incident_and_role_columns() -> None:
+    """A collector that groups findings into incidents writes ``incident`` and ``role`` on
+    each finding; the table shows them (and not for runs whose findings lack them)."""
+    from gradwatch.spool import SpoolWriter
+    from gradwatch.wire import Kind, Record
+
+    model, opt = make()
+    with gradwatch.watch(model, opt) as run:
+        plain_train(run, model, opt, 3)
+    assert "incident" not in gradwatch.open_run(run.dir).findings
+    base = {"severity": "error", "step": 3, "hint": "", "details": {}, "source": "runtime"}
+    findings = [
+        {**base, "check": "nonfinite-loss", "message": "the loss is nan.", "incident": 1,
+         "role": "root"},
+        {**base, "check": "nonfinite-grad", "message": "grads.", "incident": 1, "role": "effect"},
+    ]  # fmt: skip
+    writer = SpoolWriter(run.dir)
+    writer.append(Record(Kind.FINDINGS, {"findings": findings}))
+    writer.close()
+    table = gradwatch.open_run(run.dir).findings
+    assert table[["check", "incident", "role"]].values.tolist() == [
+        ["nonfinite-loss", 1, "root"],
+        ["nonfinite-grad", 1, "effect"],
+    ]
