@@ -44,7 +44,7 @@ gw_need_chromium() {
     gw_install "Chromium and its driver run the dashboard's browser tests" \
       chromium chromium-driver || return 1
   fi
-  gw_say "browser: $("$(gw_first /usr/bin/chromium /usr/bin/chromium-browser)" --version)"
+  gw_say "browser: $("$(gw_first /usr/bin/chromium /usr/bin/chromium-browser)" --version 2>/dev/null)"
 }
 
 # Whether a TCP server answers on host:port (bash's /dev/tcp: no client needed).
@@ -128,5 +128,5 @@ gw_need_venv() {
       return 1
     "$py" -m venv "$venv"
   fi
-  gw_say "created $venv with $("$venv/bin/python" --version)"
+  gw_say "created $venv with $("$venv/bin/python" --version 2>/dev/null)"
 }
