@@ -210,7 +210,27 @@ def header(
             className="gw-muted",
         ),
         html.Ul([html.Li(line) for line in lines], className="gw-explain", id="run-explain"),
+        html.Div(evidence(detail["id"], findings, first), id="run-evidence"),
     )
+
+
+def evidence(
+    run_id: str, findings: list[dict[str, Any]], first: tuple[int, str | None] | None
+) -> list[Any]:
+    """Links from the summary to its evidence: every chart focused on the first bad step,
+    and a drifting run's comparison with its replicate."""
+    steps = [first[0]] if first is not None else []
+    steps += sorted(int(f["step"]) for f in findings if f.get("step") is not None)[:1]
+    links: list[Any] = [
+        dcc.Link(f"see step {step} in every chart", href=f"/runs/{run_id}?step={step}")
+        for step in dict.fromkeys(steps)
+    ]
+    for f in findings:
+        reference = (f.get("details") or {}).get("reference")
+        if f["check"] == "repro-drift" and reference:
+            href = f"/compare?runs={reference},{run_id}"
+            links.append(dcc.Link("compare with its replicate", href=href))
+    return [part for link in links for part in (link, " · ")][:-1]
 
 
 def register(app: Dash) -> None:

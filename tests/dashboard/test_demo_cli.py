@@ -5,17 +5,13 @@ the Alerts page list the drift and the NaN run."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from gradwatch import cli
-from gradwatch.commands.demo import alert_rule
 from gradwatch.dashboard.api import Api
-from gradwatch.server.config import default_db_url
-from tests.dashboard.conftest import serve
-from tests.server.live import wait_for
+from tests.dashboard.served_demo import alerted, watched_demo
 
 
 def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> object:
@@ -28,21 +24,12 @@ def served_demo(demo_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     """The demo's runs in the default data directory, after a server (with the demo's alert
     rule) has watched them and made its cross-run findings."""
     root = tmp_path / "data"
-    shutil.copytree(demo_dir, root, ignore=shutil.ignore_patterns("gradwatch.db*"))
     monkeypatch.setenv("GRADWATCH_DIR", str(root))
-    assert alert_rule(default_db_url(root)) and alert_rule(default_db_url(root))
-    for url in serve(root / "gradwatch.db", root):
+    for url in watched_demo(demo_dir, root):
         api = Api(url)
-        wait_for(lambda a=api: {"drifting", "nan-onset"} <= alerted(a), "the demo's alerts", 120)
         assert "replicate-a" not in alerted(api) and "replicate-b" not in alerted(api)
         assert len(api.get("/alert-rules")["data"]) == 1  # the demo made one, not two
     return root
-
-
-def alerted(api: Api) -> set[str]:
-    """The names of the runs with an alert."""
-    names = {r["id"]: r["name"] for r in api.get("/runs")["data"]}
-    return {names[a["run"]] for a in api.get("/alerts", project="demo")["data"]}
 
 
 def test_runs_findings_and_compare_find_the_demo_with_no_flags(
