@@ -116,10 +116,14 @@ def verdict_text(cmp: dict[str, Any], name_a: str, name_b: str) -> str:
         return f"{name_b} matches {name_a} {exact} over {cmp.get('steps_compared', 0)} steps."
     if verdict == "not-comparable":
         return f"{name_b} cannot be compared with {name_a}: {cmp.get('message', '')}"
+    cause = f" Cause: {cmp['cause']}." if cmp.get("cause") else ""
+    message = str(cmp.get("message", ""))
+    split = "the runs split "
+    if message.startswith(split):  # already says where and why: said once
+        return f"{name_b} diverged from {name_a} {message.removeprefix(split)}{cause}"
     where = f"at step {cmp.get('step')}" if cmp.get("step") is not None else ""
     what = ", ".join(f"{k} {cmp[k]}" for k in ("metric", "param") if cmp.get(k))
-    cause = f" Cause: {cmp['cause']}." if cmp.get("cause") else ""
-    return f"{name_b} diverged from {name_a} {where} ({what}).{cause} {cmp.get('message', '')}"
+    return f"{name_b} diverged from {name_a} {where} ({what}).{cause} {message}"
 
 
 def fingerprint_diff(

@@ -48,7 +48,7 @@ def shoot(driver, url: str, path: Path, graphs: int, ready: str) -> None:  # typ
     if graphs:
         drawn(driver, graphs)
     height = driver.execute_script("return document.body.scrollHeight")
-    driver.set_window_size(WIDTH, min(int(height) + 40, 4000))
+    driver.set_window_size(WIDTH, min(max(int(height) + 40, 900), 4000))
     time.sleep(1.5)  # let Plotly resize to the new window
     driver.save_screenshot(str(path))
     print(f"wrote {path}")

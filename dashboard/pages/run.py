@@ -223,7 +223,7 @@ def evidence(
     steps += sorted(int(f["step"]) for f in findings if f.get("step") is not None)[:1]
     links: list[Any] = [
         dcc.Link(f"see step {step} in every chart", href=f"/runs/{run_id}?step={step}")
-        for step in dict.fromkeys(steps)
+        for step in sorted(set(steps))
     ]
     for f in findings:
         reference = (f.get("details") or {}).get("reference")

@@ -119,3 +119,17 @@ def test_the_fingerprint_table_highlights_only_what_explains_a_difference() -> N
         "device.pid": "gw-diff-noise",
         "seeds.python_random_state_sha256": "gw-diff-noise",
     }
+
+
+def test_the_verdict_says_where_and_why_once() -> None:
+    cmp = {
+        "verdict": "diverged",
+        "step": 101,
+        "cause": "data-order",
+        "message": "the runs split at step 101 (batch; first differing tensor 0.weight): "
+        "the model received a different batch at that step.",
+    }
+    assert cf.verdict_text(cmp, "replicate-a", "drifting") == (
+        "drifting diverged from replicate-a at step 101 (batch; first differing tensor "
+        "0.weight): the model received a different batch at that step. Cause: data-order."
+    )
