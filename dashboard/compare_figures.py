@@ -73,7 +73,7 @@ def per_tensor(rows: Sequence[dict[str, Any]], *, title: str = "") -> go.Figure:
         ]
         for r, row in zip(rows, values, strict=True)
     ]
-    fig = base(title, max(200, min(520, 100 + 18 * len(rows))))
+    fig = base(title, min(560, 140 + 22 * len(rows)))  # every label shows up to ~19 tensors
     fig.add_trace(
         go.Heatmap(
             x=list(METRICS),

@@ -97,10 +97,10 @@ def test_the_compare_heatmap_is_short_titled_and_labelled_on_top() -> None:
         {"name": f"{i}.weight", "first_step": 101, "max_rel": {"grad_norm": 0.1}} for i in range(6)
     ]
     fig = cf.per_tensor(rows, title="Per-tensor difference, drifting vs replicate-a")
-    assert fig.layout.height <= 240 and fig.layout.xaxis.side == "top"
+    assert fig.layout.height <= 280 and fig.layout.xaxis.side == "top"
     assert "drifting vs replicate-a" in fig.layout.title.text
     many = cf.per_tensor(rows * 100)
-    assert many.layout.height <= 520
+    assert many.layout.height <= 560
 
 
 def test_the_fingerprint_table_highlights_only_what_explains_a_difference() -> None:
