@@ -66,10 +66,13 @@ def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
 
 def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
     """Everything the page shows, requested concurrently; raises ``ApiError``."""
-    detail = api.get(f"/runs/{run_id}")
+    # the findings with the run, not after it: the lifecycle window opens at the first
+    # lifecycle finding, and a live page should not wait one more round trip for that
+    with ThreadPoolExecutor(2) as pool:
+        asked = pool.submit(api.get, f"/runs/{run_id}/findings", limit=1000)
+        detail = api.get(f"/runs/{run_id}")
+        findings = asked.result()
     last = int(detail["steps"])
-    # the findings first: the lifecycle window opens at the first lifecycle finding
-    findings = api.get(f"/runs/{run_id}/findings", limit=1000)
     start = lifecycle_start(last, focus, lifecycle_anomalies(findings["data"]))
     tensors = [t["name"] for t in (detail.get("start") or {}).get("tensors", [])]
     fine = 0 < last * len(tensors) <= FINE_VALUES
