@@ -1,6 +1,7 @@
 # The two set-up commands of the README: `make demo` (main job) and `make test` (whole suite).
 # Both create .venv and install what they need: torch==2.13.0 first (the CPU wheel), then
-# the project, so pip never resolves a different torch build.
+# the project, so pip never resolves a different torch build. `make test` runs
+# scripts/test.sh, which also sets up the system parts (C compiler, Chromium, PostgreSQL).
 
 PY ?= python3
 VENV ?= .venv
@@ -10,7 +11,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 .PHONY: install demo test lint typecheck pytest bench bench-peers clean
 
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	bash -c 'source scripts/setup_test_env.sh && gw_need_venv $(PY) $(VENV)'
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "torch==2.13.0"
 	$(BIN)/python -m pip install -q -e ".[dev,server,integrations]"
@@ -31,7 +32,8 @@ typecheck: install
 pytest: install
 	$(BIN)/python -m pytest
 
-test: lint typecheck pytest
+test: install
+	scripts/test.sh
 
 bench: install
 	$(BIN)/python benchmarks/collector_overhead.py

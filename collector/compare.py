@@ -314,8 +314,20 @@ _WHY = {
 }
 
 
-def _diverged_message(out: dict[str, Any], diff: list[dict[str, Any]]) -> str:
+def divergence(out: dict[str, Any], diff: list[dict[str, Any]]) -> tuple[str, str]:
+    """Where a diverged comparison split (``loss, first differing tensor fc.weight`` or
+    ``grad_norm of fc.weight``) and why, for the message here and the server's finding."""
+    param = out["param"]
+    if not param:
+        where = out["metric"]
+    elif out["metric"] in ("batch", "loss"):  # one value per step, not per tensor
+        where = f"{out['metric']}; first differing tensor {param}"
+    else:
+        where = f"{out['metric']} of {param}"
     fields = ", ".join(d["field"] for d in diff if d["section"] == out["cause"])
-    where = f"{out['metric']}" + (f" of {out['param']}" if out["param"] else "")
-    why = _WHY[out["cause"]].format(fields=fields, param=out["param"])
+    return where, _WHY[out["cause"]].format(fields=fields, param=param)
+
+
+def _diverged_message(out: dict[str, Any], diff: list[dict[str, Any]]) -> str:
+    where, why = divergence(out, diff)
     return f"the runs split at step {out['step']} ({where}): {why}."

@@ -73,7 +73,7 @@ def per_tensor(rows: Sequence[dict[str, Any]], *, title: str = "") -> go.Figure:
         ]
         for r, row in zip(rows, values, strict=True)
     ]
-    fig = base(title, max(240, min(900, 80 + 16 * len(rows))))
+    fig = base(title, min(560, 140 + 22 * len(rows)))  # every label shows up to ~19 tensors
     fig.add_trace(
         go.Heatmap(
             x=list(METRICS),
@@ -103,6 +103,8 @@ def per_tensor(rows: Sequence[dict[str, Any]], *, title: str = "") -> go.Figure:
             )
         )
     fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(side="top")  # the metric names sit where the reader starts
+    fig.update_layout(margin={"t": 90})
     return fig
 
 
@@ -114,39 +116,54 @@ def verdict_text(cmp: dict[str, Any], name_a: str, name_b: str) -> str:
         return f"{name_b} matches {name_a} {exact} over {cmp.get('steps_compared', 0)} steps."
     if verdict == "not-comparable":
         return f"{name_b} cannot be compared with {name_a}: {cmp.get('message', '')}"
+    cause = f" Cause: {cmp['cause']}." if cmp.get("cause") else ""
+    message = str(cmp.get("message", ""))
+    split = "the runs split "
+    if message.startswith(split):  # already says where and why: said once
+        return f"{name_b} diverged from {name_a} {message.removeprefix(split)}{cause}"
     where = f"at step {cmp.get('step')}" if cmp.get("step") is not None else ""
     what = ", ".join(f"{k} {cmp[k]}" for k in ("metric", "param") if cmp.get(k))
-    cause = f" Cause: {cmp['cause']}." if cmp.get("cause") else ""
-    return f"{name_b} diverged from {name_a} {where} ({what}).{cause} {cmp.get('message', '')}"
+    return f"{name_b} diverged from {name_a} {where} ({what}).{cause} {message}"
 
 
 def fingerprint_diff(
-    fa: dict[str, Any], fb: dict[str, Any], listed: Sequence[dict[str, Any]] = ()
+    fa: dict[str, Any],
+    fb: dict[str, Any],
+    listed: Sequence[dict[str, Any]] = (),
+    names: tuple[str, str] = ("A", "B"),
 ) -> html.Table:
-    """Fields of two fingerprints side by side; differing rows highlighted, listed ones first."""
+    """Fields of two fingerprints side by side, in three bands: the differences the
+    comparison lists as causes or evidence (highlighted), then the fields that differ
+    between any two processes (process id, RNG-state hashes: muted), then the equal ones."""
     a, b = dict(flatten(fa)), dict(flatten(fb))
-    differing = {str(d["field"]) for d in listed} | {
-        k for k in a.keys() | b.keys() if a.get(k) != b.get(k)
-    }
-    order = sorted(differing) + sorted((a.keys() | b.keys()) - differing)
-    rows = []
-    for key in order:
-        cls = "gw-diff" if key in differing else ""
-        rows.append(
-            html.Tr(
-                [
-                    html.Td(html.Code(key)),
-                    html.Td(short(a.get(key, "—"))),
-                    html.Td(short(b.get(key, "—"))),
-                ],
-                className=cls,
-            )
+    meaningful = {str(d["field"]) for d in listed if not _process_noise(str(d["field"]))}
+    noise = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} - meaningful
+    bands = [
+        (sorted(meaningful), "gw-diff"),
+        (sorted(noise), "gw-diff-noise"),
+        (sorted((a.keys() | b.keys()) - meaningful - noise), ""),
+    ]
+    rows = [
+        html.Tr(
+            [
+                html.Td(html.Code(key)),
+                html.Td(short(a.get(key, "—"))),
+                html.Td(short(b.get(key, "—"))),
+            ],
+            className=cls,
         )
+        for keys, cls in bands
+        for key in keys
+    ]
+    head = html.Tr([html.Th("field"), html.Th(names[0]), html.Th(names[1])])
     return html.Table(
-        [html.Thead(html.Tr([html.Th("field"), html.Th("A"), html.Th("B")])), html.Tbody(rows)],
-        className="gw-table",
-        id="fingerprint-diff",
+        [html.Thead(head), html.Tbody(rows)], className="gw-table", id="fingerprint-diff"
     )
+
+
+def _process_noise(field: str) -> bool:
+    """Fields that differ between any two processes and say nothing about drift."""
+    return field.endswith("_state_sha256") or field in ("device.pid",)
 
 
 def deliveries_summary(counts: dict[str, int]) -> str:

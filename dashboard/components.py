@@ -18,12 +18,21 @@ def badge(text: str, cls: str) -> html.Span:
 
 
 def health(counts: dict[str, int]) -> html.Span:
-    """The worst finding severity of a run as a badge, with its count."""
-    for severity in SEVERITY_ORDER:
-        n = int(counts.get(severity, 0))
-        if n:
-            return badge(f"{n} {severity}{'s' if n > 1 else ''}", severity)
-    return badge("ok", "ok")
+    """A run's findings as one badge per severity present (worst first), or ``ok``."""
+    present = [(s, int(counts.get(s, 0))) for s in SEVERITY_ORDER if counts.get(s)]
+    if not present:
+        return badge("ok", "ok")
+    badges = [badge(f"{n} {s}{'s' if n > 1 and s != 'info' else ''}", s) for s, n in present]
+    return html.Span(badges, className="gw-health")
+
+
+def status_badge(status: str, counts: dict[str, int]) -> html.Span:
+    """The run's status; a run that finished with an error finding (a NaN, a stale
+    gradient) is not shown as a green success."""
+    level = worst(counts)
+    if status == "finished" and level in ("error", "warning"):
+        return badge(f"finished with {level}s", level)
+    return badge(status, status)
 
 
 def worst(counts: dict[str, int]) -> str:
@@ -70,19 +79,27 @@ def findings_list(run_id: str, findings: Sequence[dict[str, Any]]) -> html.Div |
         rows.append(
             [
                 badge(f["severity"], f["severity"]),
-                html.Code(f["check"]),
+                html.Code(f["check"], className="gw-nowrap"),
                 _where(run_id, f),
-                html.Code(f.get("param") or ""),
+                _tensor(f),
                 html.Div([html.Div(f["message"]), *_extra(run_id, f)]),
             ]
         )
     return table(["severity", "check", "step", "tensor", "what happened"], rows)
 
 
+def _tensor(f: dict[str, Any]) -> Any:
+    if f.get("param"):
+        return html.Code(f["param"])
+    return html.Span("whole run", className="gw-muted")  # a run-level finding (loss, lifecycle)
+
+
 def _where(run_id: str, f: dict[str, Any]) -> Any:
     step = f.get("step")
     if step is not None:
-        return dcc.Link(f"step {step}", href=f"/runs/{run_id}?step={step}", className="gw-step")
+        return dcc.Link(
+            f"step {step}", href=f"/runs/{run_id}?step={step}", className="gw-step gw-nowrap"
+        )
     details = f.get("details") or {}
     if f.get("source") == "lint" and details.get("line") is not None:
         name = str(details.get("path") or "").replace("\\", "/").rsplit("/", 1)[-1]
@@ -126,6 +143,10 @@ def _extra(run_id: str, f: dict[str, Any]) -> list[Any]:
             )
         else:
             out.append(html.Div("not seen at runtime (yet)", className="gw-muted"))
+    reference = (f.get("details") or {}).get("reference")
+    if f.get("check") == "repro-drift" and reference:
+        href = f"/compare?runs={reference},{run_id}"
+        out.append(dcc.Link("compare with its replicate", href=href, className="gw-compare-link"))
     if f.get("hint"):
         out.append(html.Div(f["hint"], className="gw-muted"))
     return out

@@ -62,7 +62,8 @@ def lifecycle_anomalies(findings: Sequence[dict[str, Any]]) -> dict[int, list[st
 
 
 def explain(findings: Sequence[dict[str, Any]], first: tuple[int, str | None] | None) -> list[str]:
-    """One line per distinct problem, worst first; a reassuring line when there is none."""
+    """One line per distinct problem (the worst ones when there are many), in step order
+    after the first NaN/Inf; a reassuring line when there is none."""
     lines: list[str] = []
     if first is not None:
         step, tensor = first
@@ -71,16 +72,16 @@ def explain(findings: Sequence[dict[str, Any]], first: tuple[int, str | None] | 
             + (f" in {tensor}" if tensor else " (in the loss)")
             + "."
         )
-    seen: set[str] = set()
+    chosen: dict[str, dict[str, Any]] = {}
     ranked = sorted(findings, key=lambda f: (RANK.get(f["severity"], 3), f.get("step") or 0))
     for f in ranked:
-        if f["check"] in seen:
-            continue
-        seen.add(f["check"])
+        if len(lines) + len(chosen) >= MAX_LINES:
+            break
+        chosen.setdefault(f["check"], f)
+    by_step = sorted(chosen.values(), key=lambda f: (f.get("step") is None, f.get("step") or 0))
+    for f in by_step:
         where = f"Step {f['step']}: " if f.get("step") is not None else ""
         lines.append(f"{where}{f['check']} — {f['message']}")
-        if len(lines) >= MAX_LINES:
-            break
     if not lines:
         lines.append("No problems found: every integrity check stayed quiet.")
     return lines

@@ -147,16 +147,35 @@ def loss_figure(
         fig.add_trace(trace, row=1, col=1)
     for name, x, y in lrs:
         fig.add_trace(line(x, y, name, line={"color": "#2ca02c"}), row=2, col=1)
-    fig.update_yaxes(title_text="loss", row=1, col=1)
-    fig.update_yaxes(title_text="lr", row=2, col=1, type="log" if _positive(lrs) else "linear")
+    fig.update_yaxes(title_text="loss", row=1, col=1, type=scale([values]))
+    lr_values = [ys for _, _, ys in lrs]
+    lr_scale = scale(lr_values, spread=100)
+    fig.update_yaxes(title_text="lr", row=2, col=1, type=lr_scale, tickformat=".3~g")
+    flat = flat_range(lr_values)
+    if flat is not None and lr_scale == "linear":
+        fig.update_yaxes(range=flat, row=2, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
     mark_step(fig, focus, f"step {focus}", "#555")
     return fig
 
 
-def _positive(lrs: Sequence[tuple[str, Sequence[int], Sequence[float]]]) -> bool:
-    values = [v for _, _, ys in lrs for v in ys if math.isfinite(v)]
-    return bool(values) and min(values) > 0 and max(values) / min(values) > 100
+def scale(series: Sequence[Sequence[float]], spread: float = 1000) -> str:
+    """``log`` when every finite value is positive and they span more than ``spread`` (a
+    loss that blows up to 1e27 would flatten its healthy steps to a line at 0), else
+    ``linear``."""
+    values = [v for ys in series for v in ys if math.isfinite(v)]
+    positive = bool(values) and min(values) > 0
+    return "log" if positive and max(values) / min(values) > spread else "linear"
+
+
+def flat_range(series: Sequence[Sequence[float]]) -> list[float] | None:
+    """A y range around a constant series (Plotly's own puts lr = 0.01 at the bottom of a
+    −1…1 axis); None when the values vary."""
+    values = [v for ys in series for v in ys if math.isfinite(v)]
+    if not values or max(values) != min(values):
+        return None
+    pad = abs(values[0]) / 2 or 1.0
+    return [values[0] - pad, values[0] + pad]
 
 
 def tensor_heatmap(
@@ -248,6 +267,8 @@ def nonfinite_figure(
     title = "Non-finite timeline"
     if not steps:
         return empty(title, "no steps recorded yet")
+    if first is None and not loss_bad and not any(counts):
+        return empty(title, "No NaN or Inf in any loss or gradient.", height=120)
     fig = base(title, 240)
     fig.add_trace(
         go.Bar(
@@ -270,11 +291,7 @@ def nonfinite_figure(
         )
     fig.update_yaxes(title_text="tensors", rangemode="tozero")
     fig.update_xaxes(title_text="step", range=[steps[0], max(steps[-1], steps[0] + 1)])
-    if first is None:
-        fig.add_annotation(
-            text="no NaN or Inf anywhere", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper"
-        )
-    else:
+    if first is not None:
         step, tensor = first
         mark_step(fig, step, f"first non-finite: step {step}" + (f", {tensor}" if tensor else ""))
     return fig

@@ -48,7 +48,7 @@ def shoot(driver, url: str, path: Path, graphs: int, ready: str) -> None:  # typ
     if graphs:
         drawn(driver, graphs)
     height = driver.execute_script("return document.body.scrollHeight")
-    driver.set_window_size(WIDTH, min(int(height) + 40, 4000))
+    driver.set_window_size(WIDTH, min(max(int(height) + 40, 900), 4000))
     time.sleep(1.5)  # let Plotly resize to the new window
     driver.save_screenshot(str(path))
     print(f"wrote {path}")
@@ -73,6 +73,8 @@ def main() -> None:
         driver = chromium(WIDTH, 1000)
         try:
             wait(driver, lambda: _count(url) == 5, "the five demo runs", 120)
+            # the server's cross-run check (the drifting run's repro-drift) and its alert
+            wait(driver, lambda: "repro-drift" in _alerted(url), "the drift alert", 120)
             runs = {r["name"]: r for r in get(f"{url}/api/v1/runs")["data"]}
             group = f"{runs['drifting']['config_hash']}:{runs['drifting']['code_hash']}"
             shoot(driver, f"{url}/", out / "runs.png", 0, "runs-list")
@@ -80,6 +82,8 @@ def main() -> None:
                   "run-explain")  # fmt: skip
             shoot(driver, f"{url}/runs/{runs['stale-grad']['id']}?step=2",
                   out / "run-stale-grad.png", 5, "run-explain")  # fmt: skip
+            shoot(driver, f"{url}/runs/{runs['drifting']['id']}", out / "run-drifting.png", 5,
+                  "run-explain")  # fmt: skip
             shoot(driver, f"{url}/compare?group={group}", out / "compare.png", 2, "cmp-words")
             shoot(driver, f"{url}/alerts", out / "alerts.png", 0, "alerts-table")
         finally:
@@ -87,6 +91,13 @@ def main() -> None:
             server.terminate()
             server.wait(30)
         del data
+
+
+def _alerted(url: str) -> set[str]:
+    try:
+        return {str(a["check"]) for a in get(f"{url}/api/v1/alerts")["data"]}
+    except OSError:
+        return set()
 
 
 def _count(url: str) -> int:

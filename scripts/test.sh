@@ -1,5 +1,12 @@
 #!/usr/bin/env bash
-# Same as `make test`: lint, type-check and the whole test suite.
+# The README's test command (`make test` runs it after installing .venv): sets up what the
+# suite needs (a C compiler, Chromium and its driver, PostgreSQL; see setup_test_env.sh),
+# then lint, type-check and the whole test suite. Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec make test
+# shellcheck source=scripts/setup_test_env.sh
+source scripts/setup_test_env.sh
+trap gw_cleanup EXIT
+gw_setup_test_env || exit 1
+make lint typecheck
+.venv/bin/python -m pytest "$@"

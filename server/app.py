@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from fastapi_offline import FastAPIOffline  # type: ignore[import-not-found,unused-ignore]
 from sqlalchemy.exc import OperationalError
 
 from gradwatch._version import __version__
@@ -62,7 +63,10 @@ def create_app(settings: Settings) -> FastAPI:
                 importer.stop()
             engine.dispose()
 
-    app = FastAPI(
+    # Swagger UI and ReDoc from assets bundled in fastapi-offline, not a CDN: /docs works
+    # on a machine without internet access (the import's ignore: the package is typed, but
+    # absent where mypy runs without the server extra).
+    app: FastAPI = FastAPIOffline(
         title="gradwatch",
         version=__version__,
         description="Training-run integrity monitor: ingest, runs, findings and series.",

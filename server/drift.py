@@ -19,7 +19,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from gradwatch.compare import compare
+from gradwatch.compare import compare, divergence
 from gradwatch.envelope import leaving
 from gradwatch.server import crud, groups
 from gradwatch.server.alerts import raise_alerts
@@ -67,6 +67,7 @@ def _drift_finding(result: dict[str, Any], reference: str) -> dict[str, Any]:
         "reference": reference,
         "per_tensor": [t for t in result["per_tensor"] if t["first_step"] is not None][:50],
     }
+    where, why = divergence(result, result["fingerprint_diff"])
     return {
         "check": "repro-drift",
         "severity": "warning",
@@ -74,10 +75,7 @@ def _drift_finding(result: dict[str, Any], reference: str) -> dict[str, Any]:
         "optimizer": result["optimizer"],
         "param": result["param"],
         "message": f"this run diverged from its replicate {reference} at step "
-        f"{result['step']} ({result['metric']}"
-        + (f" of {result['param']}" if result["param"] else "")
-        + f"{size}); cause: {result['cause']}. {result['message'][:1]}"
-        f"{result['message'][1:]}",
+        f"{result['step']} ({where}{size}): {why} (cause: {result['cause']}).",
         "hint": _HINTS.get(result["cause"], ""),
         "details": dump_json(details),
     }

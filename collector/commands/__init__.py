@@ -12,3 +12,14 @@ import argparse
 from typing import TypeAlias
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def data_dir_help() -> str:
+    """The ``--data-dir`` help of every command: where the default comes from, and what it
+    is here and now."""
+    from gradwatch import paths
+
+    return (
+        "data directory (default: $GRADWATCH_DIR, else $XDG_DATA_HOME/gradwatch, else "
+        f"~/.local/share/gradwatch; here {paths.data_dir(None)})"
+    )

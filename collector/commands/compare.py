@@ -16,7 +16,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from gradwatch.commands import Subparsers
+from gradwatch.commands import Subparsers, data_dir_help
 
 JSON_KEYS = (
     "a",
@@ -83,12 +83,7 @@ def text(result: dict[str, Any]) -> str:
             f"  step {result['step']}  metric {result['metric']}  tensor "
             f"{result['param'] or '-'}  cause {result['cause']}"
         )
-        d = result.get("difference") or {}
-        if d:
-            lines.append(
-                f"  a={_number(d.get('a'))}  b={_number(d.get('b'))}  "
-                f"|a-b|={_number(d.get('abs'))}  rel={_number(d.get('rel'))}"
-            )
+        lines += _difference(result.get("difference") or {})
     tol = result["tolerance"]
     lines.append(
         "  tolerance: exact (the fingerprints say bit-identical)"
@@ -106,10 +101,35 @@ def text(result: dict[str, Any]) -> str:
             lines.append(f"    [{d['section']}] {d['field']}: {a[:60]} -> {b[:60]}")
     if states:
         lines.append(f"  ({len(states)} RNG-state hashes differ; --json lists them)")
-    split = [t for t in result["per_tensor"] if t["first_step"] is not None]
-    for t in sorted(split, key=lambda t: (t["first_step"], t["name"]))[:5]:
-        lines.append(f"  tensor {t['name']}: first differs at step {t['first_step']}")
-    return "\n".join(lines)
+    return "\n".join(lines + _tensors(result["per_tensor"]))
+
+
+def _difference(d: dict[str, Any]) -> list[str]:
+    """The two values where the runs split, and their gap when they are numbers (a batch
+    is compared by its content hash, which has no gap)."""
+    if not d:
+        return []
+    if d.get("abs") is None:
+        return [f"  a={_number(d.get('a'))}  b={_number(d.get('b'))}"]
+    return [
+        f"  a={_number(d.get('a'))}  b={_number(d.get('b'))}  "
+        f"|a-b|={_number(d.get('abs'))}  rel={_number(d.get('rel'))}"
+    ]
+
+
+def _tensors(per_tensor: list[dict[str, Any]], shown: int = 10) -> list[str]:
+    """Every tensor's first differing step (the first ``shown``, then how many more)."""
+    split = sorted(
+        (t for t in per_tensor if t["first_step"] is not None),
+        key=lambda t: (t["first_step"], t["name"]),
+    )
+    lines = [f"  tensor {t['name']}: first differs at step {t['first_step']}" for t in split]
+    same = len(per_tensor) - len(split)
+    if len(lines) > shown:
+        lines = [*lines[:shown], f"  ... and {len(lines) - shown} more tensors (--json lists all)"]
+    if same and split:
+        lines.append(f"  {same} tensor{'s never differ' if same != 1 else ' never differs'}")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
@@ -161,8 +181,12 @@ def add_parser(sub: Subparsers) -> None:
         help="relative tolerance (default: exact when the fingerprints say bit-identical, "
         "else by dtype and device)",
     )
-    p.add_argument("--atol", type=_tolerance, help="absolute tolerance (default 1e-12)")
+    p.add_argument(
+        "--atol",
+        type=_tolerance,
+        help="absolute tolerance (default: 0 when the comparison is exact, else 1e-12)",
+    )
     p.add_argument("--server", help="ask this server instead of reading the data directory")
     p.add_argument("--token", help="API token (default: $GRADWATCH_TOKEN)")
-    p.add_argument("--data-dir", help="data directory (default: $GRADWATCH_DIR)")
+    p.add_argument("--data-dir", help=data_dir_help())
     p.set_defaults(func=run)

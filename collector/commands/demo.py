@@ -1,10 +1,12 @@
 """``gradwatch demo``: the server and dashboard with five real demo trainings.
 
-Starts ``gradwatch serve`` on SQLite in the demo data directory, prints the dashboard URL,
-then runs :mod:`gradwatch.demo` in subprocesses (two agreeing replicates, one that
-drifts, one with a stale-gradient bug, one with a NaN onset), streaming to the server,
-and keeps serving until Ctrl-C. ``--no-serve`` only records the runs (spooled on disk;
-``gradwatch serve --data-dir DIR`` shows them later).
+Starts ``gradwatch serve`` on SQLite in the data directory (the one ``gradwatch runs``,
+``findings`` and ``compare`` read with no flags; the runs are in project ``demo``), creates
+a log-only alert rule for that project, prints the dashboard URL, then runs
+:mod:`gradwatch.demo` in subprocesses (two agreeing replicates, one that drifts, one with a
+stale-gradient bug, one with a NaN onset), streaming to the server, and keeps serving until
+Ctrl-C. ``--no-serve`` only records the runs (spooled on disk; ``gradwatch serve`` shows
+them later).
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from gradwatch import paths
-from gradwatch.commands import Subparsers
+from gradwatch.commands import Subparsers, data_dir_help
+from gradwatch.server.config import DB_FILE, default_db_url
+
+PROJECT = "demo"  # gradwatch.demo.PROJECT, which imports torch
 
 STORY = (
     ("replicate-a", "a correct run"),
@@ -79,16 +84,63 @@ def _serve(args: argparse.Namespace, data_dir: Path) -> Any:
     return server, thread
 
 
+def alert_rule(db_url: str) -> bool:
+    """Create the demo project's log-only alert rule (warnings and errors, no webhook) unless
+    one exists, so the Alerts page lists what the demo raises; False without the server."""
+    try:
+        from sqlalchemy import select
+        from sqlmodel import col
+
+        from gradwatch.server.db import make_engine, write_session
+        from gradwatch.server.ingest import ensure_project
+        from gradwatch.server.migrate import migrate
+        from gradwatch.server.models import AlertRule
+    except ImportError:
+        return False
+    engine = make_engine(db_url)
+    try:
+        migrate(engine)
+        with write_session(engine) as session:
+            project = ensure_project(session, PROJECT)
+            rules = select(AlertRule).where(
+                col(AlertRule.project_id) == project, col(AlertRule.webhook_url).is_(None)
+            )
+            if session.execute(rules).first() is None:
+                rule = AlertRule(project_id=project, min_severity="warning", created_at=time.time())
+                session.add(rule)
+    finally:
+        engine.dispose()
+    return True
+
+
+def next_steps(data_dir: Path, flags: str) -> str:
+    """Where the demo's data is and the commands to try next (``flags`` selects the data
+    directory when it is not the default one)."""
+    return "\n".join(
+        [
+            f"The demo's runs are in {data_dir} (project {PROJECT}, database "
+            f"{data_dir / DB_FILE}). Try:",
+            f"  gradwatch runs{flags}                      the five runs and their findings",
+            f"  gradwatch findings RUN_ID{flags}           one run's findings in words",
+            f"  gradwatch compare RUN_A RUN_B{flags}       where two replicates split, and why",
+        ]
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Record the demo runs, and serve them unless ``--no-serve``."""
-    data_dir = Path(args.data_dir) if args.data_dir else paths.data_dir(None) / "demo"
+    data_dir = paths.data_dir(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
+    flags = f" --data-dir {data_dir}" if data_dir != paths.data_dir(None) else ""
+    has_rule = alert_rule(args.db or default_db_url(data_dir))
     print("gradwatch demo: five short trainings on the CPU")
     for variant, what in STORY:
         print(f"  {variant:<12} {what}")
+    if has_rule:
+        print("  (a log-only alert rule of project demo lists its warnings on the Alerts page)")
     if args.no_serve:
         failed = train_all(data_dir, args.steps, None, 0.0, args.jobs)
-        print(f"Recorded under {data_dir}; see them with `gradwatch serve --data-dir {data_dir}`.")
+        print(f"\n{next_steps(data_dir, flags)}\n  gradwatch serve{flags}   the dashboard")
         return 1 if failed else 0
     try:
         server, thread = _serve(args, data_dir)
@@ -104,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
     failed = train_all(data_dir, args.steps, url.rstrip("/"), args.step_delay, args.jobs)
     print(f"\nAll recorded ({failed} failed). Open {url} — the runs page shows each run's health;")
     print("click one for its findings in words, or Compare for the drifting replicate.")
+    print(next_steps(data_dir, flags))
     try:
         while thread.is_alive():
             thread.join(0.5)
@@ -118,12 +171,15 @@ def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "demo",
         help="serve the dashboard with five real demo trainings",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description="Serve the dashboard with five real demo trainings: two agreeing "
+        "replicates, one that drifts, one with a stale-gradient bug, one with a NaN onset. "
+        "The runs go to the data directory (project demo), where `gradwatch runs`, "
+        "`findings` and `compare` find them with no flags.",
     )
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
-    p.add_argument("--db", help="database URL (default: SQLite in the demo data directory)")
-    p.add_argument("--data-dir", help="where the demo runs go (default: DATA_DIR/demo)")
+    p.add_argument("--db", help="database URL (default: SQLite gradwatch.db in the data directory)")
+    p.add_argument("--data-dir", help=data_dir_help())
     p.add_argument("--steps", type=int, default=300, help="steps per training (default 300)")
     p.add_argument(
         "--step-delay",

@@ -18,7 +18,8 @@ from typing import Any
 
 from gradwatch import paths
 from gradwatch.catalogue import SEVERITIES
-from gradwatch.commands import Subparsers
+from gradwatch.commands import Subparsers, data_dir_help
+from gradwatch.commands._crossrun import cross_run_findings
 from gradwatch.spool import list_segments, read_spool
 from gradwatch.wire import Kind
 
@@ -198,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
             run_id = args.run or (found[0]["run"] if found else "(latest on the server)")
         else:
             run_dir = local_run_dir(args.run, args.data_dir)
-            found, run_id = local_findings(run_dir), run_dir.name
+            found, run_id = local_findings(run_dir) + cross_run_findings(run_dir), run_dir.name
             found = _marked(found)
     except UsageError as exc:
         print(f"gradwatch findings: {exc}", file=sys.stderr)
@@ -238,5 +239,5 @@ def add_parser(sub: Subparsers) -> None:
         help="read from this server's API instead of the local data directory",
     )
     p.add_argument("--token", help="API token (default: $GRADWATCH_TOKEN)")
-    p.add_argument("--data-dir", help="data directory (default: $GRADWATCH_DIR)")
+    p.add_argument("--data-dir", help=data_dir_help())
     p.set_defaults(func=run)

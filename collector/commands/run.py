@@ -24,7 +24,7 @@ from pathlib import Path
 from types import FrameType
 
 from gradwatch import paths
-from gradwatch.commands import Subparsers
+from gradwatch.commands import Subparsers, data_dir_help
 from gradwatch.errors import ConfigError
 
 PREFIX = "gradwatch run:"
@@ -232,7 +232,7 @@ def add_parser(sub: Subparsers) -> None:
         metavar="K",
         help="declared gradient accumulation (backward passes per optimizer step)",
     )
-    p.add_argument("--data-dir", help="data directory (default: $GRADWATCH_DIR)")
+    p.add_argument("--data-dir", help=data_dir_help())
     p.add_argument(
         "--no-lint",
         action="store_true",

@@ -12,7 +12,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from gradwatch.commands import Subparsers
+from gradwatch.commands import Subparsers, data_dir_help
 
 PAGE = 1000
 
@@ -102,5 +102,5 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--server", help="server URL (default: $GRADWATCH_SERVER)")
     p.add_argument("--token", help="API token (default: $GRADWATCH_TOKEN)")
     p.add_argument("--db", help="local database URL (default: $GRADWATCH_DB or SQLite)")
-    p.add_argument("--data-dir", help="data directory (default: $GRADWATCH_DIR)")
+    p.add_argument("--data-dir", help=data_dir_help())
     p.set_defaults(func=run)

@@ -11,7 +11,7 @@ import argparse
 import sys
 import time
 
-from gradwatch.commands import Subparsers
+from gradwatch.commands import Subparsers, data_dir_help
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,7 +87,7 @@ def add_parser(sub: Subparsers) -> None:
         help="database URL, e.g. postgresql://user@host/gradwatch (default: $GRADWATCH_DB, "
         "else SQLite in the data directory)",
     )
-    p.add_argument("--data-dir", help="data directory (default: $GRADWATCH_DIR)")
+    p.add_argument("--data-dir", help=data_dir_help())
     p.add_argument(
         "--stalled-after",
         type=float,

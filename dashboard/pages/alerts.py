@@ -81,7 +81,7 @@ def alerts_view(api: Api) -> tuple[Any, Any, Any]:
                 + (f"?step={a['step']}" if a.get("step") is not None else ""),
             ),
             badge(a["severity"], a["severity"]),
-            html.Code(a["check"]),
+            html.Code(a["check"], className="gw-nowrap"),
             a.get("step", "—"),
             a["message"],
             deliveries_summary(a.get("deliveries") or {}),

@@ -140,11 +140,15 @@ def compare_view(api: Api, group: str | None, picked: list[str]) -> dict[str, An
             id="cmp-words",
         ),
         ids.CMP_CURVES: cf.overlay(curves, marks),
-        ids.CMP_TENSORS: cf.per_tensor(shown.get("per_tensor") or []),
+        ids.CMP_TENSORS: cf.per_tensor(
+            shown.get("per_tensor") or [],
+            title=f"Per-tensor difference, {names[b]} vs {names[ref]} (max relative, log₁₀)",
+        ),
         ids.CMP_FINGERPRINT: cf.fingerprint_diff(
             details[ref]["fingerprint"],
             details[b]["fingerprint"],
             shown.get("fingerprint_diff") or [],
+            (names[ref], names[b]),
         ),
     }
     return out

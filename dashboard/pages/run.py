@@ -20,13 +20,13 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 from gradwatch.dashboard import figures, ids
 from gradwatch.dashboard.api import Api, ApiError, from_request
 from gradwatch.dashboard.components import (
-    badge,
     card,
     empty_state,
     findings_list,
     fingerprint_panel,
     graph,
     health,
+    status_badge,
 )
 from gradwatch.dashboard.explain import explain, first_nonfinite, lifecycle_anomalies
 from gradwatch.dashboard.values import floats, matrix
@@ -66,11 +66,14 @@ def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
 
 def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
     """Everything the page shows, requested concurrently; raises ``ApiError``."""
-    detail = api.get(f"/runs/{run_id}")
+    # the findings with the run, not after it: the lifecycle window opens at the first
+    # lifecycle finding, and a live page should not wait one more round trip for that
+    with ThreadPoolExecutor(2) as pool:
+        asked = pool.submit(api.get, f"/runs/{run_id}/findings", limit=1000)
+        detail = api.get(f"/runs/{run_id}")
+        findings = asked.result()
     last = int(detail["steps"])
-    start = max((focus if focus is not None else last) - WINDOW // 2, 0)
-    if focus is None:
-        start = max(last - WINDOW + 1, 0)
+    start = lifecycle_start(last, focus, lifecycle_anomalies(findings["data"]))
     tensors = [t["name"] for t in (detail.get("start") or {}).get("tensors", [])]
     fine = 0 < last * len(tensors) <= FINE_VALUES
     calls: dict[str, tuple[str, dict[str, Any]]] = {
@@ -81,7 +84,6 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
             for s in STATS
         },
         "series": (f"/runs/{run_id}/series", {"metric": ["loss", "lr"], "points": POINTS}),
-        "findings": (f"/runs/{run_id}/findings", {"limit": 1000}),
         "lifecycle": (f"/runs/{run_id}/lifecycle", {"start": start, "limit": WINDOW}),
     }
     with ThreadPoolExecutor(len(calls)) as pool:
@@ -89,7 +91,17 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
         data = {k: f.result() for k, f in futures.items()}
     if fine:
         data |= {s: as_grid(data[s]["data"]) for s in STATS}
-    return {"detail": detail, "focus": focus, **data}
+    return {"detail": detail, "focus": focus, "findings": findings, **data}
+
+
+def lifecycle_start(last: int, focus: int | None, anomalies: dict[int, list[str]]) -> int:
+    """The first step of the lifecycle window: around the focused step, else a few steps
+    before the first lifecycle finding, else the last ``WINDOW`` steps."""
+    if focus is not None:
+        return max(focus - WINDOW // 2, 0)
+    if anomalies:
+        return max(min(anomalies) - 3, 0)
+    return max(last - WINDOW + 1, 0)
 
 
 def as_grid(series: list[dict[str, Any]]) -> dict[str, Any]:
@@ -189,7 +201,7 @@ def header(
             [
                 detail["name"],
                 " ",
-                badge(detail["status"], detail["status"]),
+                status_badge(detail["status"], detail.get("findings") or {}),
                 " ",
                 health(detail.get("findings") or {}),
             ],
@@ -201,7 +213,27 @@ def header(
             className="gw-muted",
         ),
         html.Ul([html.Li(line) for line in lines], className="gw-explain", id="run-explain"),
+        html.Div(evidence(detail["id"], findings, first), id="run-evidence"),
     )
+
+
+def evidence(
+    run_id: str, findings: list[dict[str, Any]], first: tuple[int, str | None] | None
+) -> list[Any]:
+    """Links from the summary to its evidence: every chart focused on the first bad step,
+    and a drifting run's comparison with its replicate."""
+    steps = [first[0]] if first is not None else []
+    steps += sorted(int(f["step"]) for f in findings if f.get("step") is not None)[:1]
+    links: list[Any] = [
+        dcc.Link(f"see step {step} in every chart", href=f"/runs/{run_id}?step={step}")
+        for step in sorted(set(steps))
+    ]
+    for f in findings:
+        reference = (f.get("details") or {}).get("reference")
+        if f["check"] == "repro-drift" and reference:
+            href = f"/compare?runs={reference},{run_id}"
+            links.append(dcc.Link("compare with its replicate", href=href))
+    return [part for link in links for part in (link, " · ")][:-1]
 
 
 def register(app: Dash) -> None:

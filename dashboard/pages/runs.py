@@ -9,7 +9,7 @@ from dash import Dash, Input, Output, dcc, html
 
 from gradwatch.dashboard import ids
 from gradwatch.dashboard.api import Api, ApiError, from_request
-from gradwatch.dashboard.components import badge, card, empty_state, health, table
+from gradwatch.dashboard.components import card, empty_state, health, status_badge, table
 
 PATH = r"/"
 STATUSES = ("running", "finished", "failed", "crashed", "stalled")
@@ -90,7 +90,7 @@ def _row(r: dict[str, Any], sizes: dict[str, int]) -> list[Any]:
     return [
         r["project"],
         dcc.Link(r["name"], href=f"/runs/{r['id']}", className="gw-run-link"),
-        badge(r["status"], r["status"]),
+        status_badge(r["status"], r.get("findings") or {}),
         f"{r['steps']:,}",
         health(r.get("findings") or {}),
         group,

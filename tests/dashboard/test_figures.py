@@ -88,7 +88,9 @@ def test_nonfinite_timeline_calls_out_the_first_bad_step() -> None:
     fig = figures.nonfinite_figure([1, 65], [0, 3], [70], first=(66, "0.weight"))
     assert "first non-finite: step 66, 0.weight" in annotations(fig)
     clean = figures.nonfinite_figure([1, 65], [0, 0], [], first=None)
-    assert "no NaN or Inf anywhere" in annotations(clean)
+    # nothing to chart: a sentence, not an empty 0-1 "tensors" axis
+    assert annotations(clean) == ["No NaN or Inf in any loss or gradient."] and not clean.data
+    assert clean.layout.yaxis.visible is False
 
 
 def test_lifecycle_lanes_and_anomalies() -> None:
@@ -116,18 +118,28 @@ def test_first_nonfinite_prefers_findings_then_data() -> None:
     assert first_nonfinite([], None, None) is None
 
 
-def test_explain_puts_errors_first_once_per_check() -> None:
+def test_explain_says_each_check_once_in_step_order() -> None:
     findings = [
-        {"check": "loss-diverging", "severity": "warning", "step": 1, "message": "m1"},
-        {"check": "stale-grad", "severity": "error", "step": 2, "message": "m2"},
-        {"check": "stale-grad", "severity": "error", "step": 5, "message": "m3"},
+        {"check": "loss-diverging", "severity": "warning", "step": 151, "message": "m1"},
+        {"check": "stale-grad", "severity": "error", "step": 152, "message": "m2"},
+        {"check": "stale-grad", "severity": "error", "step": 155, "message": "m3"},
+        {"check": "nonfinite-loss", "severity": "error", "step": 153, "message": "m4"},
     ]
     assert explain(findings, (4, "w")) == [
         "First NaN/Inf at step 4 in w.",
-        "Step 2: stale-grad — m2",
-        "Step 1: loss-diverging — m1",
+        "Step 151: loss-diverging — m1",
+        "Step 152: stale-grad — m2",
+        "Step 153: nonfinite-loss — m4",
     ]
     assert explain([], None) == ["No problems found: every integrity check stayed quiet."]
+
+
+def test_explain_keeps_the_worst_checks_when_there_are_too_many() -> None:
+    infos = [{"check": f"i{k}", "severity": "info", "step": k, "message": "x"} for k in range(9)]
+    error = {"check": "stale-grad", "severity": "error", "step": 50, "message": "m"}
+    lines = explain([*infos, error], None)
+    assert len(lines) == 6 and lines[-1] == "Step 50: stale-grad — m"
+    assert lines[:5] == [f"Step {k}: i{k} — x" for k in range(5)]
 
 
 def test_full_resolution_series_become_a_grid() -> None:
