@@ -231,4 +231,6 @@ def _finding(f: Finding) -> FindingPublic:
         details=load_json(f.details) or {},
         t=load_json(f.t),
         source=f.source,
+        incident=f.incident,
+        role=f.role,
     )

@@ -87,6 +87,14 @@ class FindingPublic(BaseModel):
     confirmed_by: dict[str, Any] | None = Field(
         default=None, description="the confirming runtime finding: {check, step}"
     )
+    incident: str | None = Field(
+        default=None,
+        description="the incident: the id shared by the findings of one root cause "
+        "(its cause's '<check>@<step>')",
+    )
+    role: str | None = Field(
+        default=None, description="'cause' (the root cause of its incident) or 'consequence'"
+    )
 
 
 class FindingsPublic(BaseModel):
