@@ -19,6 +19,7 @@ from gradwatch.spool import SpoolCursor, list_segments, read_batch
 from gradwatch.wire import Kind
 
 ENV_JOB: Final = "GRADWATCH_JOB"
+JOB_MAX: Final = 128  # the server's column width
 #: how many of the newest run folders are read to find the latest job (one frame each)
 RECENT: Final = 256
 
@@ -26,12 +27,10 @@ RECENT: Final = 256
 def job_id(run_id: str, ddp_group: str | None) -> str:
     """The job of a run starting now in this process (see the module's docstring)."""
     explicit = os.environ.get(ENV_JOB, "").strip()
-    if explicit:
-        return explicit
     elastic = os.environ.get("TORCHELASTIC_RUN_ID", "").strip()
-    if elastic and elastic != "none":  # torchrun's default when --rdzv-id is not given
-        return elastic
-    return ddp_group or run_id
+    if not explicit and elastic != "none":  # torchrun's default when --rdzv-id is not given
+        explicit = elastic
+    return explicit[:JOB_MAX] if explicit else (ddp_group or run_id)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ def list_runs(
     config_hash: str | None = None,
     group: str | None = None,
     ddp_group: str | None = None,
+    job: str | None = None,
     offset: int = 0,
     limit: int = 100,
 ) -> tuple[list[RunPublic], int]:
@@ -52,6 +53,8 @@ def list_runs(
         query = query.where(groups.in_group(group))
     if ddp_group is not None:
         query = query.where(col(Run.group_id) == ddp_group)
+    if job is not None:
+        query = query.where(col(Run.job_id) == job)
     if tag is not None:
         tagged = select(col(RunTag.run_id)).where(col(RunTag.tag) == tag)
         query = query.where(col(Run.id).in_(tagged))
@@ -100,6 +103,7 @@ def _public(
         ddp_group=run.group_id,
         rank=run.rank,
         world_size=run.world_size,
+        job=run.job_id or run.group_id or run.id,
     )
 
 

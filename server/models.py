@@ -56,6 +56,8 @@ class Run(SQLModel, table=True):
     group_id: str | None = Field(default=None, max_length=RUN_ID_MAX, index=True)
     rank: int | None = Field(default=None)
     world_size: int | None = Field(default=None)
+    # the launch that started it (gradwatch.jobs): every rank and process of one job
+    job_id: str | None = Field(default=None, max_length=RUN_ID_MAX, index=True)
 
 
 class RunTag(SQLModel, table=True):

@@ -133,6 +133,7 @@ def _start(where: v.Where, run_id: str, meta: dict[str, Any]) -> dict[str, Any]:
         "pid": v.opt_integer(where, "meta.pid", meta.get("pid"), low=0),
         "host": v.opt_text(where, "meta.host", meta.get("host")),
         **_ddp(where, meta.get("ddp")),
+        "job_id": v.opt_text(where, "meta.job", meta.get("job"), max_len=RUN_ID_MAX),
         "meta": dump_json(meta),
     }
 

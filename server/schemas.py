@@ -48,6 +48,11 @@ class RunPublic(BaseModel):
     )
     rank: int | None = Field(default=None, description="DDP: this stream's rank")
     world_size: int | None = Field(default=None, description="DDP: number of ranks")
+    job: str | None = Field(
+        default=None,
+        description="the launch that started the run: every rank and process of one "
+        "`gradwatch run` invocation or torchrun job shares it",
+    )
 
 
 class RunsPublic(BaseModel):

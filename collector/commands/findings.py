@@ -41,7 +41,8 @@ JSON_KEYS = (
     "incident",
     "role",
 )
-PAGE = 10_000  # the server's largest page
+PAGE = 10_000  # the server's largest page of findings
+RUNS_PAGE = 1000  # and of runs
 
 
 class UsageError(Exception):
@@ -111,17 +112,18 @@ def _one_run(server: str, run: str, token: str | None) -> list[dict[str, Any]]:
 
 
 def server_runs(server: str, run: str | None, token: str | None) -> list[str]:
-    """``[run]``, or the newest run on the server with every rank of its DDP job."""
+    """``[run]``, or every run of the newest run's job (all its ranks and processes)."""
     if run is not None:
         return [run]
     newest = _get(server, "/runs", token, limit=1)["data"]
     if not newest:
         raise UsageError(f"the server {server} has no runs yet")
-    group = newest[0].get("ddp_group")
-    if not group:
+    job = newest[0].get("job")
+    if not job:  # a server without jobs
         return [str(newest[0]["id"])]
-    ranks = _get(server, "/runs", token, ddp_group=group, limit=PAGE)["data"]
-    return [str(r["id"]) for r in sorted(ranks, key=lambda r: r.get("rank") or 0)]
+    members = _get(server, "/runs", token, job=job, limit=RUNS_PAGE)["data"] or newest
+    order = sorted(members, key=lambda r: (r.get("rank") or 0, r.get("started") or 0.0))
+    return [str(r["id"]) for r in order]
 
 
 def server_findings(server: str, run: str | None, token: str | None) -> dict[str, list[Any]]:

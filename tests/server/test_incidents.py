@@ -84,3 +84,24 @@ def test_the_webhook_text_leads_with_the_incident_sentence(
         ("exploding-grad", "exploding-grad@9", "cause"),
         ("nonfinite-loss", "exploding-grad@9", "consequence"),
     ]
+
+
+def test_the_api_lists_the_runs_of_one_job(
+    client: TestClient, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GRADWATCH_JOB", "job-one")
+    first, second = nan_after_lr_jump(), nan_after_lr_jump()
+    monkeypatch.delenv("GRADWATCH_JOB")
+    alone = nan_after_lr_jump()
+    engine = make_engine(settings.db_url)
+    for run in (first, second, alone):
+        import_run(engine, run.dir)
+    engine.dispose()
+    listed = client.get("/api/v1/runs").json()["data"]
+    assert {r["id"]: r["job"] for r in listed} == {
+        first.id: "job-one",
+        second.id: "job-one",
+        alone.id: alone.id,
+    }
+    members = client.get("/api/v1/runs", params={"job": "job-one"}).json()
+    assert sorted(r["id"] for r in members["data"]) == sorted([first.id, second.id])

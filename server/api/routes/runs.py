@@ -48,6 +48,9 @@ def list_runs(
     ddp_group: Annotated[
         str | None, Query(max_length=128, description="DDP: every rank's stream of this run")
     ] = None,
+    job: Annotated[
+        str | None, Query(max_length=128, description="every run of one launch (its `job`)")
+    ] = None,
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> GWJSONResponse:
@@ -64,6 +67,7 @@ def list_runs(
         config_hash=config_hash,
         group=group,
         ddp_group=ddp_group,
+        job=job,
         offset=offset,
         limit=limit,
     )

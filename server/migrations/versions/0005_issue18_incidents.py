@@ -1,4 +1,5 @@
-"""Issue 18: incidents — every finding's incident and role; an alert's incident sentence.
+"""Issue 18: incidents (every finding's incident and role; an alert's incident sentence)
+and jobs (the launch a run belongs to).
 
 Revision ID: 0005_issue18
 Revises: 0004_issue7
@@ -20,6 +21,9 @@ INCIDENT_MAX = 288
 
 def upgrade() -> None:
     """Apply this migration."""
+    with op.batch_alter_table("runs") as batch:
+        batch.add_column(sa.Column("job_id", sa.String(length=128), nullable=True))
+        batch.create_index("ix_runs_job_id", ["job_id"], unique=False)
     with op.batch_alter_table("findings") as batch:
         batch.add_column(sa.Column("incident", sa.String(length=INCIDENT_MAX), nullable=True))
         batch.add_column(sa.Column("role", sa.String(length=16), nullable=True))
@@ -38,3 +42,6 @@ def downgrade() -> None:
     with op.batch_alter_table("findings") as batch:
         batch.drop_column("role")
         batch.drop_column("incident")
+    with op.batch_alter_table("runs") as batch:
+        batch.drop_index("ix_runs_job_id")
+        batch.drop_column("job_id")

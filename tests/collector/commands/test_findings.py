@@ -131,4 +131,5 @@ def test_server_findings_equal_the_local_ones(
         assert json.loads(remote) == json.loads(local)
         code, _, err = findings(capsys, "no-such-run", "--server", url)
         assert code == 2 and "has no run 'no-such-run'" in err
-        assert findings(capsys, "--server", url)[1].splitlines()[-1].startswith(f"run {run.id}:")
+        code, out, err = findings(capsys, "--server", url)
+        assert out.splitlines()[-1].startswith(f"run {run.id}:"), err

@@ -80,6 +80,19 @@ def test_the_gate_fails_after_a_ddp_job_whose_rank_0_found_a_desync(tmp_path: Pa
     assert summaries[1].startswith(f"run {rank0}.rank1: 0 errors")
     listed = json.loads(gate(tmp_path, "--json").stdout)
     assert [f["check"] for f in listed] == ["ddp-param-desync"]
+    # `gradwatch runs` shows the job once, its other rank under it
+    runs = [sys.executable, "-m", "gradwatch", "runs", "--data-dir", str(tmp_path)]
+    table = subprocess.run(runs, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert table.returncode == 0, table.stderr
+    rows = table.stdout.splitlines()[1:]
+    assert len(rows) == 2 and rows[0].startswith(f"{rank0} ")
+    assert rows[0].endswith("(job of 2 runs)")
+    assert rows[1].startswith(f"  └ rank 1: {rank0}.rank1 ")
+    listing = subprocess.run(
+        [*runs, "--json"], env=_env(tmp_path), capture_output=True, text=True, timeout=120
+    )
+    jobs = {r["id"]: r["job"] for r in json.loads(listing.stdout)}
+    assert set(jobs) == {rank0, f"{rank0}.rank1"} and len(set(jobs.values())) == 1
 
 
 def test_the_gate_covers_every_process_of_the_last_invocation(tmp_path: Path) -> None:
