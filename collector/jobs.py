@@ -79,3 +79,15 @@ def latest_job(root: Path) -> list[Path]:
     members = [r for r in runs if r.job == job]
     members.sort(key=lambda r: (r.rank if r.rank is not None else -1, r.started_at))
     return [r.dir for r in members]
+
+
+def by_job(runs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """API run objects grouped by ``job``, in the order of each job's first run; rank 0
+    (or the first started) leads its job (``gradwatch runs`` and the dashboard's list)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        out.setdefault(str(r.get("job") or r["id"]), []).append(r)
+    return [
+        sorted(members, key=lambda r: (r.get("rank") or 0, r.get("started") or 0.0))
+        for members in out.values()
+    ]

@@ -14,6 +14,7 @@ from typing import Any
 
 from gradwatch import strictjson
 from gradwatch.commands import Subparsers
+from gradwatch.jobs import by_job
 
 PAGE = 1000
 
@@ -40,19 +41,6 @@ def _when(t: float | str | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
 
 
-def jobs(runs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Runs grouped by launch (``job``: every rank and process of one ``gradwatch run`` or
-    torchrun job), in the order of each job's first run; rank 0 (or the first started)
-    leads its job."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for r in runs:
-        out.setdefault(str(r.get("job") or r["id"]), []).append(r)
-    return [
-        sorted(members, key=lambda r: (r.get("rank") or 0, r.get("started") or 0.0))
-        for members in out.values()
-    ]
-
-
 def _row(r: dict[str, Any], label: str) -> str:
     f = r["findings"]
     counts = f"{f['error']}/{f['warning']}/{f['info']}"
@@ -68,7 +56,7 @@ def table(runs: list[dict[str, Any]]) -> str:
         f"{'ID':<26} {'PROJECT':<12} {'STATUS':<9} {'STEPS':>7} {'E/W/I':>9} {'STARTED':<16} NAME"
     )
     lines = [head]
-    for lead, *rest in jobs(runs):
+    for lead, *rest in by_job(runs):
         more = f" (job of {len(rest) + 1} runs)" if rest else ""
         lines.append(_row(lead, lead["id"]) + more)
         for r in rest:
