@@ -15,7 +15,6 @@ POLICIES: Final[tuple[Policy, ...]] = ("off", "record", "warn", "raise", "skip",
 SEVERITIES: Final[tuple[Severity, ...]] = ("info", "warning", "error")
 
 
-
 @dataclass(frozen=True)
 class Check:
     """One check as documented in ``docs/checks.md`` (generated from :data:`CATALOGUE`).

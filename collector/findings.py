@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from gradwatch.catalogue import CHECKS, Policy, Severity
 from gradwatch.errors import IntegrityError
-from gradwatch.incidents import Grouper, Role
+from gradwatch.incidents import Grouper, Role, evidence
 from gradwatch.wire import Kind, Record
 
 Action = Literal["none", "skip", "raise"]
@@ -70,8 +70,8 @@ class Finding:
         step = f" at step {self.step}" if self.step is not None else ""
         if self.role == "consequence":
             return (
-                f"gradwatch:   then [{self.severity}] {self.check}{step}{where}: {self.message} "
-                f"(a consequence of {self.incident})"
+                f"gradwatch:   then [{self.severity}] {self.check}{step}{where}: "
+                f"{evidence(self.to_meta())} (a consequence of {self.incident})"
             )
         return (
             f"gradwatch: [{self.severity}] {self.check}{step}{where}: {self.message} "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 Role = Literal["cause", "consequence"]
@@ -231,6 +231,19 @@ def root_text(cause: Mapping[str, Any]) -> str:
         return f"{cause.get('check')}{where}: {message}"
     at = f" at step {step}" if step is not None else ""
     return f"{cause.get('check')}{at}{where}: {message}"
+
+
+def evidence(finding: Mapping[str, Any]) -> str:
+    """A finding's message as evidence under its incident: a consequence leaves out the NaN
+    provenance's sentence, which its cause states once for the whole incident (so no line
+    of one incident claims a step the others contradict)."""
+    message = str(finding.get("message", ""))
+    details = finding.get("details") or {}
+    origin = details.get("origin") if isinstance(details, Mapping) else None
+    if finding.get("role") != "consequence" or not isinstance(origin, Mapping):
+        return message
+    summary = str(origin.get("summary") or "")
+    return " ".join(message.replace(summary, "").split()) if summary else message
 
 
 def _steps(steps: list[int]) -> str:

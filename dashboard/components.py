@@ -8,7 +8,7 @@ from typing import Any
 from dash import dcc, html
 
 from gradwatch.dashboard.values import fmt
-from gradwatch.incidents import View, views
+from gradwatch.incidents import View, evidence, views
 
 SEVERITY_ORDER = ("error", "warning", "info")
 
@@ -92,7 +92,7 @@ def _finding_row(run_id: str, f: dict[str, Any]) -> list[Any]:
         html.Span(["↳ " if consequence else "", html.Code(f["check"])]),
         _where(run_id, f),
         html.Code(f.get("param") or ""),
-        html.Div([html.Div(f["message"]), *_extra(run_id, f)]),
+        html.Div([html.Div(evidence(f)), *_extra(run_id, f)]),
     ]
 
 

@@ -13,8 +13,8 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from gradwatch.incidents import annotate, views
-from gradwatch.server.models import Finding
 from gradwatch.server.crud import load_json
+from gradwatch.server.models import Finding
 
 Placed = dict[tuple[int, int], dict[str, Any]]
 

@@ -181,7 +181,9 @@ def _finding(where: v.Where, name: str, item: Any) -> dict[str, Any]:
         "t": dump_json(f.get("t")),
         # the collector's live grouping; ingest regroups the run's findings in step order
         "incident": v.opt_text(where, f"{name}.incident", f.get("incident"), max_len=INCIDENT_MAX),
-        "role": None if f.get("role") is None else v.choice(where, f"{name}.role", f["role"], ROLES),
+        "role": None
+        if f.get("role") is None
+        else v.choice(where, f"{name}.role", f["role"], ROLES),
     }
 
 

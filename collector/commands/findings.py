@@ -23,7 +23,7 @@ from typing import Any
 from gradwatch import jobs, paths, strictjson
 from gradwatch.catalogue import SEVERITIES
 from gradwatch.commands import Subparsers
-from gradwatch.incidents import annotate, views
+from gradwatch.incidents import annotate, evidence, views
 from gradwatch.spool import list_segments, read_spool
 from gradwatch.wire import Kind
 
@@ -172,7 +172,7 @@ def line(finding: dict[str, Any]) -> str:
         hint = ""  # the fix is the cause's
     return (
         f"{finding.get('severity', '?'):<7} {finding.get('check', '?')} {step}{param}: "
-        f"{finding.get('message', '')}{hint}"
+        f"{evidence(finding)}{hint}"
     )
 
 
@@ -277,7 +277,12 @@ def add_parser(sub: Subparsers) -> None:
         "`gradwatch run` started). Exit status: 1 if a finding at or above --fail-on exists, "
         "2 if there is no such run, else 0.",
     )
-    p.add_argument("run", nargs="?", metavar="RUN", help="run id or run folder (default: every run of the latest job)")
+    p.add_argument(
+        "run",
+        nargs="?",
+        metavar="RUN",
+        help="run id or run folder (default: every run of the latest job)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON list of findings")
     p.add_argument(
         "--fail-on",

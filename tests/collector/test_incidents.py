@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from gradwatch.incidents import Grouper, annotate, group, incident_id, kind_of, views
+from gradwatch.incidents import Grouper, annotate, evidence, group, incident_id, kind_of, views
+from gradwatch.opcause import summary
 
 
 def f(check: str, step: int | None, severity: str = "warning", **extra: Any) -> dict[str, Any]:
@@ -129,13 +130,17 @@ def test_a_finding_before_its_cause_is_not_its_consequence() -> None:
 
 
 def test_ids_are_stable_when_the_same_findings_are_regrouped_in_any_order() -> None:
-    findings = nan_run() + [f("stale-grad", 400, "error"), f("loss-plateau", 500, "info")]
-    expected = {incident_id(x) + x["check"]: g for x, g in zip(findings, group(findings))}
+    findings = [*nan_run(), f("stale-grad", 400, "error"), f("loss-plateau", 500, "info")]
+    expected = {
+        incident_id(x) + x["check"]: g for x, g in zip(findings, group(findings), strict=True)
+    }
     rng = random.Random(0)
     for _ in range(20):
         shuffled = findings[:]
         rng.shuffle(shuffled)
-        again = {incident_id(x) + x["check"]: g for x, g in zip(shuffled, group(shuffled))}
+        again = {
+            incident_id(x) + x["check"]: g for x, g in zip(shuffled, group(shuffled), strict=True)
+        }
         assert again == expected
     # regrouping already annotated findings changes nothing
     assert [(x["incident"], x["role"]) for x in annotate(annotate(findings))] == group(findings)
@@ -157,3 +162,22 @@ def test_live_grouping_matches_the_readers_when_causes_arrive_first() -> None:
 def test_the_same_onset_stored_twice_is_one_incident() -> None:
     out = group([f("stale-grad", 4, "warning"), f("stale-grad", 4, "error")])
     assert out == [("stale-grad@4", "cause"), ("stale-grad@4", "consequence")]
+
+
+def test_consequences_leave_the_origin_sentence_to_their_cause() -> None:
+    message = f"loss is NaN. {ORIGIN['summary']}"
+    findings = [
+        f("nonfinite-loss", 153, "error", message=message, details={"origin": ORIGIN}),
+        f("nonfinite-grad", 153, "error", message=message, details={"origin": ORIGIN}),
+    ]
+    cause, consequence = annotate(findings)
+    assert evidence(cause) == message
+    assert evidence(consequence) == "loss is NaN."
+
+
+def test_a_loss_side_origin_names_its_operation_once() -> None:
+    origin = {"found": True, "phase": "loss", "step": 5, "autograd_node": "MseLossBackward0"}
+    alone = summary({**origin, "loss_ops": ["MseLossBackward0"]})
+    assert alone.endswith("likely MseLossBackward0.") and "of:" not in alone
+    longer = summary({**origin, "loss_ops": ["MseLossBackward0", "DivBackward0"]})
+    assert longer.endswith("likely MseLossBackward0 (on the loss path DivBackward0).")

@@ -35,7 +35,9 @@ def nan_after_lr_jump() -> gradwatch.Run:
             opt.step()
         sink = run.sink
         sink.report(finding("nonfinite-loss", 10, "loss is NaN.", "stop.", severity="error"))
-        sink.report(finding("loss-diverging", 12, "loss grew 1e6×.", "look.", details={"x": math.inf}))
+        sink.report(
+            finding("loss-diverging", 12, "loss grew 1e6×.", "look.", details={"x": math.inf})
+        )
         sink.report(finding("exploding-grad", 9, JUMP, "lower it.", severity="error"))
         sink.report(finding("eval-mode-training", 1, "model in eval mode.", "call train()."))
     return run
@@ -76,10 +78,14 @@ def test_the_webhook_text_leads_with_the_incident_sentence(
         deliver_pass(engine, webhook_policy(settings))
         texts = sorted(r.json()["text"] for r in hook.to("/h"))
         alerts = client.get("/api/v1/alerts", params={"project": "inc"}).json()["data"]
-    assert texts == [
-        f"gradwatch [error] in run {run.id}: exploding-grad: {JUMP[:-1]}; then nonfinite-loss "
-        "at step 10, loss-diverging at step 12.",
-    ] * 2
+    assert (
+        texts
+        == [
+            f"gradwatch [error] in run {run.id}: exploding-grad: {JUMP[:-1]}; then nonfinite-loss "
+            "at step 10, loss-diverging at step 12.",
+        ]
+        * 2
+    )
     assert sorted((a["check"], a["incident"], a["role"]) for a in alerts) == [
         ("exploding-grad", "exploding-grad@9", "cause"),
         ("nonfinite-loss", "exploding-grad@9", "consequence"),
