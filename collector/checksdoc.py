@@ -115,6 +115,8 @@ def _incidents() -> list[str]:
     ]
     for rule in RULES:
         window = "rest of the run" if rule.window >= UNBOUNDED else str(rule.window)
+        if rule.lead:
+            window += f" (and {rule.lead} step before the cause)"
         then = ", ".join(f"`{c}`" for c in sorted(rule.consequences))
         lines.append(f"| `{rule.kind}` ({rule.label}) | {then} | {window} |")
     return [*lines, ""]

@@ -36,19 +36,22 @@ _STALLED: Final = frozenset(
 
 @dataclass(frozen=True)
 class Rule:
-    """Findings of ``cause`` (or of ``kind``, see :func:`kind_of`) explain later findings
-    of ``consequences`` whose step lies in ``[cause step, cause step + window]``."""
+    """Findings of ``cause`` (or of ``kind``, see :func:`kind_of`) explain findings of
+    ``consequences`` whose step lies in ``[cause step - lead, cause step + window]``
+    (``lead``: a learning rate is read when its step runs, while the gradients it spoiled
+    can be seen one step earlier in the other checks' counting)."""
 
     kind: str
     consequences: frozenset[str]
     window: int
     label: str
+    lead: int = 0
 
 
 #: Ordered: an earlier rule wins when two open causes could claim a finding.
 RULES: Final[tuple[Rule, ...]] = (
-    Rule("lr-jump", _SYMPTOMS | {"vanishing-grad", "nonfinite-param"}, 50, "learning-rate jump"),
-    Rule("lr-collapse", _STALLED, UNBOUNDED, "learning-rate collapse"),
+    Rule("lr-jump", _SYMPTOMS | {"vanishing-grad"}, 50, "learning-rate jump", lead=1),
+    Rule("lr-collapse", _STALLED, UNBOUNDED, "learning-rate collapse", lead=1),
     Rule("input-batch", _SYMPTOMS, 20, "input batch"),
     Rule("nan-origin", _SYMPTOMS, 20, "operation found by NaN provenance"),
     Rule("stale-grad", _SYMPTOMS | _STALLED, UNBOUNDED, "stale gradients"),
@@ -147,7 +150,7 @@ class Grouper:
             assert incident.step is not None
             if check not in rule.consequences:
                 continue
-            if not incident.step <= step <= incident.step + rule.window:
+            if not incident.step - rule.lead <= step <= incident.step + rule.window:
                 continue
             if best is None or _RANK[rule.kind] < _RANK[best.kind or ""]:
                 best = incident
@@ -160,7 +163,9 @@ def _order(findings: Sequence[Mapping[str, Any]]) -> list[int]:
     def key(i: int) -> tuple[int, int, int]:
         step = _step(findings[i])
         kind = kind_of(findings[i])
-        return (UNBOUNDED if step is None else step, _RANK.get(kind or "", len(RULES)), i)
+        rule = _RULE.get(kind or "")
+        at = UNBOUNDED if step is None else step - (rule.lead if rule else 0)
+        return (at, _RANK.get(kind or "", len(RULES)), i)
 
     return sorted(range(len(findings)), key=key)
 

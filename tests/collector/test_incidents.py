@@ -23,6 +23,7 @@ def f(check: str, step: int | None, severity: str = "warning", **extra: Any) -> 
     }
 
 
+JUMP_151 = "learning rate of group 0 jumped from 0.01 to 10,000 at step 151."
 ORIGIN = {
     "found": True,
     "phase": "backward",
@@ -181,3 +182,16 @@ def test_a_loss_side_origin_names_its_operation_once() -> None:
     assert alone.endswith("likely MseLossBackward0.") and "of:" not in alone
     longer = summary({**origin, "loss_ops": ["MseLossBackward0", "DivBackward0"]})
     assert longer.endswith("likely MseLossBackward0 (on the loss path DivBackward0).")
+
+
+def test_an_lr_jump_also_explains_the_spike_counted_one_step_earlier() -> None:
+    findings = [
+        f("exploding-grad", 150, param="0.weight"),
+        f("lr-jump", 151, "error", message=JUMP_151),
+        f("loss-diverging", 149),  # two steps before: not its consequence
+    ]
+    assert group(findings) == [
+        ("lr-jump@151", "consequence"),
+        ("lr-jump@151", "cause"),
+        ("loss-diverging@149", "cause"),
+    ]
