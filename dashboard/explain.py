@@ -4,7 +4,7 @@ Example::
 
     >>> explain([{"check": "stale-grad", "severity": "error", "step": 2, "param": None,
     ...           "message": "gradients are not being cleared."}], None)
-    ['Step 2: stale-grad — gradients are not being cleared.']
+    ['stale-grad at step 2: gradients are not being cleared.']
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gradwatch.dashboard.values import matrix
+from gradwatch.incidents import views
 
 NONFINITE_CHECKS = ("nonfinite-grad", "nonfinite-loss", "nonfinite-param")
 LIFECYCLE_CHECKS = ("stale-grad", "grad-zeroed-before-step", "step-without-backward")
@@ -62,7 +63,8 @@ def lifecycle_anomalies(findings: Sequence[dict[str, Any]]) -> dict[int, list[st
 
 
 def explain(findings: Sequence[dict[str, Any]], first: tuple[int, str | None] | None) -> list[str]:
-    """One line per distinct problem, worst first; a reassuring line when there is none."""
+    """One line per incident (:mod:`gradwatch.incidents`), worst first; a reassuring line
+    when there is none."""
     lines: list[str] = []
     if first is not None:
         step, tensor = first
@@ -71,16 +73,11 @@ def explain(findings: Sequence[dict[str, Any]], first: tuple[int, str | None] | 
             + (f" in {tensor}" if tensor else " (in the loss)")
             + "."
         )
-    seen: set[str] = set()
-    ranked = sorted(findings, key=lambda f: (RANK.get(f["severity"], 3), f.get("step") or 0))
-    for f in ranked:
-        if f["check"] in seen:
-            continue
-        seen.add(f["check"])
-        where = f"Step {f['step']}: " if f.get("step") is not None else ""
-        lines.append(f"{where}{f['check']} — {f['message']}")
-        if len(lines) >= MAX_LINES:
-            break
+    # one sentence per incident (its root cause, then what followed), worst first
+    ranked = sorted(
+        views(findings), key=lambda v: (RANK.get(v.severity, 3), v.cause.get("step") or 0)
+    )
+    lines += [v.sentence() for v in ranked][: MAX_LINES - len(lines)]
     if not lines:
         lines.append("No problems found: every integrity check stayed quiet.")
     return lines

@@ -116,16 +116,17 @@ def test_first_nonfinite_prefers_findings_then_data() -> None:
     assert first_nonfinite([], None, None) is None
 
 
-def test_explain_puts_errors_first_once_per_check() -> None:
+def test_explain_puts_errors_first_once_per_incident() -> None:
     findings = [
         {"check": "loss-diverging", "severity": "warning", "step": 1, "message": "m1"},
         {"check": "stale-grad", "severity": "error", "step": 2, "message": "m2"},
-        {"check": "stale-grad", "severity": "error", "step": 5, "message": "m3"},
+        {"check": "loss-diverging", "severity": "warning", "step": 3, "message": "m3."},
+        {"check": "loss-diverging", "severity": "warning", "step": 9, "message": "m4"},
     ]
     assert explain(findings, (4, "w")) == [
         "First NaN/Inf at step 4 in w.",
-        "Step 2: stale-grad — m2",
-        "Step 1: loss-diverging — m1",
+        "stale-grad at step 2: m2; then loss-diverging at steps 3–9 (2 findings).",
+        "loss-diverging at step 1: m1.",
     ]
     assert explain([], None) == ["No problems found: every integrity check stayed quiet."]
 
