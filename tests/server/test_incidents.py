@@ -8,6 +8,8 @@ import math
 import pytest
 import torch
 from fastapi.testclient import TestClient
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
 from torch import nn
 
 import gradwatch
@@ -111,3 +113,49 @@ def test_the_api_lists_the_runs_of_one_job(
     }
     members = client.get("/api/v1/runs", params={"job": "job-one"}).json()
     assert sorted(r["id"] for r in members["data"]) == sorted([first.id, second.id])
+
+
+def test_the_migration_groups_findings_stored_before_it(db_url: str) -> None:
+    from alembic import command
+
+    from gradwatch.server.migrate import alembic_config
+
+    engine = make_engine(db_url)
+    with engine.connect() as conn:
+        config = alembic_config(conn)
+        command.upgrade(config, "head")
+        command.downgrade(config, "0004_issue7")
+        conn.commit()
+        try:
+            _old_findings(conn)
+        finally:  # the shared PostgreSQL schema goes back to the newest revision
+            command.upgrade(config, "head")
+            conn.commit()
+        got = conn.execute(text('SELECT "check", incident, role FROM findings ORDER BY idx'))
+        rows = [tuple(r) for r in got.all()]
+    engine.dispose()
+    assert rows == [
+        ("loss-diverging", "stale-grad@2", "consequence"),
+        ("stale-grad", "stale-grad@2", "cause"),
+    ]
+
+
+def _old_findings(conn: Connection) -> None:
+    """A run with two findings, stored as revision 0004 stored them."""
+    conn.execute(text("INSERT INTO projects (name) VALUES ('old')"))
+    conn.execute(
+        text(
+            "INSERT INTO runs (id, project_id, name, steps, received_at, frames, start_meta) "
+            "SELECT 'r-old', id, 'r-old', 0, 0, 0, '{}' FROM projects WHERE name = 'old'"
+        )
+    )
+    for idx, (check, step) in enumerate([("loss-diverging", 40), ("stale-grad", 2)]):
+        conn.execute(
+            text(
+                'INSERT INTO findings (run_id, seq, idx, "check", severity, step, message, '
+                "hint, source, details, t) VALUES ('r-old', 5, :idx, :check, 'error', :step, "
+                "'m', '', 'runtime', '{}', 'null')"
+            ),
+            {"idx": idx, "check": check, "step": step},
+        )
+    conn.commit()

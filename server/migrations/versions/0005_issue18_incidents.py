@@ -8,8 +8,14 @@ Create Date: 2026-12-01 15:20:00
 
 from __future__ import annotations
 
+import json
+from itertools import groupby
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
+
+from gradwatch.incidents import group
 
 revision: str = "0005_issue18"
 down_revision: str | None = "0004_issue7"
@@ -31,6 +37,34 @@ def upgrade() -> None:
         batch.add_column(sa.Column("incident", sa.String(length=INCIDENT_MAX), nullable=True))
         batch.add_column(sa.Column("role", sa.String(length=16), nullable=True))
         batch.add_column(sa.Column("summary", sa.Text(), nullable=True))
+    _group_stored_findings()
+
+
+def _group_stored_findings() -> None:
+    """Findings stored before this revision get their incident and role, run by run."""
+    conn = op.get_bind()
+    findings = sa.table(
+        "findings",
+        *(sa.column(c) for c in ("run_id", "seq", "idx", "check", "step", "optimizer")),
+        *(sa.column(c) for c in ("param", "details", "source", "incident", "role")),
+    )
+    rows = conn.execute(
+        sa.select(findings).order_by(findings.c.run_id, findings.c.seq, findings.c.idx)
+    ).mappings()
+    for run_id, items in groupby(rows, key=lambda r: r["run_id"]):
+        plain: list[dict[str, Any]] = [
+            {**r, "details": json.loads(r["details"] or "{}")} for r in items
+        ]
+        for f, (incident, role) in zip(plain, group(plain), strict=True):
+            conn.execute(
+                sa.update(findings)
+                .where(
+                    findings.c.run_id == run_id,
+                    findings.c.seq == f["seq"],
+                    findings.c.idx == f["idx"],
+                )
+                .values(incident=incident, role=role)
+            )
 
 
 def downgrade() -> None:
