@@ -145,7 +145,7 @@ class FindingSink:
                     self._print(f)
         if policy in ("raise", "checkpoint"):
             self.flush()
-            raise IntegrityError(f.line().removeprefix("gradwatch: "))
+            raise IntegrityError(f.line().removeprefix("gradwatch: ").strip())
         return "skip" if policy == "skip" else "none"
 
     def _save(self, f: Finding) -> Finding:
