@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlmodel import Session, col
 
+from gradwatch.incidents import views
 from gradwatch.lint.confirm import confirmation, confirming_checks
 from gradwatch.server import groups
 from gradwatch.server.errors import RequestError
@@ -238,3 +239,19 @@ def _finding(f: Finding) -> FindingPublic:
         incident=f.incident,
         role=f.role,
     )
+
+
+def incidents(session: Session, run_id: str) -> list[dict[str, Any]]:
+    """The run's findings as incidents (:func:`gradwatch.incidents.views`), each with its
+    sentence; every finding of the run is read (findings are onsets, so they are few)."""
+    found, _ = findings(session, run_id=run_id, limit=1 << 30)
+    return [
+        {
+            "id": view.id,
+            "severity": view.severity,
+            "sentence": view.sentence(),
+            "cause": view.cause,
+            "consequences": view.consequences,
+        }
+        for view in views([f.model_dump() for f in found])
+    ]

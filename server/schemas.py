@@ -102,6 +102,23 @@ class FindingPublic(BaseModel):
     )
 
 
+class IncidentPublic(BaseModel):
+    """Findings of one root cause: one sentence naming it, the cause, its consequences."""
+
+    id: str
+    severity: str = Field(description="the worst severity among its findings")
+    sentence: str = Field(description="the root cause, then what followed ('…; then …')")
+    cause: FindingPublic
+    consequences: list[FindingPublic]
+
+
+class IncidentsPublic(BaseModel):
+    """A run's incidents, in the order of their causes' steps (lint findings last)."""
+
+    data: list[IncidentPublic]
+    count: int
+
+
 class FindingsPublic(BaseModel):
     """Findings of a run, by step."""
 

@@ -159,3 +159,22 @@ def _old_findings(conn: Connection) -> None:
             {"idx": idx, "check": check, "step": step},
         )
     conn.commit()
+
+
+def test_the_incidents_view_leads_with_the_sentence(client: TestClient, settings: Settings) -> None:
+    run = nan_after_lr_jump()
+    engine = make_engine(settings.db_url)
+    import_run(engine, run.dir)
+    engine.dispose()
+    body = client.get(f"/api/v1/runs/{run.id}/incidents").json()
+    assert body["count"] == 2
+    first, second = body["data"]
+    assert (first["id"], first["severity"]) == ("eval-mode-training@1", "warning")
+    assert first["consequences"] == []
+    assert second["sentence"] == (
+        f"exploding-grad: {JUMP[:-1]}; then nonfinite-loss at step 10, loss-diverging at step 12."
+    )
+    assert second["cause"]["check"] == "exploding-grad"
+    assert [f["check"] for f in second["consequences"]] == ["nonfinite-loss", "loss-diverging"]
+    assert second["consequences"][1]["details"] == {"x": "Infinity"}
+    assert client.get("/api/v1/runs/no-such-run/incidents").status_code == 404
