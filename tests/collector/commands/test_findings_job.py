@@ -157,3 +157,27 @@ def test_json_is_strict_with_nan_and_infinities_as_strings(
         "-inf": "-Infinity",
         "list": [1.5, "NaN"],
     }
+
+
+def test_the_server_gate_covers_every_run_of_the_newest_job(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    data_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gradwatch.server.config import Settings
+    from tests.server.live import live_server
+
+    monkeypatch.setenv("GRADWATCH_JOB", "job-ci")
+    broken, clean = _train(zero_grad=False), _train(zero_grad=True)
+    settings = Settings(
+        db_url=f"sqlite:///{tmp_path / 'server.db'}", data_dir=data_dir, import_interval=None
+    )
+    with live_server(settings) as url:
+        assert cli.main(["sync", "--server", url, "-q"]) == 0
+        capsys.readouterr()
+        code = cli.main(["findings", "--server", url, "--fail-on", "error"])
+    out = capsys.readouterr().out
+    assert code == 1  # the newest run is clean; its job's other run is not
+    summaries = [x for x in out.splitlines() if x.startswith("run ")]
+    assert [s.split(":")[0] for s in summaries] == [f"run {broken.id}", f"run {clean.id}"]
