@@ -5,6 +5,7 @@ The ids are a public interface (findings, CLI, config, dashboard): never rename 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final, Literal
 
 Severity = Literal["info", "warning", "error"]
@@ -13,41 +14,160 @@ Policy = Literal["off", "record", "warn", "raise", "skip", "checkpoint"]
 POLICIES: Final[tuple[Policy, ...]] = ("off", "record", "warn", "raise", "skip", "checkpoint")
 SEVERITIES: Final[tuple[Severity, ...]] = ("info", "warning", "error")
 
+
+@dataclass(frozen=True)
+class Check:
+    """One check as documented in ``docs/checks.md`` (generated from :data:`CATALOGUE`).
+
+    ``thresholds`` may name the code's own constants as ``{module.NAME}`` (a module of
+    ``gradwatch.checks``, or ``envelope``/``stepcheck``), filled in by the generator, so
+    the page shows the values the code uses."""
+
+    id: str
+    section: str
+    severity: Severity
+    definition: str
+    thresholds: str
+    quiet_on: str
+
+
+_C = Check
+#: Every check, in the order of the documentation. The ids are a public interface.
+CATALOGUE: Final[tuple[Check, ...]] = (
+    _C("stale-grad", "Optimizer lifecycle", "error",
+       "`step()` applies gradients summed over more backward passes than the declared "
+       "accumulation: a missing `zero_grad()`.",
+       "backward passes since the last clearing > `accumulation_steps` (default 1)",
+       "gradient accumulation declared with `accumulation_steps` / `--accumulation-steps`; "
+       "closures (LBFGS)"),
+    _C("grad-zeroed-before-step", "Optimizer lifecycle", "error",
+       "Gradients were cleared after the last `backward()` and before `step()`: the step "
+       "applies nothing.",
+       "a clearing event after the step's last backward pass",
+       "`zero_grad()` before `backward()` or right after `step()`"),
+    _C("step-without-backward", "Optimizer lifecycle", "warning",
+       "`step()` ran with no `backward()` since the previous step.",
+       "zero backward passes since the previous step",
+       "closures (LBFGS); schedulers and optimizers stepped as the loop intends"),
+    _C("param-no-grad", "Parameter coverage", "warning",
+       "A trainable parameter of the watched model has no gradient at `step()` (a graph "
+       "break: `detach`, `.item()`, `torch.tensor(t)`, `no_grad`, or an unused branch).",
+       "missing for {coverage.PERSIST_STEPS} steps in a row",
+       "parameters that get a gradient at least once every {coverage.PERSIST_STEPS} steps "
+       "(branches used in turn); frozen parameters"),
+    _C("param-not-in-optimizer", "Parameter coverage", "error",
+       "A trainable parameter of the watched model is in no optimizer param group (a layer "
+       "replaced after the optimizer was built, submodules in a plain list).",
+       "checked at the start and every {checks.COVERAGE_EVERY} steps",
+       "parameters with `requires_grad=False`"),
+    _C("frozen-param-in-optimizer", "Parameter coverage", "warning",
+       "A parameter with `requires_grad=False` sits in an optimizer and never trains "
+       "(`info` while frozen; `warning` once frozen past the horizon).",
+       "warning after {coverage.FROZEN_HORIZON} steps frozen",
+       "progressive unfreezing within the horizon"),
+    _C("param-not-updated", "Parameter coverage", "warning",
+       "A parameter with a non-zero gradient did not change at `step()`.",
+       "unchanged for {coverage.PERSIST_STEPS} steps in a row",
+       "zero gradients; optimizers that skip a step on purpose (GradScaler overflow)"),
+    _C("frozen-param-changed", "Parameter coverage", "warning",
+       "A parameter with `requires_grad=False` changed value (weight decay or momentum on a "
+       "frozen tensor).",
+       "a non-zero update norm at a step",
+       "tensors unfrozen before the change"),
+    _C("param-mutated-outside-step", "Parameter coverage", "info",
+       "A parameter changed between two steps without an optimizer step (in-place `.data` "
+       "edits, EMA copies, manual clipping of weights).",
+       "compared every {stepcheck.MUTATION_EVERY} collected steps",
+       "nothing: it is `info` because EMA and weight clipping are often intended"),
+    _C("nonfinite-loss", "Numerics", "error",
+       "The loss is NaN or ±Inf; NaN provenance names the module and operation that made "
+       "the first non-finite value.",
+       "any non-finite loss",
+       "steps a GradScaler skipped (that is `amp-overflow`)"),
+    _C("nonfinite-grad", "Numerics", "error",
+       "NaN or ±Inf in gradients: the first step, the first tensor in forward order, and "
+       "per-tensor counts.",
+       "any non-finite gradient element",
+       "overflow steps skipped by a GradScaler (`amp-overflow`)"),
+    _C("nonfinite-param", "Numerics", "error",
+       "NaN or ±Inf in parameters after `step()`.",
+       "any non-finite parameter element",
+       "nothing"),
+    _C("amp-overflow", "Numerics", "info",
+       "A GradScaler skipped steps because of inf/NaN gradients: `info` per skip, `warning` "
+       "when persistent, `error` when the scale collapses.",
+       "warning after {amp.CONSECUTIVE_WARN} consecutive skips or more than "
+       "{amp.RATE_WARN:.0%} of the last {amp.RATE_WINDOW} steps; error when the scale is ≤ 1",
+       "the occasional skip while the scale settles"),
+    _C("exploding-grad", "Numerics", "warning",
+       "A tensor's gradient norm far above its own recent level, or absurdly large.",
+       "norm > {numerics.EXPLODE_FACTOR:g}× its rolling median over {numerics.WINDOW} steps "
+       "(after {numerics.MIN_HISTORY}), or RMS > {numerics.RMS_EXPLODE:g}",
+       "the first {numerics.MIN_HISTORY} steps of a tensor"),
+    _C("vanishing-grad", "Numerics", "warning",
+       "Gradients too small to train: a tensor's RMS, or the first layer's norm against the "
+       "last's.",
+       "RMS < {numerics.RMS_VANISH:g}, or first/last layer ratio < "
+       "{numerics.FIRST_LAST_RATIO:g}, for {numerics.VANISH_STEPS} steps",
+       "tensors whose RMS is below {numerics.STRUCTURAL_ZERO:g}× the largest (zero up to "
+       "rounding)"),
+    _C("update-ratio", "Numerics", "warning",
+       "The update's size against the parameter's, ‖Δθ‖/‖θ‖, is out of range.",
+       "warning outside [{numerics.RATIO_WARN[0]:g}, {numerics.RATIO_WARN[1]:g}] for "
+       "{numerics.RATIO_WARN_STEPS} steps; error outside [{numerics.RATIO_ERROR[0]:g}, "
+       "{numerics.RATIO_ERROR[1]:g}] for {numerics.RATIO_ERROR_STEPS} steps",
+       "short excursions (fewer steps than the windows)"),
+    _C("loss-shape-mismatch", "Loss and data", "error",
+       "An element-wise loss (MSE, L1, SmoothL1, Huber, BCE…) got input and target of "
+       "different shapes that broadcast, e.g. `(N,1)` vs `(N,)`.",
+       "any broadcasting shape pair at the loss call",
+       "equal shapes; losses that reduce over classes (cross-entropy)"),
+    _C("loss-diverging", "Loss and data", "warning",
+       "The loss rose far above its best level, or far above where it started.",
+       "after {loss.DIVERGE_MIN_STEPS} steps: median of {loss.SMOOTH} losses ≥ "
+       "{loss.DIVERGE_FACTOR:g}× the running minimum and {loss.NOISE_MADS:g} MADs above it, "
+       "or ≥ {loss.DIVERGE_FIRST_FACTOR:g}× the first loss",
+       "noisy mini-batch losses within {loss.NOISE_MADS:g} MADs"),
+    _C("loss-plateau", "Loss and data", "info",
+       "The loss stopped changing at all.",
+       "range < {loss.PLATEAU_RANGE:g} over {loss.PLATEAU_STEPS} steps",
+       "losses that still move"),
+    _C("eval-mode-training", "Loss and data", "warning",
+       "Modules whose behaviour depends on mode (dropout, batch norm) are in `eval()` while "
+       "backward and step run.",
+       "any relevant module in eval mode at a step",
+       "frozen norm layers without trainable parameters (fine-tuning a backbone in eval)"),
+    _C("nondeterminism-risk", "Reproducibility", "info",
+       "The fingerprint shows settings that make replicates differ (determinism off on an "
+       "accelerator, cuDNN benchmark, unseeded DataLoader workers, no seed).",
+       "read once at the start",
+       "runs that set seeds and deterministic algorithms"),
+    _C("repro-drift", "Reproducibility", "warning",
+       "A replicate (same config and code hash) diverged from its reference: first step, "
+       "first metric and tensor, and the cause (environment, config, code, init, data-order, "
+       "forward-nondeterminism, backward-nondeterminism, optimizer-nondeterminism).",
+       "the first bitwise difference (computed by the server or `gradwatch compare`)",
+       "runs with different seeds (those form a seed sweep)"),
+    _C("seed-envelope", "Reproducibility", "warning",
+       "In a seed sweep, a run leaves the group's envelope.",
+       "robust z-score > 4 on the loss, with at least {envelope.MIN_RUNS} runs",
+       "groups of fewer than {envelope.MIN_RUNS} runs"),
+    _C("ddp-param-desync", "Distributed", "error",
+       "Parameter checksums differ across the ranks of one DDP job.",
+       "any difference at a comparison (every `ddp_every` steps)",
+       "ranks that agree bit for bit"),
+    _C("ddp-rank-spread", "Distributed", "warning",
+       "Per-rank loss or gradient norm differ by a large factor.",
+       "spread > {ddp.SPREAD:g}× (values above {ddp.SPREAD_FLOOR:g})",
+       "values below {ddp.SPREAD_FLOOR:g} on every rank"),
+    _C("ddp-nonfinite-rank", "Distributed", "error",
+       "The first rank (and host) that produced NaN/Inf.",
+       "any non-finite loss, gradient or parameter on a rank",
+       "nothing"),
+)  # fmt: skip
+
 #: check id -> default severity (``amp-overflow`` escalates info -> warning -> error itself).
-CHECKS: Final[dict[str, Severity]] = {
-    # optimizer lifecycle
-    "stale-grad": "error",
-    "grad-zeroed-before-step": "error",
-    "step-without-backward": "warning",
-    # parameter coverage
-    "param-no-grad": "warning",
-    "param-not-in-optimizer": "error",
-    "frozen-param-in-optimizer": "warning",
-    "param-not-updated": "warning",
-    "frozen-param-changed": "warning",
-    "param-mutated-outside-step": "info",
-    # numerics
-    "nonfinite-loss": "error",
-    "nonfinite-grad": "error",
-    "nonfinite-param": "error",
-    "amp-overflow": "info",
-    "exploding-grad": "warning",
-    "vanishing-grad": "warning",
-    "update-ratio": "warning",
-    # loss and data
-    "loss-shape-mismatch": "error",
-    "loss-diverging": "warning",
-    "loss-plateau": "info",
-    "eval-mode-training": "warning",
-    # reproducibility
-    "nondeterminism-risk": "info",
-    "repro-drift": "warning",
-    "seed-envelope": "warning",
-    # distributed
-    "ddp-param-desync": "error",
-    "ddp-rank-spread": "warning",
-    "ddp-nonfinite-rank": "error",
-}
+CHECKS: Final[dict[str, Severity]] = {c.id: c.severity for c in CATALOGUE}
 
 #: Checks whose ``raise`` acts in the training thread before an optimizer update is applied
 #: (or, for ``amp-overflow``, after a step the GradScaler skipped): only these accept the

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from gradwatch.catalogue import CHECKS, Policy, Severity
 from gradwatch.errors import IntegrityError
+from gradwatch.incidents import Grouper, Role, evidence
 from gradwatch.wire import Kind, Record
 
 Action = Literal["none", "skip", "raise"]
@@ -41,6 +42,9 @@ class Finding:
     details: dict[str, Any] = field(default_factory=dict)
     source: str = "runtime"
     t: float = field(default_factory=time.time)
+    #: the incident this finding belongs to, and whether it is its cause (set when stored)
+    incident: str | None = None
+    role: Role | None = None
 
     def to_meta(self) -> dict[str, Any]:
         """The wire form (a FINDINGS record carries a list of these)."""
@@ -55,12 +59,20 @@ class Finding:
             "details": self.details,
             "source": self.source,
             "t": self.t,
+            "incident": self.incident,
+            "role": self.role,
         }
 
     def line(self) -> str:
-        """The one line printed on stderr."""
+        """The one line printed on stderr; a consequence is indented under its cause and
+        names it instead of a fix (the fix is the cause's)."""
         where = f" ({self.param})" if self.param else ""
         step = f" at step {self.step}" if self.step is not None else ""
+        if self.role == "consequence":
+            return (
+                f"gradwatch:   then [{self.severity}] {self.check}{step}{where}: "
+                f"{evidence(self.to_meta())} (a consequence of {self.incident})"
+            )
         return (
             f"gradwatch: [{self.severity}] {self.check}{step}{where}: {self.message} "
             f"Fix: {self.hint}"
@@ -103,6 +115,7 @@ class FindingSink:
         self._active: set[tuple[str, str | None, int | None, str]] = set()
         self._lines: dict[str, int] = {}
         self._pending: list[Finding] = []
+        self._incidents = Grouper()
         self.findings: list[Finding] = []
         #: policy ``checkpoint``: saves the last good state, returns where (set by the run)
         self.checkpoint: Callable[[Finding], str] | None = None
@@ -127,12 +140,12 @@ class FindingSink:
             onset = key not in self._active
             if onset:
                 self._active.add(key)
-                self._store(f)
+                f = self._store(f)
                 if policy != "record":
                     self._print(f)
         if policy in ("raise", "checkpoint"):
             self.flush()
-            raise IntegrityError(f.line().removeprefix("gradwatch: "))
+            raise IntegrityError(f.line().removeprefix("gradwatch: ").strip())
         return "skip" if policy == "skip" else "none"
 
     def _save(self, f: Finding) -> Finding:
@@ -183,10 +196,14 @@ class FindingSink:
         if pending:
             self._submit(Record(Kind.FINDINGS, {"findings": [f.to_meta() for f in pending]}))
 
-    def _store(self, f: Finding) -> None:
+    def _store(self, f: Finding) -> Finding:
+        """Keep ``f`` with its incident (in arrival order; readers regroup in step order)."""
+        incident, role = self._incidents.add(f.to_meta())
+        f = dataclasses.replace(f, incident=incident, role=role)
         self._pending.append(f)
         if len(self.findings) < MAX_KEPT:
             self.findings.append(f)
+        return f
 
     def _print(self, f: Finding) -> None:
         count = self._lines.get(f.check, 0)

@@ -125,10 +125,12 @@ def summary(origin: dict[str, Any]) -> str:
     phase, module = origin["phase"], origin.get("module")
     what = " → ".join(x for x in (origin.get("op"), origin.get("autograd_node")) if x)
     if phase == "loss":
-        ops = " → ".join(origin.get("loss_ops", [])[:6])
+        # the loss path without the operation already named (it is often the only one)
+        others = [op for op in origin.get("loss_ops", [])[:6] if op not in what.split(" → ")]
+        path = f" (on the loss path {' → '.join(others)})" if others else ""
         return (
             f"First non-finite value at step {origin['step']}: in the loss computation outside "
-            f"the model (its output is finite), likely {what or 'an operation'} of: {ops}."
+            f"the model (its output is finite), likely {what or 'an operation'}{path}."
         )
     where = "the model's own forward" if module == "" else f"module {module!r}"
     if origin.get("module_type"):

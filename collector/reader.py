@@ -130,7 +130,9 @@ def list_runs(data_dir: Path | None = None) -> list[Path]:
 
 def latest_run(data_dir: Path | None = None) -> Path:
     """The most recent run folder; ``FileNotFoundError`` with a hint when there is none."""
-    runs = list_runs(data_dir)
+    from gradwatch.jobs import recent_runs  # ordered by start time, not by id
+
+    runs = [r.dir for r in recent_runs(paths.data_dir(data_dir))]
     if not runs:
         raise FileNotFoundError(
             f"no runs in {paths.runs_dir(paths.data_dir(data_dir))}; train with "

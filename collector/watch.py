@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gradwatch import ampdetect, ddp, fingerprint, hostnorms, options, paths, provenance
+from gradwatch import ampdetect, ddp, fingerprint, hostnorms, jobs, options, paths, provenance
 from gradwatch._version import __version__
 from gradwatch.errors import ConfigError
 from gradwatch.run import Run
@@ -195,6 +195,7 @@ def watch(model: ModelArg, optimizer: OptimizerArg, **kwargs: Any) -> Run:
                 "stats": opts.stats,
             },
             **({} if rank is None else {"ddp": rank.meta()}),
+            "job": jobs.job_id(run_id, None if rank is None else rank.group),
             "models": [
                 {
                     "key": k,

@@ -8,6 +8,7 @@ from typing import Any
 from dash import dcc, html
 
 from gradwatch.dashboard.values import fmt
+from gradwatch.incidents import View, evidence, views
 
 SEVERITY_ORDER = ("error", "warning", "info")
 
@@ -68,24 +69,40 @@ def graph(graph_id: str) -> dcc.Graph:
 
 
 def findings_list(run_id: str, findings: Sequence[dict[str, Any]]) -> html.Div | html.Table:
-    """Findings by step; each step links to the run page focused on it. Lint findings
-    (``gradwatch lint`` of the script, before the run) sit beside the runtime ones, with
-    their file line and whether a runtime finding confirmed them; a ``nonfinite-*``
-    finding shows where its first NaN/Inf was made (``details.origin``)."""
+    """Findings by incident (:mod:`gradwatch.incidents`): a row with the sentence naming
+    the root cause, then its findings, the cause first; each step links to the run page
+    focused on it. Lint findings (``gradwatch lint`` of the script, before the run) come
+    last, with their file line and whether a runtime finding confirmed them; a
+    ``nonfinite-*`` finding shows where its first NaN/Inf was made (``details.origin``)."""
     if not findings:
         return empty_state("No findings: every check stayed quiet.")
-    rows = []
-    for f in findings:
-        rows.append(
-            [
-                badge(f["severity"], f["severity"]),
-                html.Code(f["check"], className="gw-nowrap"),
-                _where(run_id, f),
-                _tensor(f),
-                html.Div([html.Div(f["message"]), *_extra(run_id, f)]),
-            ]
-        )
+    rows: list[list[Any]] = []
+    for view in views(findings):
+        if view.cause.get("source") != "lint":
+            rows.append(_incident_row(view))
+        rows += [_finding_row(run_id, f) for f in view.findings]
     return table(["severity", "check", "step", "tensor", "what happened"], rows)
+
+
+def _incident_row(view: View) -> list[Any]:
+    return [
+        badge(view.severity, view.severity),
+        html.Span("incident", className="gw-muted"),
+        "",
+        "",
+        html.Strong(view.sentence(), className="gw-incident"),
+    ]
+
+
+def _finding_row(run_id: str, f: dict[str, Any]) -> list[Any]:
+    consequence = f.get("role") == "consequence"
+    return [
+        badge(f["severity"], f["severity"]),
+        html.Span(["↳ " if consequence else "", html.Code(f["check"])], className="gw-nowrap"),
+        _where(run_id, f),
+        _tensor(f),
+        html.Div([html.Div(evidence(f)), *_extra(run_id, f)]),
+    ]
 
 
 def _tensor(f: dict[str, Any]) -> Any:
@@ -147,7 +164,7 @@ def _extra(run_id: str, f: dict[str, Any]) -> list[Any]:
     if f.get("check") == "repro-drift" and reference:
         href = f"/compare?runs={reference},{run_id}"
         out.append(dcc.Link("compare with its replicate", href=href, className="gw-compare-link"))
-    if f.get("hint"):
+    if f.get("hint") and f.get("role") != "consequence":  # a consequence's fix is its cause's
         out.append(html.Div(f["hint"], className="gw-muted"))
     return out
 

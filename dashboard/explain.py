@@ -4,7 +4,7 @@ Example::
 
     >>> explain([{"check": "stale-grad", "severity": "error", "step": 2, "param": None,
     ...           "message": "gradients are not being cleared."}], None)
-    ['Step 2: stale-grad — gradients are not being cleared.']
+    ['stale-grad at step 2: gradients are not being cleared.']
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gradwatch.dashboard.values import matrix
+from gradwatch.incidents import views
 
 NONFINITE_CHECKS = ("nonfinite-grad", "nonfinite-loss", "nonfinite-param")
 LIFECYCLE_CHECKS = ("stale-grad", "grad-zeroed-before-step", "step-without-backward")
@@ -62,8 +63,9 @@ def lifecycle_anomalies(findings: Sequence[dict[str, Any]]) -> dict[int, list[st
 
 
 def explain(findings: Sequence[dict[str, Any]], first: tuple[int, str | None] | None) -> list[str]:
-    """One line per distinct problem (the worst ones when there are many), in step order
-    after the first NaN/Inf; a reassuring line when there is none."""
+    """One sentence per incident (:mod:`gradwatch.incidents`) — its root cause, then what
+    followed — the worst ones when there are many, in step order after the first NaN/Inf;
+    a reassuring line when there is none."""
     lines: list[str] = []
     if first is not None:
         step, tensor = first
@@ -72,16 +74,12 @@ def explain(findings: Sequence[dict[str, Any]], first: tuple[int, str | None] | 
             + (f" in {tensor}" if tensor else " (in the loss)")
             + "."
         )
-    chosen: dict[str, dict[str, Any]] = {}
-    ranked = sorted(findings, key=lambda f: (RANK.get(f["severity"], 3), f.get("step") or 0))
-    for f in ranked:
-        if len(lines) + len(chosen) >= MAX_LINES:
-            break
-        chosen.setdefault(f["check"], f)
-    by_step = sorted(chosen.values(), key=lambda f: (f.get("step") is None, f.get("step") or 0))
-    for f in by_step:
-        where = f"Step {f['step']}: " if f.get("step") is not None else ""
-        lines.append(f"{where}{f['check']} — {f['message']}")
+    # the worst incidents when there are many, told in the order they happened
+    ranked = sorted(
+        views(findings), key=lambda v: (RANK.get(v.severity, 3), v.cause.get("step") or 0)
+    )[: max(0, MAX_LINES - len(lines))]
+    ranked.sort(key=lambda v: (v.cause.get("step") is None, v.cause.get("step") or 0))
+    lines += [v.sentence() for v in ranked]
     if not lines:
         lines.append("No problems found: every integrity check stayed quiet.")
     return lines

@@ -20,6 +20,7 @@ from sqlmodel import Session, col
 
 from gradwatch.server.crud import load_json
 from gradwatch.server.groups import group_key
+from gradwatch.server.incidents import regroup
 from gradwatch.server.ingest import insert_ignore
 from gradwatch.server.models import Alert, AlertDelivery, AlertRule, Project, Run
 
@@ -40,9 +41,11 @@ def matches(rule: AlertRule, finding: dict[str, Any], key: str | None) -> bool:
 
 
 def raise_alerts(session: Session, run_id: str, findings: list[dict[str, Any]]) -> list[int]:
-    """Alerts (and pending deliveries) for the newly stored ``findings`` of one run."""
+    """Alerts (and pending deliveries) for the newly stored ``findings`` of one run, after
+    regrouping the run's incidents (an alert names its incident's root cause)."""
     if not findings:
         return []
+    placed = regroup(session, run_id)
     run = session.get(Run, run_id)
     if run is None:
         return []
@@ -74,6 +77,7 @@ def raise_alerts(session: Session, run_id: str, findings: list[dict[str, Any]]) 
             "details": f.get("details", "{}"),
             "rules": json.dumps([r.id for r in hit]),
             "created_at": now,
+            **placed.get((f["seq"], f["idx"]), {}),
         }
         for alert_id in insert_ignore(session, Alert, [row], returning="id"):
             created.append(int(alert_id))
@@ -147,6 +151,9 @@ def public_alerts(session: Session, rows: list[tuple[Alert, str, Run]]) -> list[
             "created_at": a.created_at,
             "rules": json.loads(a.rules),
             "deliveries": counts[int(a.id or 0)],
+            "incident": a.incident,
+            "role": a.role,
+            "summary": a.summary,
         }
         for a, project, run in rows
     ]

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlmodel import Session, col
 
+from gradwatch.incidents import views
 from gradwatch.lint.confirm import confirmation, confirming_checks
 from gradwatch.server import groups
 from gradwatch.server.errors import RequestError
@@ -39,6 +40,7 @@ def list_runs(
     config_hash: str | None = None,
     group: str | None = None,
     ddp_group: str | None = None,
+    job: str | None = None,
     offset: int = 0,
     limit: int = 100,
 ) -> tuple[list[RunPublic], int]:
@@ -52,6 +54,8 @@ def list_runs(
         query = query.where(groups.in_group(group))
     if ddp_group is not None:
         query = query.where(col(Run.group_id) == ddp_group)
+    if job is not None:
+        query = query.where(col(Run.job_id) == job)
     if tag is not None:
         tagged = select(col(RunTag.run_id)).where(col(RunTag.tag) == tag)
         query = query.where(col(Run.id).in_(tagged))
@@ -100,6 +104,7 @@ def _public(
         ddp_group=run.group_id,
         rank=run.rank,
         world_size=run.world_size,
+        job=run.job_id or run.group_id or run.id,
     )
 
 
@@ -231,4 +236,22 @@ def _finding(f: Finding) -> FindingPublic:
         details=load_json(f.details) or {},
         t=load_json(f.t),
         source=f.source,
+        incident=f.incident,
+        role=f.role,
     )
+
+
+def incidents(session: Session, run_id: str) -> list[dict[str, Any]]:
+    """The run's findings as incidents (:func:`gradwatch.incidents.views`), each with its
+    sentence; every finding of the run is read (findings are onsets, so they are few)."""
+    found, _ = findings(session, run_id=run_id, limit=1 << 30)
+    return [
+        {
+            "id": view.id,
+            "severity": view.severity,
+            "sentence": view.sentence(),
+            "cause": view.cause,
+            "consequences": view.consequences,
+        }
+        for view in views([f.model_dump() for f in found])
+    ]

@@ -175,6 +175,7 @@ def _update_run(session: Session, run_id: str, delta: RunDelta, accepted: int, n
                 col(Run.group_id): start["group_id"],
                 col(Run.rank): start["rank"],
                 col(Run.world_size): start["world_size"],
+                col(Run.job_id): start["job_id"],
                 col(Run.start_meta): start["meta"],
             }
         )

@@ -21,20 +21,11 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+from gradwatch.strictjson import encode_floats
+
+__all__ = ["NONFINITE", "GWJSONResponse", "decode_float", "dumps", "encode_floats"]
+
 NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-
-
-def encode_floats(obj: Any) -> Any:
-    """Replace non-finite floats, at any depth, with their string names."""
-    if isinstance(obj, float):
-        if math.isfinite(obj):
-            return obj
-        return "NaN" if math.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
-    if isinstance(obj, dict):
-        return {k: encode_floats(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [encode_floats(v) for v in obj]
-    return obj
 
 
 def decode_float(value: float | int | str) -> float:

@@ -17,6 +17,7 @@ from sqlmodel import Field, SQLModel
 
 RUN_ID_MAX = 128
 NAME_MAX = 256
+INCIDENT_MAX = NAME_MAX + 32  # "<check>@<step>~<digest>"
 
 
 def _big(primary_key: bool = False, index: bool = False) -> Column[int]:
@@ -55,6 +56,8 @@ class Run(SQLModel, table=True):
     group_id: str | None = Field(default=None, max_length=RUN_ID_MAX, index=True)
     rank: int | None = Field(default=None)
     world_size: int | None = Field(default=None)
+    # the launch that started it (gradwatch.jobs): every rank and process of one job
+    job_id: str | None = Field(default=None, max_length=RUN_ID_MAX, index=True)
 
 
 class RunTag(SQLModel, table=True):
@@ -102,6 +105,9 @@ class Finding(SQLModel, table=True):
     source: str = Field(default="runtime", max_length=32)
     details: str = Field(default="{}", sa_column=Column(Text, nullable=False, default="{}"))
     t: str = Field(default="null", sa_column=Column(Text, nullable=False, default="null"))
+    # gradwatch.incidents: the incident (its cause's id) and this finding's role in it
+    incident: str | None = Field(default=None, max_length=INCIDENT_MAX)
+    role: str | None = Field(default=None, max_length=16)
 
 
 class Event(SQLModel, table=True):
@@ -221,6 +227,10 @@ class Alert(SQLModel, table=True):
     message: str = Field(sa_column=Column(Text, nullable=False))
     details: str = Field(default="{}", sa_column=Column(Text, nullable=False, default="{}"))
     rules: str = Field(default="[]", sa_column=Column(Text, nullable=False, default="[]"))
+    incident: str | None = Field(default=None, max_length=INCIDENT_MAX)
+    role: str | None = Field(default=None, max_length=16)
+    #: the incident's one sentence (root cause; then what followed) when the alert was raised
+    summary: str | None = Field(default=None, sa_column=Column(Text))
     created_at: float = Field(sa_column=Column(Float, nullable=False))
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from gradwatch.server import validate as v
 from gradwatch.server.models import (
+    INCIDENT_MAX,
     NAME_MAX,
     RUN_ID_MAX,
     Event,
@@ -27,6 +28,7 @@ from gradwatch.server.summary import steps_blob, summary_blobs
 from gradwatch.wire import Array, Frame, Kind, to_jsonable
 
 SEVERITIES = ("info", "warning", "error")
+ROLES = ("cause", "consequence")
 SCALARS_OPTIMIZER = -1
 NUMPY_DTYPES = {"f8": "<f8", "f4": "<f4", "i8": "<i8", "i4": "<i4", "u1": "u1"}
 
@@ -131,6 +133,7 @@ def _start(where: v.Where, run_id: str, meta: dict[str, Any]) -> dict[str, Any]:
         "pid": v.opt_integer(where, "meta.pid", meta.get("pid"), low=0),
         "host": v.opt_text(where, "meta.host", meta.get("host")),
         **_ddp(where, meta.get("ddp")),
+        "job_id": v.opt_text(where, "meta.job", meta.get("job"), max_len=RUN_ID_MAX),
         "meta": dump_json(meta),
     }
 
@@ -176,6 +179,11 @@ def _finding(where: v.Where, name: str, item: Any) -> dict[str, Any]:
         "source": v.text(where, f"{name}.source", f.get("source", "runtime"), max_len=32),
         "details": dump_json(v.mapping(where, f"{name}.details", f.get("details", {}))),
         "t": dump_json(f.get("t")),
+        # the collector's live grouping; ingest regroups the run's findings in step order
+        "incident": v.opt_text(where, f"{name}.incident", f.get("incident"), max_len=INCIDENT_MAX),
+        "role": None
+        if f.get("role") is None
+        else v.choice(where, f"{name}.role", f["role"], ROLES),
     }
 
 

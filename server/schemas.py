@@ -48,6 +48,11 @@ class RunPublic(BaseModel):
     )
     rank: int | None = Field(default=None, description="DDP: this stream's rank")
     world_size: int | None = Field(default=None, description="DDP: number of ranks")
+    job: str | None = Field(
+        default=None,
+        description="the launch that started the run: every rank and process of one "
+        "`gradwatch run` invocation or torchrun job shares it",
+    )
 
 
 class RunsPublic(BaseModel):
@@ -87,6 +92,31 @@ class FindingPublic(BaseModel):
     confirmed_by: dict[str, Any] | None = Field(
         default=None, description="the confirming runtime finding: {check, step}"
     )
+    incident: str | None = Field(
+        default=None,
+        description="the incident: the id shared by the findings of one root cause "
+        "(its cause's '<check>@<step>')",
+    )
+    role: str | None = Field(
+        default=None, description="'cause' (the root cause of its incident) or 'consequence'"
+    )
+
+
+class IncidentPublic(BaseModel):
+    """Findings of one root cause: one sentence naming it, the cause, its consequences."""
+
+    id: str
+    severity: str = Field(description="the worst severity among its findings")
+    sentence: str = Field(description="the root cause, then what followed ('…; then …')")
+    cause: FindingPublic
+    consequences: list[FindingPublic]
+
+
+class IncidentsPublic(BaseModel):
+    """A run's incidents, in the order of their causes' steps (lint findings last)."""
+
+    data: list[IncidentPublic]
+    count: int
 
 
 class FindingsPublic(BaseModel):

@@ -91,13 +91,16 @@ def signature(secret: str, body: bytes) -> str:
 
 
 def body_of(alert: dict[str, Any]) -> bytes:
-    """The Slack-compatible JSON body of one alert."""
+    """The Slack-compatible JSON body of one alert: its incident's sentence (the root
+    cause first) when the alert has one, else the finding's own message."""
     where = f" at step {alert['step']}" if alert.get("step") is not None else ""
     param = f" [{alert['param']}]" if alert.get("param") else ""
     text = (
         f"gradwatch [{alert['severity']}] {alert['check']} in run {alert['run']}{where}{param}: "
         f"{alert['message']}"
     )
+    if alert.get("summary"):
+        text = f"gradwatch [{alert['severity']}] in run {alert['run']}: {alert['summary']}"
     return dump_json({"text": text, "gradwatch": alert}).encode()
 
 

@@ -22,6 +22,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "GRADWATCH_PROJECT",
         "GRADWATCH_NAME",
         "GRADWATCH_ACCUMULATION_STEPS",
+        "GRADWATCH_JOB",
     ):
         monkeypatch.delenv(var, raising=False)
     return root

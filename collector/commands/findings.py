@@ -1,7 +1,11 @@
 """``gradwatch findings``: a run's findings, from the local data directory or a server.
 
-The exit status makes it a CI gate: ``gradwatch findings --fail-on error`` exits 1 when
-the run has an error finding, 0 when it has none, 2 when there is no such run.
+Without RUN it reads every run of the latest job: all ranks and processes that the last
+``gradwatch run`` invocation (or torchrun launch) started (:mod:`gradwatch.jobs`). The exit
+status makes it a CI gate: ``gradwatch findings --fail-on error`` exits 1 when one of those
+runs has an error finding, 0 when none has, 2 when there is no such run. Findings are
+shown by incident (:mod:`gradwatch.incidents`): one sentence naming the root cause, then
+the findings that are its evidence.
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from gradwatch import paths
+from gradwatch import jobs, paths, strictjson
 from gradwatch.catalogue import SEVERITIES
 from gradwatch.commands import Subparsers, data_dir_help
 from gradwatch.commands._crossrun import cross_run_findings
+from gradwatch.incidents import annotate, evidence, views
 from gradwatch.spool import list_segments, read_spool
 from gradwatch.wire import Kind
 
@@ -34,8 +39,11 @@ JSON_KEYS = (
     "source",
     "confirmed",
     "confirmed_by",
+    "incident",
+    "role",
 )
-PAGE = 10_000  # the server's largest page
+PAGE = 10_000  # the server's largest page of findings
+RUNS_PAGE = 1000  # and of runs
 
 
 class UsageError(Exception):
@@ -51,24 +59,26 @@ def local_findings(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def local_run_dir(run: str | None, data_dir: str | None) -> Path:
-    """The folder of ``run`` (an id or a path) or of the latest run in the data directory."""
-    from gradwatch.reader import latest_run, list_runs
+def local_run_dirs(run: str | None, data_dir: str | None) -> list[Path]:
+    """The folder of ``run`` (an id or a path), or every run of the latest job."""
+    from gradwatch.reader import list_runs
 
     root = paths.data_dir(data_dir)
     if run is None:
-        try:
-            return latest_run(root)
-        except FileNotFoundError as exc:
+        latest = jobs.latest_job(root)
+        if not latest:
             raise UsageError(
-                f"{exc}; or run a script with `gradwatch run -- python train.py`"
-            ) from exc
+                f"no runs in {paths.runs_dir(root)}; train with gradwatch.watch(...) first, or "
+                "run a script with `gradwatch run -- python train.py` (or pass --data-dir / "
+                "set GRADWATCH_DIR)"
+            )
+        return latest
     given = Path(run)
     if given.is_dir() and list_segments(given):
-        return given
+        return [given]
     candidate = paths.runs_dir(root) / run
     if candidate.is_dir():
-        return candidate
+        return [candidate]
     known = [p.name for p in list_runs(root)[-5:]]
     raise UsageError(
         f"no run {run!r} in {paths.runs_dir(root)}; "
@@ -86,27 +96,42 @@ def _get(server: str, path: str, token: str | None, **query: Any) -> Any:
         return json.loads(reply.read())
 
 
-def server_findings(server: str, run: str | None, token: str | None) -> list[dict[str, Any]]:
-    """A run's findings from ``GET /api/v1/runs/{run}/findings`` (all pages); the newest
-    run on the server when ``run`` is None."""
+def local_run_dir(run: str | None, data_dir: str | None) -> Path:
+    """The folder of ``run``, or of the latest job's first run (rank 0)."""
+    return local_run_dirs(run, data_dir)[0]
+
+
+def _one_run(server: str, run: str, token: str | None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    while True:
+        page = _get(
+            server, f"/runs/{urllib.parse.quote(run)}/findings", token, offset=len(out), limit=PAGE
+        )
+        out += page["data"]
+        if not page["data"] or len(out) >= page["count"]:
+            return [{**f, "run": run} for f in out]
+
+
+def server_runs(server: str, run: str | None, token: str | None) -> list[str]:
+    """``[run]``, or every run of the newest run's job (all its ranks and processes)."""
+    if run is not None:
+        return [run]
+    newest = _get(server, "/runs", token, limit=1)["data"]
+    if not newest:
+        raise UsageError(f"the server {server} has no runs yet")
+    job = newest[0].get("job")
+    if not job:  # a server without jobs
+        return [str(newest[0]["id"])]
+    members = _get(server, "/runs", token, job=job, limit=RUNS_PAGE)["data"] or newest
+    order = sorted(members, key=lambda r: (r.get("rank") or 0, r.get("started") or 0.0))
+    return [str(r["id"]) for r in order]
+
+
+def server_findings(server: str, run: str | None, token: str | None) -> dict[str, list[Any]]:
+    """Findings by run from ``GET /api/v1/runs/{run}/findings`` (all pages); the newest
+    run's job when ``run`` is None."""
     try:
-        if run is None:
-            newest = _get(server, "/runs", token, limit=1)["data"]
-            if not newest:
-                raise UsageError(f"the server {server} has no runs yet")
-            run = str(newest[0]["id"])
-        out: list[dict[str, Any]] = []
-        while True:
-            page = _get(
-                server,
-                f"/runs/{urllib.parse.quote(run)}/findings",
-                token,
-                offset=len(out),
-                limit=PAGE,
-            )
-            out += page["data"]
-            if not page["data"] or len(out) >= page["count"]:
-                return [{"run": run, **f} for f in out]
+        return {r: _one_run(server, r, token) for r in server_runs(server, run, token)}
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             raise UsageError(f"the server {server} has no run {run!r}") from exc
@@ -125,7 +150,8 @@ def public(finding: dict[str, Any]) -> dict[str, Any]:
     ``source`` is ``runtime`` or ``lint`` (found by ``gradwatch lint`` when ``gradwatch
     run`` started the script); ``confirmed`` is whether a lint finding was confirmed by a
     runtime finding of the run (``confirmed_by``: its check and step), None for runtime
-    findings."""
+    findings; ``incident`` and ``role`` (``cause`` or ``consequence``) group the findings
+    that follow from one root cause."""
     return {key: finding.get(key) for key in JSON_KEYS} | {
         "details": finding.get("details") or {},
         "source": finding.get("source") or "runtime",
@@ -143,10 +169,25 @@ def line(finding: dict[str, Any]) -> str:
         by = finding.get("confirmed_by")
         if by:
             hint += f" [confirmed at runtime: {by.get('check')} at step {by.get('step')}]"
+    elif finding.get("role") == "consequence":
+        hint = ""  # the fix is the cause's
     return (
         f"{finding.get('severity', '?'):<7} {finding.get('check', '?')} {step}{param}: "
-        f"{finding.get('message', '')}{hint}"
+        f"{evidence(finding)}{hint}"
     )
+
+
+def incident_lines(findings: list[dict[str, Any]]) -> list[str]:
+    """One sentence per incident naming its root cause, its findings indented under it;
+    lint findings (about the code, not an onset) one line each, last."""
+    out: list[str] = []
+    for view in views(findings):
+        if view.cause.get("source") == "lint":
+            out += [line(f) for f in view.findings]
+            continue
+        out.append(f"{view.severity:<7} incident {view.id}: {view.sentence()}")
+        out += ["  " + line(f) for f in view.findings]
+    return out
 
 
 def counts(findings: list[dict[str, Any]]) -> dict[str, int]:
@@ -163,12 +204,17 @@ def runtime_only(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summary(run: str, findings: list[dict[str, Any]]) -> str:
-    """``run ID: 1 error, 0 warnings, 2 info`` (runtime findings), then the lint findings
-    attached to the run, if any: ``; lint: 2 findings, 1 confirmed at runtime``."""
-    c = counts(runtime_only(findings))
+    """``run ID: 1 error, 0 warnings, 2 info in 1 incident`` (runtime findings), then the
+    lint findings attached to the run, if any: ``; lint: 2 findings, 1 confirmed at
+    runtime``."""
+    runtime = runtime_only(findings)
+    c = counts(runtime)
     plural = "s" if c["error"] != 1 else ""
     warns = "s" if c["warning"] != 1 else ""
     text = f"run {run}: {c['error']} error{plural}, {c['warning']} warning{warns}, {c['info']} info"
+    incidents = len({f.get("incident") for f in runtime if f.get("incident")})
+    if incidents:
+        text += f" in {incidents} incident{'s' if incidents != 1 else ''}"
     lint = [f for f in findings if f.get("source") == "lint"]
     if lint:
         confirmed = sum(bool(f.get("confirmed")) for f in lint)
@@ -188,32 +234,36 @@ def failing(findings: list[dict[str, Any]], level: str | None) -> bool:
     return any(rank.get(f.get("severity", ""), -1) >= rank[level] for f in runtime_only(findings))
 
 
+def collect(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """Findings by run (one run, or every run of the latest job), grouped in incidents."""
+    if args.server:
+        by_run = server_findings(
+            args.server, args.run, args.token or os.environ.get("GRADWATCH_TOKEN")
+        )
+    else:
+        dirs = local_run_dirs(args.run, args.data_dir)
+        by_run = {d.name: _marked(local_findings(d) + cross_run_findings(d)) for d in dirs}
+    # regrouped here, so spooled runs and servers of any version read the same
+    return {run: annotate(found) for run, found in by_run.items()}
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the findings; exit 1 when one is at or above ``--fail-on``."""
-    server = args.server
     try:
-        if server:
-            found = server_findings(
-                server, args.run, args.token or os.environ.get("GRADWATCH_TOKEN")
-            )
-            run_id = args.run or (found[0]["run"] if found else "(latest on the server)")
-        else:
-            run_dir = local_run_dir(args.run, args.data_dir)
-            found, run_id = local_findings(run_dir) + cross_run_findings(run_dir), run_dir.name
-            found = _marked(found)
+        by_run = collect(args)
     except UsageError as exc:
         print(f"gradwatch findings: {exc}", file=sys.stderr)
         return 2
     except (OSError, ValueError, KeyError) as exc:
-        where = server or "the local data directory"
+        where = args.server or "the local data directory"
         print(f"gradwatch findings: cannot read findings from {where}: {exc}", file=sys.stderr)
         return 2
+    found = [f for fs in by_run.values() for f in fs]
     if args.json:
-        print(json.dumps([public(f) for f in found], indent=2))
+        print(strictjson.dumps([public(f) for f in found], indent=2))
     else:
-        for f in found:
-            print(line(f))
-        print(summary(run_id, found))
+        for run_id, fs in by_run.items():
+            print("\n".join([*incident_lines(fs), summary(run_id, fs)]))
     return 1 if failing(found, args.fail_on) else 0
 
 
@@ -222,12 +272,18 @@ def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "findings",
         help="show a run's findings; --fail-on makes it a CI gate",
-        description="Print the findings of a run (default: the latest run in the data "
-        "directory), read from the local spool without a server, or from --server. "
-        "Exit status: 1 if a finding at or above --fail-on exists, 2 if there is no such "
-        "run, else 0.",
+        description="Print the findings of a run by incident (default: the latest job in the "
+        "data directory), read from the local spool without a server, or from --server. "
+        "Without RUN, every run of the latest job (all ranks and processes the last "
+        "`gradwatch run` started). Exit status: 1 if a finding at or above --fail-on exists, "
+        "2 if there is no such run, else 0.",
     )
-    p.add_argument("run", nargs="?", metavar="RUN", help="run id or run folder (default: latest)")
+    p.add_argument(
+        "run",
+        nargs="?",
+        metavar="RUN",
+        help="run id or run folder (default: every run of the latest job)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON list of findings")
     p.add_argument(
         "--fail-on",

@@ -40,12 +40,14 @@ def child_env(
     """The environment of the watched command."""
     from gradwatch import options  # loads torch: only when a run is started
     from gradwatch.autowatch import ENV_MANIFEST, ENV_ON
+    from gradwatch.jobs import ENV_JOB
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(bootstrap), env.get("PYTHONPATH")]))
     env[ENV_ON] = "1"
     env[ENV_MANIFEST] = str(manifest)
     env["GRADWATCH_DIR"] = str(data_dir)
+    env[ENV_JOB] = f"job-{paths.new_run_id()}"  # every run this invocation starts shares it
     if args.project is not None:
         env["GRADWATCH_PROJECT"] = args.project
     if args.name is not None:
@@ -113,7 +115,8 @@ def started_runs(manifest: Path) -> list[dict[str, str]]:
 
 def report(runs: list[dict[str, str]], data_dir: Path, explicit_dir: bool) -> None:
     """One line per run: its findings by severity and the command that lists them."""
-    from gradwatch.commands.findings import local_findings, summary
+    from gradwatch.commands.findings import local_findings, runtime_only, summary
+    from gradwatch.incidents import annotate, views
     from gradwatch.lint.confirm import mark
 
     if not runs:
@@ -125,10 +128,15 @@ def report(runs: list[dict[str, str]], data_dir: Path, explicit_dir: bool) -> No
     where = f" --data-dir {data_dir}" if explicit_dir else ""
     for entry in runs:
         try:
-            text = summary(entry["run"], mark(local_findings(Path(entry["dir"]))))
+            found = annotate(mark(local_findings(Path(entry["dir"]))))
         except (OSError, ValueError) as exc:
-            text = f"run {entry['run']}: cannot read its findings ({exc})"
-        _say(f"{text}; details: gradwatch findings {entry['run']}{where}")
+            _say(f"run {entry['run']}: cannot read its findings ({exc})")
+            continue
+        _say(f"{summary(entry['run'], found)}; details: gradwatch findings {entry['run']}{where}")
+        # an incident of several findings, one sentence (a single finding's line was printed)
+        for view in views(runtime_only(found)):
+            if view.severity != "info" and view.consequences:
+                _say(f"  [{view.severity}] {view.sentence()}")
 
 
 def script_of(command: Sequence[str]) -> Path | None:

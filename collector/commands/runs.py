@@ -12,7 +12,9 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from gradwatch import strictjson
 from gradwatch.commands import Subparsers, data_dir_help
+from gradwatch.jobs import by_job
 
 PAGE = 1000
 
@@ -39,19 +41,27 @@ def _when(t: float | str | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
 
 
+def _row(r: dict[str, Any], label: str) -> str:
+    f = r["findings"]
+    counts = f"{f['error']}/{f['warning']}/{f['info']}"
+    return (
+        f"{label:<26} {r['project'][:12]:<12} {r['status']:<9} {r['steps']:>7} "
+        f"{counts:>9} {_when(r['started']):<16} {r['name']}"
+    )
+
+
 def table(runs: list[dict[str, Any]]) -> str:
-    """A plain-text table, one run per line."""
+    """A plain-text table, one job per line, its other ranks or processes under it."""
     head = (
         f"{'ID':<26} {'PROJECT':<12} {'STATUS':<9} {'STEPS':>7} {'E/W/I':>9} {'STARTED':<16} NAME"
     )
     lines = [head]
-    for r in runs:
-        f = r["findings"]
-        counts = f"{f['error']}/{f['warning']}/{f['info']}"
-        lines.append(
-            f"{r['id']:<26} {r['project'][:12]:<12} {r['status']:<9} {r['steps']:>7} "
-            f"{counts:>9} {_when(r['started']):<16} {r['name']}"
-        )
+    for lead, *rest in by_job(runs):
+        more = f" (job of {len(rest) + 1} runs)" if rest else ""
+        lines.append(_row(lead, lead["id"]) + more)
+        for r in rest:
+            rank = f"rank {r['rank']}: " if r.get("rank") is not None else ""
+            lines.append(_row(r, f"  └ {rank}{r['id']}"))
     return "\n".join(lines)
 
 
@@ -84,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    print(json.dumps(runs, indent=2) if args.json else table(runs))
+    print(strictjson.dumps(runs, indent=2) if args.json else table(runs))
     return 0
 
 
@@ -93,7 +103,8 @@ def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "runs",
         help="list runs (from a server, or the local data directory)",
-        description="List runs, newest first. With --server (or $GRADWATCH_SERVER) the list "
+        description="List runs, newest first, one launch (job) per line with its other "
+        "ranks or processes under it. With --server (or $GRADWATCH_SERVER) the list "
         "comes from that server; otherwise from the local database, after importing the "
         "data directory's spooled runs.",
     )

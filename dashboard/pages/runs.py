@@ -10,6 +10,7 @@ from dash import Dash, Input, Output, dcc, html
 from gradwatch.dashboard import ids
 from gradwatch.dashboard.api import Api, ApiError, from_request
 from gradwatch.dashboard.components import card, empty_state, health, status_badge, table
+from gradwatch.jobs import by_job
 
 PATH = r"/"
 STATUSES = ("running", "finished", "failed", "crashed", "stalled")
@@ -70,12 +71,13 @@ def runs_view(
         key = group_of(r)
         if key:
             sizes[key] = sizes.get(key, 0) + 1
-    rows = [_row(r, sizes) for r in data]
+    # one launch (job) per row, its other ranks or processes in the rows under it
+    rows = [_row(r, sizes, i > 0) for job in by_job(data) for i, r in enumerate(job)]
     header = ["project", "run", "status", "steps", "health", "replicate group", "started"]
     return table(header, rows, id="runs-list"), options
 
 
-def _row(r: dict[str, Any], sizes: dict[str, int]) -> list[Any]:
+def _row(r: dict[str, Any], sizes: dict[str, int], member: bool = False) -> list[Any]:
     key = group_of(r)
     group: Any = "—"
     if key:
@@ -89,13 +91,22 @@ def _row(r: dict[str, Any], sizes: dict[str, int]) -> list[Any]:
     )
     return [
         r["project"],
-        dcc.Link(r["name"], href=f"/runs/{r['id']}", className="gw-run-link"),
+        _name(r, member),
         status_badge(r["status"], r.get("findings") or {}),
         f"{r['steps']:,}",
         health(r.get("findings") or {}),
         group,
         started,
     ]
+
+
+def _name(r: dict[str, Any], member: bool) -> Any:
+    """The run's link; a job's other rank or process is marked as part of the row above."""
+    link = dcc.Link(r["name"], href=f"/runs/{r['id']}", className="gw-run-link")
+    if not member:
+        return link
+    rank = [f"rank {r['rank']} "] if r.get("rank") is not None else []
+    return html.Span(["└ ", *rank, link], className="gw-job-member")
 
 
 def register(app: Dash) -> None:

@@ -118,18 +118,17 @@ def test_first_nonfinite_prefers_findings_then_data() -> None:
     assert first_nonfinite([], None, None) is None
 
 
-def test_explain_says_each_check_once_in_step_order() -> None:
+def test_explain_says_one_sentence_per_incident_in_step_order() -> None:
     findings = [
-        {"check": "loss-diverging", "severity": "warning", "step": 151, "message": "m1"},
-        {"check": "stale-grad", "severity": "error", "step": 152, "message": "m2"},
-        {"check": "stale-grad", "severity": "error", "step": 155, "message": "m3"},
-        {"check": "nonfinite-loss", "severity": "error", "step": 153, "message": "m4"},
+        {"check": "loss-diverging", "severity": "warning", "step": 1, "message": "m1"},
+        {"check": "stale-grad", "severity": "error", "step": 2, "message": "m2"},
+        {"check": "loss-diverging", "severity": "warning", "step": 3, "message": "m3."},
+        {"check": "loss-diverging", "severity": "warning", "step": 9, "message": "m4"},
     ]
     assert explain(findings, (4, "w")) == [
         "First NaN/Inf at step 4 in w.",
-        "Step 151: loss-diverging — m1",
-        "Step 152: stale-grad — m2",
-        "Step 153: nonfinite-loss — m4",
+        "loss-diverging at step 1: m1.",
+        "stale-grad at step 2: m2; then loss-diverging at steps 3–9 (2 findings).",
     ]
     assert explain([], None) == ["No problems found: every integrity check stayed quiet."]
 
@@ -138,8 +137,8 @@ def test_explain_keeps_the_worst_checks_when_there_are_too_many() -> None:
     infos = [{"check": f"i{k}", "severity": "info", "step": k, "message": "x"} for k in range(9)]
     error = {"check": "stale-grad", "severity": "error", "step": 50, "message": "m"}
     lines = explain([*infos, error], None)
-    assert len(lines) == 6 and lines[-1] == "Step 50: stale-grad — m"
-    assert lines[:5] == [f"Step {k}: i{k} — x" for k in range(5)]
+    assert len(lines) == 6 and lines[-1] == "stale-grad at step 50: m."
+    assert lines[:5] == [f"i{k} at step {k}: x." for k in range(5)]
 
 
 def test_full_resolution_series_become_a_grid() -> None:

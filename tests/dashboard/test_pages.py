@@ -84,7 +84,8 @@ def test_a_gradient_norms_only_run_says_its_update_ratio_was_not_recorded(
 def test_run_page_of_the_stale_gradient_run(demo_api: Api, demo_ids: dict[str, str]) -> None:
     data = run.fetch(demo_api, demo_ids["stale-grad"], 2)
     parts = run.view(data)
-    assert "Step 2: stale-grad" in " ".join(texts(parts[ids.RUN_HEADER]))
+    # one sentence per incident, led by its root cause
+    assert "stale-grad at step 2: " in " ".join(texts(parts[ids.RUN_HEADER]))
     lanes = {t.name: t for t in parts[ids.RUN_LIFECYCLE].data}
     assert "zero_grad" not in lanes and len(lanes["backward"].x) == len(lanes["step"].x)
     assert list(lanes["finding"].x) == [1.5]  # step 2 marked

@@ -14,6 +14,7 @@ from gradwatch.server.models import Run
 from gradwatch.server.schemas import (
     ErrorReply,
     FindingsPublic,
+    IncidentsPublic,
     OverviewPublic,
     RunDetail,
     RunsPublic,
@@ -48,6 +49,9 @@ def list_runs(
     ddp_group: Annotated[
         str | None, Query(max_length=128, description="DDP: every rank's stream of this run")
     ] = None,
+    job: Annotated[
+        str | None, Query(max_length=128, description="every run of one launch (its `job`)")
+    ] = None,
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> GWJSONResponse:
@@ -64,6 +68,7 @@ def list_runs(
         config_hash=config_hash,
         group=group,
         ddp_group=ddp_group,
+        job=job,
         offset=offset,
         limit=limit,
     )
@@ -97,6 +102,14 @@ def get_findings(
         session, run_id=run_id, severity=severity, check=check, offset=offset, limit=limit
     )
     return GWJSONResponse({"data": [f.model_dump() for f in data], "count": count})
+
+
+@router.get("/{run_id}/incidents", response_model=IncidentsPublic, responses=_ERRORS)
+def get_incidents(run_id: str, session: SessionDep, access: ReadAccess) -> GWJSONResponse:
+    """A run's findings grouped by root cause: one sentence per incident, then its findings."""
+    _readable(session, access, run_id)
+    data = crud.incidents(session, run_id)
+    return GWJSONResponse({"data": data, "count": len(data)})
 
 
 @router.get("/{run_id}/series", response_model=SeriesPublic, responses=_ERRORS)

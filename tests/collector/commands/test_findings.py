@@ -50,17 +50,18 @@ def test_unknown_run_is_a_usage_error_naming_the_known_ones(
     assert "no run '20000101T000000-00000000'" in err and run.id in err
 
 
-def test_text_output_has_one_line_per_finding_and_a_summary(
+def test_text_output_leads_each_incident_with_one_sentence_then_its_findings(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     run = train(3, zero_grad=False)
     code, out, _ = findings(capsys)
     assert code == 0  # without --fail-on the listing never fails
     lines = out.splitlines()
-    stale = [line for line in lines if " stale-grad " in line]
-    assert len(stale) == 1
-    assert stale[0].startswith("error   stale-grad step 2: ") and "Fix: " in stale[0]
+    assert lines[0].startswith("error   incident stale-grad@2: stale-grad at step 2: ")
+    assert lines[0].count(". ") == 0 and lines[0].endswith(".")  # one sentence
+    assert lines[1].startswith("  error   stale-grad step 2: ") and "Fix: " in lines[1]
     assert lines[-1].startswith(f"run {run.id}: 1 error, 0 warnings,")
+    assert lines[-1].endswith(" in 1 incident")
 
 
 @pytest.mark.parametrize(
@@ -94,11 +95,14 @@ def test_json_is_a_list_with_exactly_the_public_keys(
             "source",
             "confirmed",
             "confirmed_by",
+            "incident",
+            "role",
         }
         assert item["run"] == run.id and isinstance(item["details"], dict)
         assert (item["source"], item["confirmed"], item["confirmed_by"]) == ("runtime", None, None)
     stale = [i for i in items if i["check"] == "stale-grad"]
     assert [(i["severity"], i["step"]) for i in stale] == [("error", 2)]
+    assert (stale[0]["incident"], stale[0]["role"]) == ("stale-grad@2", "cause")
 
 
 def test_unreachable_server_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
@@ -127,4 +131,5 @@ def test_server_findings_equal_the_local_ones(
         assert json.loads(remote) == json.loads(local)
         code, _, err = findings(capsys, "no-such-run", "--server", url)
         assert code == 2 and "has no run 'no-such-run'" in err
-        assert findings(capsys, "--server", url)[1].splitlines()[-1].startswith(f"run {run.id}:")
+        code, out, err = findings(capsys, "--server", url)
+        assert out.splitlines()[-1].startswith(f"run {run.id}:"), err

@@ -1,0 +1,87 @@
+"""The run page lists findings by incident (the root cause's sentence first); the runs list
+shows the runs of one launch (job) together, the other ranks under the first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import gradwatch
+from gradwatch.dashboard.api import Api
+from gradwatch.dashboard.components import findings_list
+from gradwatch.dashboard.pages import runs
+from gradwatch.server.config import Settings
+from gradwatch.server.db import make_engine
+from gradwatch.server.migrate import migrate
+from gradwatch.server.spool_import import import_run
+from tests.dashboard.test_components import texts
+from tests.server.live import live_server
+
+
+def f(check: str, step: int, severity: str, message: str, hint: str = "") -> dict[str, Any]:
+    return {
+        "check": check,
+        "severity": severity,
+        "step": step,
+        "param": None,
+        "message": message,
+        "hint": hint,
+        "details": {},
+        "source": "runtime",
+    }
+
+
+def test_findings_are_listed_by_incident_with_the_root_cause_first() -> None:
+    found = [
+        f("loss-diverging", 20, "warning", "loss doubled.", "lower the learning rate"),
+        f("stale-grad", 2, "error", "gradients are not being cleared.", "call zero_grad()"),
+        f("eval-mode-training", 1, "warning", "dropout in eval mode.", "call train()"),
+    ]
+    words = texts(findings_list("r1", found))
+    sentence = (
+        "stale-grad at step 2: gradients are not being cleared; then loss-diverging at step 20."
+    )
+    assert sentence in words
+    order = [w for w in words if w in ("eval-mode-training", "stale-grad", "loss-diverging")]
+    assert order == ["eval-mode-training", "stale-grad", "loss-diverging"]
+    assert "↳ " in words  # the consequence is marked
+    assert "call zero_grad()" in words and "lower the learning rate" not in words
+
+
+def _train() -> gradwatch.Run:
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gradwatch.watch(model, opt, project="jobs") as run:
+        for _ in range(2):
+            opt.zero_grad()
+            model(torch.randn(4, 3)).pow(2).mean().backward()
+            opt.step()
+    return run
+
+
+def test_the_runs_list_shows_one_job_with_its_runs_under_it(
+    tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GRADWATCH_JOB", "job-7")
+    first, second = _train(), _train()
+    monkeypatch.delenv("GRADWATCH_JOB")
+    alone = _train()
+    settings = Settings(
+        db_url=f"sqlite:///{tmp_path / 'd.db'}", data_dir=data_dir, import_interval=None
+    )
+    engine = make_engine(settings.db_url)
+    migrate(engine)
+    for run in (first, second, alone):
+        import_run(engine, run.dir)
+    engine.dispose()
+    with live_server(settings) as url:
+        table, _ = runs.runs_view(Api(url), None, None, None)
+    words = texts(table)
+    names = [w for w in words if w in (first.id, second.id, alone.id)]
+    assert names == [alone.id, first.id, second.id]  # newest job first, its runs together
+    assert words[words.index(second.id) - 1] == "└ "
+    assert words[words.index(first.id) - 1] != "└ "
