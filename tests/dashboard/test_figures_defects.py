@@ -70,7 +70,9 @@ def test_findings_table_keeps_check_and_step_on_one_line_and_names_run_level_fin
         ],
     )
     rows = [n for n in walk(table) if isinstance(n, html.Tr)][1:]
-    rows = [r for r in rows if text(r.children[1]) != "incident"]  # the findings, not their incidents
+    rows = [
+        r for r in rows if text(r.children[1]) != "incident"
+    ]  # the findings, not their incidents
     check, step, tensor = (rows[0].children[i].children for i in (1, 2, 3))
     assert "gw-nowrap" in check.className and "gw-nowrap" in step.className
     assert text(tensor) == "whole run"
