@@ -12,6 +12,7 @@ from sqlmodel import Session, col
 
 from gradwatch.lint.confirm import confirmation, confirming_checks
 from gradwatch.server import groups
+from gradwatch.server.auth import Access
 from gradwatch.server.errors import RequestError
 from gradwatch.server.models import Finding, Fingerprint, Project, Run, RunTag
 from gradwatch.server.schemas import (
@@ -127,15 +128,20 @@ def _tags(session: Session, ids: Sequence[str]) -> dict[str, list[str]]:
     return out
 
 
-def get_run_row(session: Session, run_id: str) -> tuple[Run, str]:
-    """The run and its project name, or 404."""
+def get_run_row(
+    session: Session, run_id: str, access: Access, scope: str = "read"
+) -> tuple[Run, str]:
+    """The run and its project name, or 404 for an unknown run *and* for a run of a
+    project the caller cannot see (the same reply, naming no project: ids and project
+    names cannot be probed); 403 only for the wrong scope on the caller's own project."""
     row = session.execute(
         select(Run, col(Project.name))
         .join(Project, col(Project.id) == col(Run.project_id))
         .where(col(Run.id) == run_id)
     ).first()
-    if row is None:
+    if row is None or not access.sees(str(row[1])):
         raise RequestError(404, f"no run {run_id[:130]!r}; list runs with GET /api/v1/runs")
+    access.check(str(row[1]), scope)
     return row[0], str(row[1])
 
 

@@ -69,7 +69,10 @@ def test_reads_need_a_read_token_and_see_only_its_project(
     assert client.get("/api/v1/runs").status_code == 401
     mine = client.get("/api/v1/runs", headers=bearer(tokens["a-read"])).json()
     assert [r["id"] for r in mine["data"]] == ["ra"]
-    assert client.get("/api/v1/runs/rb", headers=bearer(tokens["a-read"])).status_code == 403
+    foreign = client.get("/api/v1/runs/rb", headers=bearer(tokens["a-read"]))
+    unknown = client.get("/api/v1/runs/rz", headers=bearer(tokens["a-read"]))
+    assert foreign.status_code == unknown.status_code == 404  # foreign looks unknown
+    assert foreign.json()["detail"] == unknown.json()["detail"].replace("rz", "rb")
     assert client.get("/api/v1/runs/ra", headers=bearer(tokens["a-read"])).status_code == 200
     other = client.get("/api/v1/runs", params={"project": "b"}, headers=bearer(tokens["a-read"]))
     assert other.status_code == 403

@@ -149,7 +149,7 @@ def _rule(session: Any, access: Access, rule_id: int) -> tuple[AlertRule, str]:
         .join(Project, col(Project.id) == col(AlertRule.project_id))
         .where(col(AlertRule.id) == rule_id)
     ).first()
-    if row is None:
+    if row is None or not access.sees(str(row[1])):  # foreign rules are "unknown" too
         raise RequestError(404, f"no alert rule {rule_id}; list them with GET /api/v1/alert-rules")
     access.check(str(row[1]), "write")
     return row[0], str(row[1])

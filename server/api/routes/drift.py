@@ -56,8 +56,7 @@ def get_compare(
     _torch, compare, _envelope, runload = _torch_parts()
     data = []
     for run_id in (a, b):
-        run, project = crud.get_run_row(session, run_id)
-        access.check(project, "read")
+        run, _ = crud.get_run_row(session, run_id, access)
         data.append(runload.load_run_data(session, run))
     return GWJSONResponse(compare.compare(data[0], data[1], rtol=rtol, atol=atol))
 
@@ -99,7 +98,11 @@ def pin_baseline(
 ) -> GWJSONResponse:
     """Pin the run that the group's live comparison uses as its reference."""
     found = _group(session, access, key, "write")
-    row, _ = crud.get_run_row(session, run)
+    row, project = crud.get_run_row(session, run, access, "write")
+    if project != found["project"]:  # an open server's group key may span projects
+        raise RequestError(
+            422, f"run {run[:130]!r} is not in group {key[:80]!r} of project {found['project']!r}"
+        )
     with write_session(engine) as writer:
         groups.pin(writer, key=key, run=row)
     return _fresh(engine, key, found["project"])
@@ -111,7 +114,7 @@ def unpin_baseline(
 ) -> GWJSONResponse:
     """Forget the pinned baseline: the reference is automatic again."""
     found = _group(session, access, key, "write")
-    first, _ = crud.get_run_row(session, found["runs"][0])
+    first, _ = crud.get_run_row(session, found["runs"][0], access, "write")
     with write_session(engine) as writer:
         groups.unpin(writer, project_id=first.project_id, key=key)
     return _fresh(engine, key, found["project"])

@@ -28,8 +28,7 @@ def get_lifecycle(
     limit: Annotated[int, Query(ge=1, le=2000)] = 200,
 ) -> GWJSONResponse:
     """The lifecycle of at most ``limit`` steps: the last ones, or from ``start`` / to ``end``."""
-    run, project = crud.get_run_row(session, run_id)
-    access.check(project, "read")
+    run, _ = crud.get_run_row(session, run_id, access)
     first, last = window(run.steps, start, end, limit)
     data = lifecycle(session, run_id, optimizer, first, last)
     return GWJSONResponse({"data": data, "count": len(data), "start": first, "end": last})

@@ -30,9 +30,7 @@ Names = Annotated[list[str], Query(max_length=100_000)]
 
 
 def _readable(session: SessionDep, access: Access, run_id: str) -> tuple[Run, str]:
-    run, project = crud.get_run_row(session, run_id)
-    access.check(project, "read")
-    return run, project
+    return crud.get_run_row(session, run_id, access)
 
 
 @router.get("", response_model=RunsPublic, responses=_ERRORS)
