@@ -2,7 +2,8 @@
 
 Checks, in order, each with a clear 4xx: run id header (400), schema version header (400),
 content type (415), body size (413), frame integrity (400), token (401/403), record
-contents (422), run (404: a run of a project this token cannot see). A batch is stored all or nothing, exactly once per ``(run, seq)``.
+contents (422), run (404: a run of a project this token cannot see). A batch is stored
+all or nothing, exactly once per ``(run, seq)``.
 """
 
 from __future__ import annotations
