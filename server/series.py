@@ -8,17 +8,31 @@ is zoomed out, and the result may exceed ``points`` by the number of non-finite 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from sqlalchemy import and_, select
 from sqlmodel import Session, col
 
+from gradwatch.server.errors import RequestError
 from gradwatch.server.models import SeriesBlob, SeriesChunk
 
 Vector = np.ndarray[Any, Any]
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+# Output budget of one reply: series × points. About 20 bytes of JSON per point, so a reply
+# stays near 20 MB and a few seconds of CPU whatever the query string asks for.
+MAX_REPLY_VALUES = 1_000_000
+
+
+def check_budget(series: int, points: int) -> None:
+    """422 when ``series`` series of ``points`` points each exceed the reply budget."""
+    if series * points > MAX_REPLY_VALUES:
+        raise RequestError(
+            422,
+            f"this request asks for {series:,} series × {points:,} points, over the limit of "
+            f"{MAX_REPLY_VALUES:,} values per reply; ask for fewer names or fewer points",
+        )
 
 
 def downsample(steps: Vector, values: Vector, points: int) -> tuple[Vector, Vector]:
@@ -149,8 +163,17 @@ def select_series(
     session: Session, run_id: str, start_meta: dict[str, Any], sel: Selection
 ) -> list[dict[str, Any]]:
     """The selected series, each downsampled to ``sel.points``; unknown names are skipped."""
+    sel = replace(  # a name asked for twice is one series
+        sel,
+        tensors=list(dict.fromkeys(sel.tensors)),
+        stats=list(dict.fromkeys(sel.stats)),
+        metrics=[m for m in dict.fromkeys(sel.metrics) if ":" not in m],  # ':' = internal blob
+        scalars=list(dict.fromkeys(sel.scalars)),
+    )
     out: list[dict[str, Any]] = []
     rows = tensor_rows(start_meta)
+    known = sum(name in rows for name in sel.tensors)
+    check_budget(known * len(sel.stats) + len(sel.metrics) + len(sel.scalars), sel.points)
     by_opt: dict[int, list[tuple[str, int]]] = {}
     for name in sel.tensors:
         if name in rows:
@@ -169,6 +192,7 @@ def select_series(
         out += metric(session, run_id, name, sel)
     if sel.scalars:
         out += _scalars(session, run_id, sel)
+    check_budget(len(out), sel.points)  # a metric may hold many columns
     return out
 
 

@@ -19,12 +19,14 @@ from gradwatch.server.schemas import (
     RunsPublic,
     SeriesPublic,
 )
-from gradwatch.server.series import Selection, metric, select_series, tensor_rows
+from gradwatch.server.series import Selection, check_budget, metric, select_series, tensor_rows
 from gradwatch.server.status import STATUSES
 from gradwatch.server.summary import heatmap
 
 router = APIRouter(prefix="/runs", tags=["runs"])
-_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorReply} for code in (401, 403, 404)}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorReply} for code in (401, 403, 404, 422)
+}
 Offset = Annotated[int, Query(ge=0, le=1 << 31)]
 Names = Annotated[list[str], Query(max_length=100_000)]
 
@@ -139,6 +141,7 @@ def get_overview(
     run, project = _readable(session, access, run_id)
     start_meta = crud.load_json(run.start_meta) or {}
     rows = sorted((r, n) for n, (o, r) in tensor_rows(start_meta).items() if o == optimizer)
+    check_budget(max(len(rows), 1), points)
     steps, values = heatmap(session, run_id, optimizer, stat, points)
     loss = metric(session, run_id, "loss", Selection([], [], [], [], optimizer, None, None, points))
     return GWJSONResponse(
