@@ -97,9 +97,9 @@ def mount(api: FastAPI) -> None:
 
     An unknown ``/api/...`` path stays a JSON 404 instead of falling through to the pages.
     """
-    from a2wsgi import WSGIMiddleware
     from fastapi import Depends
 
+    from gradwatch.dashboard.bridge import bridge
     from gradwatch.server.api.deps import read_access
     from gradwatch.server.errors import RequestError
 
@@ -108,4 +108,4 @@ def mount(api: FastAPI) -> None:
         """404 (after the same token check as every API route: 401 comes first)."""
         raise RequestError(404, f"no API route /api/{rest[:200]}; the routes are listed at /docs")
 
-    api.mount("/", WSGIMiddleware(create_dash().server))  # type: ignore[arg-type]
+    api.mount("/", bridge(create_dash().server))

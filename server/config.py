@@ -59,7 +59,9 @@ class Settings:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     require_tokens: bool = False
-    max_body_bytes: int = 64 << 20
+    max_body_bytes: int = 64 << 20  # one ingest request (a batch of frames)
+    max_json_bytes: int = 1 << 20  # any other request body, API and dashboard
+    body_timeout: float = 30.0  # seconds for a whole request body to arrive
     stalled_after: float = 120.0
     crashed_after: float = 3600.0
     import_interval: float | None = 2.0

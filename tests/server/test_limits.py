@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import socket
+import urllib.request
+
 from fastapi.testclient import TestClient
 
+from gradwatch.dashboard.bridge import WORKERS
+from gradwatch.server.app import create_app
+from gradwatch.server.config import Settings
 from gradwatch.server.series import MAX_REPLY_VALUES
 from tests.server import frames as f
+from tests.server.live import live_server
 
 
 def ingest(client: TestClient, run: str, body: bytes) -> int:
@@ -24,3 +31,54 @@ def test_repeated_names_are_one_series_and_a_reply_over_budget_is_422(client: Te
     assert "8 series × 250,000 points" in reply.json()["detail"]
     overview = client.get("/api/v1/runs/r1/overview", params={"points": 5000})
     assert overview.status_code == 200
+
+
+def test_bodies_over_the_limit_are_refused_before_parsing_and_before_the_token(
+    settings: Settings,
+) -> None:
+    secured = settings.with_(require_tokens=True, max_json_bytes=1000)
+    big = b"{" + b" " * 5000 + b"}"
+    json_type = {"Content-Type": "application/json"}
+    with TestClient(create_app(secured)) as client:
+        for path in ("/api/v1/alert-rules", "/_dash-update-component"):
+            declared = client.post(path, content=big, headers=json_type)
+            assert declared.status_code == 413, (path, declared.text)
+            assert "1,000-byte limit" in declared.json()["detail"]
+            chunked = client.post(path, content=iter([big[:600], big[600:]]), headers=json_type)
+            assert chunked.status_code == 413, (path, chunked.text)
+        assert client.post("/api/v1/alert-rules", json={}).status_code == 401  # small: as before
+
+
+def _trickle(base: str, path: str) -> socket.socket:
+    """A connection that sends headers announcing 1,000 bytes, then one byte, then waits."""
+    host, port = base.removeprefix("http://").split(":")
+    conn = socket.create_connection((host, int(port)))
+    conn.sendall(
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 1000\r\n\r\n{".encode()
+    )
+    return conn
+
+
+def test_trickling_bodies_hold_no_dashboard_worker(settings: Settings) -> None:
+    """More trickling clients than the bridge has threads: pages still load."""
+    with live_server(settings.with_(body_timeout=120.0)) as base:
+        held = [_trickle(base, "/_dash-update-component") for _ in range(2 * WORKERS)]
+        try:
+            with urllib.request.urlopen(f"{base}/", timeout=20) as page:
+                assert page.status == 200
+            with urllib.request.urlopen(f"{base}/_dash-layout", timeout=20) as layout:
+                assert layout.status == 200
+        finally:
+            for conn in held:
+                conn.close()
+
+
+def test_a_body_that_does_not_arrive_in_time_is_408(settings: Settings) -> None:
+    with live_server(settings.with_(body_timeout=1.0)) as base:
+        conn = _trickle(base, "/api/v1/alert-rules")
+        conn.settimeout(30)
+        try:
+            assert conn.recv(64).startswith(b"HTTP/1.1 408 ")
+        finally:
+            conn.close()
