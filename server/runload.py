@@ -43,7 +43,10 @@ def _batch_hashes(
     )
     out: dict[int, str | None] = {}
     for raw, meta in session.execute(query):
-        hashes = json.loads(meta).get("batch_hash") or []
+        stored = json.loads(meta)
+        hashes = stored.get("batch_hash") if isinstance(stored, dict) else None
+        if not isinstance(hashes, list):  # absent, or stored damaged: no batch identity
+            hashes = []
         steps = np.frombuffer(raw, dtype="<i8").tolist()
         for step, value in zip(steps, hashes, strict=False):
             out[int(step)] = value if isinstance(value, str) else None

@@ -17,6 +17,7 @@ from sqlmodel import Session, col
 
 from gradwatch.server.errors import RequestError
 from gradwatch.server.models import SeriesBlob, SeriesChunk
+from gradwatch.server.problems import note
 
 Vector = np.ndarray[Any, Any]
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -101,19 +102,40 @@ def read_block(
     value_parts: list[Vector] = []
     for steps_raw, dtype, nrows, data in session.execute(query):
         steps = np.frombuffer(steps_raw, dtype="<i8")
-        matrix = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<")).reshape(nrows, -1)
+        matrix = unpack(data, dtype, nrows, len(steps), f"{name} of run {run_id}")
+        if matrix is None:
+            continue
         picked = matrix if rows is None else matrix[[r for r in rows if r < nrows]]
         if rows is not None and len(picked) != len(rows):
             continue  # a tensor added later than this chunk (rare): skip the chunk
         mask = (steps >= lo) & (steps <= hi)
         step_parts.append(steps[mask])
         value_parts.append(picked[:, mask].astype(np.float64))
-    width = len(rows) if rows is not None else (value_parts[0].shape[0] if value_parts else 0)
+    width = len(rows) if rows is not None else max((len(v) for v in value_parts), default=0)
     if not step_parts:
         return Block(np.zeros(0, dtype=np.int64), np.zeros((width, 0)))
     steps = np.concatenate(step_parts)
     order = np.argsort(steps, kind="stable")
-    return Block(steps[order], np.concatenate(value_parts, axis=1)[:, order])
+    return Block(steps[order], np.concatenate([_widen(v, width) for v in value_parts], 1)[:, order])
+
+
+def unpack(data: bytes, dtype: str, rows: int, columns: int, what: str) -> Vector | None:
+    """A stored blob as its ``(rows, columns)`` matrix, or None (noted) when it is not one."""
+    try:
+        kind = np.dtype(dtype).newbyteorder("<")
+        if rows < 1 or kind.kind not in "fiub" or len(data) != rows * columns * kind.itemsize:
+            raise ValueError(f"{len(data)} bytes of {dtype} are not {rows} × {columns}")
+        return np.frombuffer(data, dtype=kind).reshape(rows, columns)
+    except (TypeError, ValueError) as e:
+        note(f"{what}: a stored chunk cannot be read ({e}); it is left out")
+        return None
+
+
+def _widen(values: Vector, width: int) -> Vector:
+    """Rows padded with NaN: a metric with more columns later (a new param group's lr)."""
+    if len(values) == width:
+        return values
+    return np.vstack([values, np.full((width - len(values), values.shape[1]), np.nan)])
 
 
 @dataclass(frozen=True)
@@ -134,10 +156,15 @@ def tensor_rows(start_meta: dict[str, Any]) -> dict[str, tuple[int, int]]:
     """Tensor name -> (optimizer, row in that optimizer's statistics), from RUN_START."""
     out: dict[str, tuple[int, int]] = {}
     counts: dict[int, int] = {}
-    for tensor in start_meta.get("tensors", []):
-        if not isinstance(tensor, dict):
-            continue
-        opt = int(tensor.get("optimizer", 0))
+    tensors = start_meta.get("tensors", []) if isinstance(start_meta, dict) else None
+    if not isinstance(tensors, list):
+        note(f"the run's start record has tensors of type {type(tensors).__name__}, not a list")
+        return out
+    for i, tensor in enumerate(tensors):
+        opt = tensor.get("optimizer", 0) if isinstance(tensor, dict) else None
+        if not isinstance(opt, int) or isinstance(opt, bool):
+            note(f"tensor {i} of the run's start record is unreadable; its rows are left out")
+            return out  # rows after it cannot be placed
         row = counts.get(opt, 0)
         counts[opt] = row + 1
         out.setdefault(str(tensor.get("name")), (opt, row))

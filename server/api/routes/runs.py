@@ -11,6 +11,7 @@ from gradwatch.server.api.deps import PolicyDep, ReadAccess, SessionDep
 from gradwatch.server.auth import Access
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.models import Run
+from gradwatch.server.problems import collecting
 from gradwatch.server.schemas import (
     ErrorReply,
     FindingsPublic,
@@ -120,8 +121,9 @@ def get_series(
     """
     run, _ = _readable(session, access, run_id)
     sel = Selection(tensor, stat, metric, scalar, optimizer, start, end, points)
-    data = select_series(session, run_id, crud.load_json(run.start_meta) or {}, sel)
-    return GWJSONResponse({"data": data, "count": len(data)})
+    with collecting() as problems:
+        data = select_series(session, run_id, crud.load_json(run.start_meta) or {}, sel)
+    return GWJSONResponse({"data": data, "count": len(data), "problems": problems})
 
 
 @router.get("/{run_id}/overview", response_model=OverviewPublic, responses=_ERRORS)
@@ -139,11 +141,13 @@ def get_overview(
     Read from the coarse level of the store, so it stays fast on runs of 100k+ steps.
     """
     run, project = _readable(session, access, run_id)
-    start_meta = crud.load_json(run.start_meta) or {}
-    rows = sorted((r, n) for n, (o, r) in tensor_rows(start_meta).items() if o == optimizer)
-    check_budget(max(len(rows), 1), points)
-    steps, values = heatmap(session, run_id, optimizer, stat, points)
-    loss = metric(session, run_id, "loss", Selection([], [], [], [], optimizer, None, None, points))
+    with collecting() as problems:
+        start_meta = crud.load_json(run.start_meta) or {}
+        rows = sorted((r, n) for n, (o, r) in tensor_rows(start_meta).items() if o == optimizer)
+        check_budget(max(len(rows), 1), points)
+        steps, values = heatmap(session, run_id, optimizer, stat, points)
+        sel = Selection([], [], [], [], optimizer, None, None, points)
+        loss = metric(session, run_id, "loss", sel)
     return GWJSONResponse(
         {
             "run": crud.public_run(session, run=run, project=project, policy=policy).model_dump(),
@@ -152,5 +156,6 @@ def get_overview(
             "steps": steps.tolist(),
             "values": values.tolist(),
             "loss": loss[0] if loss else None,
+            "problems": problems,
         }
     )
