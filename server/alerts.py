@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 from typing import Any
 
 from sqlalchemy import func, select
@@ -97,15 +98,25 @@ def raise_alerts(session: Session, run_id: str, findings: list[dict[str, Any]]) 
     return created
 
 
-def public_rule(rule: AlertRule, project: str) -> dict[str, Any]:
-    """The ``AlertRule`` object of the API (the secret itself is never returned)."""
+def redact_url(url: str | None) -> str | None:
+    """``scheme://host/…``: a webhook URL without what makes it a credential (for Slack,
+    Discord or Teams the path *is* the secret), for callers with a read token."""
+    if url is None:
+        return None
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or ''}/…"
+
+
+def public_rule(rule: AlertRule, project: str, reveal: bool = True) -> dict[str, Any]:
+    """The ``AlertRule`` object of the API (the secret itself is never returned; the
+    webhook URL only when ``reveal``: to write tokens and on servers without tokens)."""
     return {
         "id": rule.id,
         "project": project,
         "check": rule.check,
         "min_severity": rule.min_severity,
         "group": rule.group_key,
-        "webhook_url": rule.webhook_url,
+        "webhook_url": rule.webhook_url if reveal else redact_url(rule.webhook_url),
         "has_secret": bool(rule.secret),
         "enabled": rule.enabled,
         "created_at": rule.created_at,

@@ -106,7 +106,7 @@ def list_rules(
     access: ReadAccess,
     project: Annotated[str | None, Query(max_length=256)] = None,
 ) -> GWJSONResponse:
-    """Alert rules, by id."""
+    """Alert rules, by id (webhook URLs shortened to their host for read tokens)."""
     project = project_filter(access, project)
     query = select(AlertRule, col(Project.name)).join(
         Project, col(Project.id) == col(AlertRule.project_id)
@@ -114,7 +114,8 @@ def list_rules(
     if project is not None:
         query = query.where(col(Project.name) == project)
     rows = session.execute(query.order_by(col(AlertRule.id))).all()
-    data = [alerts.public_rule(rule, str(name)) for rule, name in rows]
+    reveal = access.scope != "read"
+    data = [alerts.public_rule(rule, str(name), reveal) for rule, name in rows]
     return GWJSONResponse({"data": data, "count": len(data)})
 
 
@@ -217,7 +218,8 @@ def list_deliveries(
     offset: Offset = 0,
     limit: Limit = 100,
 ) -> GWJSONResponse:
-    """The webhook delivery log, newest first."""
+    """The webhook delivery log, newest first (URLs shortened to their host for read
+    tokens: a webhook URL is a credential)."""
     query = (
         select(AlertDelivery, col(Project.name))
         .join(Alert, col(Alert.id) == col(AlertDelivery.alert_id))
@@ -238,7 +240,7 @@ def list_deliveries(
             "id": d.id,
             "alert": d.alert_id,
             "rule": d.rule_id,
-            "url": d.url,
+            "url": d.url if access.scope != "read" else alerts.redact_url(d.url),
             "status": d.status,
             "attempts": d.attempts,
             "http_status": d.http_status,
