@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlmodel import Session, col
 
-from gradwatch.server.crud import load_json
+from gradwatch.server.crud import load_json, tagged
 from gradwatch.server.groups import group_key
 from gradwatch.server.ingest import insert_ignore
 from gradwatch.server.models import Alert, AlertDelivery, AlertRule, Project, Run
@@ -154,7 +154,7 @@ def public_alerts(session: Session, rows: list[tuple[Alert, str, Run]]) -> list[
             "step": a.step,
             "param": a.param,
             "message": a.message,
-            "details": load_json(a.details) or {},
+            "details": tagged(load_json(a.details) or {}),
             "created_at": a.created_at,
             "rules": json.loads(a.rules),
             "deliveries": counts[int(a.id or 0)],

@@ -22,12 +22,19 @@ from gradwatch.server.schemas import (
     RunPublic,
 )
 from gradwatch.server.status import StatusPolicy, run_status
-from gradwatch.wire import from_jsonable
+from gradwatch.wire import from_jsonable, to_jsonable
 
 
 def load_json(text: str | None) -> Any:
     """Stored JSON text back to Python (non-finite floats restored)."""
     return None if text is None else from_jsonable(json.loads(text))
+
+
+def tagged(value: Any) -> Any:
+    """Free-form data (details, start and end records, fingerprints) as the API sends it:
+    non-finite floats in the wire's tagged form ``{"$f": "nan"}``, so that NaN and the
+    string ``"NaN"`` stay distinct (decode with ``gradwatch.wire.from_jsonable``)."""
+    return to_jsonable(value)
 
 
 def list_runs(
@@ -162,9 +169,9 @@ def get_run(session: Session, *, run: Run, project: str, policy: StatusPolicy) -
     public = public_run(session, run=run, project=project, policy=policy)
     return RunDetail(
         **public.model_dump(),
-        start=load_json(run.start_meta) or {},
-        fingerprint=fingerprint(session, run_id=run.id),
-        end=load_json(run.end_meta),
+        start=tagged(load_json(run.start_meta) or {}),
+        fingerprint=tagged(fingerprint(session, run_id=run.id)),
+        end=tagged(load_json(run.end_meta)),
     )
 
 
@@ -234,7 +241,7 @@ def _finding(f: Finding) -> FindingPublic:
         param=f.param,
         message=f.message,
         hint=f.hint,
-        details=load_json(f.details) or {},
-        t=load_json(f.t),
+        details=tagged(load_json(f.details) or {}),
+        t=tagged(load_json(f.t)),
         source=f.source,
     )

@@ -33,7 +33,6 @@ from sqlmodel import Session, col
 from gradwatch.server.alerts import public_alerts
 from gradwatch.server.db import write_session
 from gradwatch.server.models import Alert, AlertDelivery, AlertRule, Project, Run
-from gradwatch.server.records import dump_json
 
 log = logging.getLogger("gradwatch.server")
 SIGNATURE_HEADER = "X-Gradwatch-Signature"
@@ -98,7 +97,9 @@ def body_of(alert: dict[str, Any]) -> bytes:
         f"gradwatch [{alert['severity']}] {alert['check']} in run {alert['run']}{where}{param}: "
         f"{alert['message']}"
     )
-    return dump_json({"text": text, "gradwatch": alert}).encode()
+    # the alert is already plain JSON (details tagged by public_alerts): no second tagging
+    body = {"text": text, "gradwatch": alert}
+    return json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
 
 
 def send(url: str, body: bytes, headers: dict[str, str], policy: WebhookPolicy) -> int:
