@@ -37,12 +37,9 @@ def form_csrf(client: TestClient) -> str:
     return found.group(1)
 
 
-def token_cookie(reply: object) -> str:
-    return "; ".join(
-        v
-        for k, v in reply.headers.multi_items()
-        if k == "set-cookie" and TOKEN_COOKIE in v  # type: ignore[attr-defined]
-    )
+def token_cookie(reply: httpx.Response) -> str:
+    cookies = reply.headers.get_list("set-cookie")
+    return "; ".join(v for v in cookies if TOKEN_COOKIE in v)
 
 
 def test_a_token_in_the_url_is_refused_and_never_kept(client: TestClient) -> None:
