@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -37,7 +37,7 @@ def form_csrf(client: TestClient) -> str:
     return found.group(1)
 
 
-def token_cookie(reply: httpx.Response) -> str:
+def token_cookie(reply: Any) -> str:
     cookies = reply.headers.get_list("set-cookie")
     return "; ".join(v for v in cookies if TOKEN_COOKIE in v)
 
