@@ -28,7 +28,7 @@ from gradwatch.server.ingest import ensure_project
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.models import Alert, AlertDelivery, AlertRule, Project
 from gradwatch.server.schemas import ErrorReply
-from gradwatch.server.webhooks import TargetRefusedError, check_target
+from gradwatch.server.targets import TargetRefusedError, check_target
 
 router = APIRouter(tags=["alerts"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
