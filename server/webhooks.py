@@ -1,7 +1,8 @@
 """Webhook delivery of alerts: Slack-compatible body, HMAC-SHA256 signature, retries.
 
-The body is ``{"text": one line, "gradwatch": the Alert object}`` (Slack's incoming
-webhooks read ``text`` and ignore the rest). With a rule secret, the header
+The body is ``{"text": one line, "allowed_mentions": ..., "gradwatch": the Alert object}``
+(Slack's incoming webhooks read ``text`` and ignore the rest; user text in ``text`` is
+escaped, see ``chat_text``). With a rule secret, the header
 ``X-Gradwatch-Signature: sha256=<hex>`` is the HMAC-SHA256 of the raw body with that
 secret. A 2xx answer delivers; anything else (another status, a timeout, a refused
 target) is retried after ``backoff × 2^(attempt-1)`` seconds, up to ``attempts`` tries,
@@ -63,8 +64,18 @@ def body_of(alert: dict[str, Any]) -> bytes:
         f"{alert['message']}"
     )
     # the alert is already plain JSON (details tagged by public_alerts): no second tagging
-    body = {"text": text, "gradwatch": alert}
+    body = {"text": chat_text(text), "allowed_mentions": {"parse": []}, "gradwatch": alert}
     return json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
+
+
+def chat_text(text: str) -> str:
+    """``text`` made inert as a chat message: ``&``, ``<`` and ``>`` escaped as Slack asks
+    (so no ``<!channel>``, ``<@U123>`` or ``<url|label>`` from a tensor name or message),
+    and ``@`` followed by a zero-width space (no Discord ``@everyone``/``@here``; the body's
+    ``allowed_mentions`` says the same to Discord). The ``gradwatch`` object keeps the
+    original text."""
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return escaped.replace("@", "@\u200b")
 
 
 def send(url: str, body: bytes, headers: dict[str, str], policy: WebhookPolicy) -> int:
