@@ -55,4 +55,5 @@ def bridge(flask_app: Any, slots: int = WORKERS, wait: float = WAIT_S) -> Bounde
     """``flask_app`` as a bounded ASGI app."""
     from a2wsgi import WSGIMiddleware
 
-    return Bounded(WSGIMiddleware(flask_app, workers=slots), slots, wait)
+    wsgi: Any = WSGIMiddleware(flask_app, workers=slots)  # a2wsgi's own ASGI types
+    return Bounded(wsgi, slots, wait)

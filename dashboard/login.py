@@ -66,7 +66,7 @@ def _same_origin(request: Any) -> bool:
     origin = request.headers.get("Origin")
     if origin is None:
         return True
-    return urllib.parse.urlsplit(origin).netloc == request.host
+    return bool(urllib.parse.urlsplit(str(origin)).netloc == str(request.host))
 
 
 def _refuse(status: int, why: str) -> Any:

@@ -57,7 +57,8 @@ class BodyLimit:
 
 
 async def _read(receive: Receive, limit: int) -> bytes:
-    parts, size = [], 0
+    parts: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":  # the client went away

@@ -21,8 +21,8 @@ from gradwatch.server.problems import note
 
 Vector = np.ndarray[Any, Any]
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-# Output budget of one reply: series × points. About 20 bytes of JSON per point, so a reply
-# stays near 20 MB and a few seconds of CPU whatever the query string asks for.
+# Output budget of one reply: series × points. A point of a float32 statistic is about 26
+# bytes of JSON (docs/limits.md), so a reply stays near 26 MB whatever the query asks for.
 MAX_REPLY_VALUES = 1_000_000
 
 
