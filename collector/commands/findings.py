@@ -20,7 +20,7 @@ from gradwatch import paths
 from gradwatch.catalogue import SEVERITIES
 from gradwatch.commands import Subparsers
 from gradwatch.spool import list_segments, read_spool
-from gradwatch.wire import Kind
+from gradwatch.wire import Kind, from_jsonable
 
 JSON_KEYS = (
     "run",
@@ -82,7 +82,7 @@ def _get(server: str, path: str, token: str | None, **query: Any) -> Any:
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     with urllib.request.urlopen(request, timeout=30) as reply:
-        return json.loads(reply.read())
+        return from_jsonable(json.loads(reply.read()))  # details carry NaN as {"$f": "nan"}
 
 
 def server_findings(server: str, run: str | None, token: str | None) -> list[dict[str, Any]]:
