@@ -19,6 +19,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from gradwatch.wire import from_jsonable
+
 PREFIX = "/api/v1"
 TOKEN_COOKIE = "gradwatch_token"
 
@@ -67,7 +69,7 @@ class Api:
             raise ApiError(e.code, _detail(e.read())) from e
         except OSError as e:
             raise ApiError(0, f"the server at {self.base_url} is unreachable ({e})") from e
-        return json.loads(raw) if raw else None
+        return from_jsonable(json.loads(raw)) if raw else None  # details: {"$f": "nan"}
 
 
 def _detail(raw: bytes) -> str:

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from dash import Dash, Input, Output, dcc, html
 
 from gradwatch.dashboard import ids
-from gradwatch.dashboard.api import TOKEN_COOKIE
 from gradwatch.dashboard.components import empty_state
+from gradwatch.dashboard.login import add_login
 from gradwatch.dashboard.pages import alerts, compare, run, runs
 
 if TYPE_CHECKING:
@@ -76,20 +76,8 @@ def create_dash() -> Dash:
     )(route)
     for page in PAGES:
         page.register(app)
-    _login_route(app)
+    add_login(app.server)
     return app
-
-
-def _login_route(app: Dash) -> None:
-    """``/login?token=…`` keeps a read token in a cookie for servers that require tokens."""
-    import flask
-
-    @app.server.route("/login")  # type: ignore[untyped-decorator]
-    def login() -> Any:
-        token = flask.request.args.get("token", "")
-        reply = flask.redirect("/")
-        reply.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict")
-        return reply
 
 
 def mount(api: FastAPI) -> None:
@@ -97,9 +85,9 @@ def mount(api: FastAPI) -> None:
 
     An unknown ``/api/...`` path stays a JSON 404 instead of falling through to the pages.
     """
-    from a2wsgi import WSGIMiddleware
     from fastapi import Depends
 
+    from gradwatch.dashboard.bridge import bridge
     from gradwatch.server.api.deps import read_access
     from gradwatch.server.errors import RequestError
 
@@ -108,4 +96,4 @@ def mount(api: FastAPI) -> None:
         """404 (after the same token check as every API route: 401 comes first)."""
         raise RequestError(404, f"no API route /api/{rest[:200]}; the routes are listed at /docs")
 
-    api.mount("/", WSGIMiddleware(create_dash().server))  # type: ignore[arg-type]
+    api.mount("/", bridge(create_dash().server))

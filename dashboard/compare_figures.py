@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from dash import html
 
 from gradwatch.dashboard.components import flatten, short, table
-from gradwatch.dashboard.figures import base, empty, line, mark_step, nonfinite_markers
+from gradwatch.dashboard.figures import base, empty, label, line, mark_step, nonfinite_markers
 from gradwatch.dashboard.values import kind, log10, to_float
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -49,8 +49,8 @@ def overlay(
         )
         for trace in nonfinite_markers(steps, values, top):
             fig.add_trace(trace)
-    for step, label in marks:
-        mark_step(fig, step, label)
+    for step, text in marks:
+        mark_step(fig, step, text)
     fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.2})
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(title_text="loss")
@@ -62,7 +62,7 @@ def per_tensor(rows: Sequence[dict[str, Any]], *, title: str = "") -> go.Figure:
     title = title or "Per-tensor difference (max relative, log₁₀)"
     if not rows:
         return empty(title, "no per-tensor differences to show")
-    names = [r["name"] for r in rows]
+    names = [label(r["name"]) for r in rows]
     values = [[to_float((r.get("max_rel") or {}).get(m, math.nan)) for m in METRICS] for r in rows]
     z = [[log10(v) for v in row] for row in values]
     text = [
@@ -87,7 +87,7 @@ def per_tensor(rows: Sequence[dict[str, Any]], *, title: str = "") -> go.Figure:
         )
     )
     bad = [
-        (m, r["name"])
+        (m, label(r["name"]))
         for r, row in zip(rows, values, strict=True)
         for m, v in zip(METRICS, row, strict=True)
         if kind(v) != "finite"

@@ -12,6 +12,7 @@ Example::
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -38,11 +39,18 @@ FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12}
 AXIS = {"gridcolor": "#eceef1", "zerolinecolor": "#d0d4d9", "linecolor": "#d0d4d9"}
 
 
+def label(text: str) -> str:
+    """User text (tensor, run and check names, messages) as a Plotly label: Plotly renders
+    a subset of HTML in labels (``<a href>``, ``<b>``, ``<br>``), so ``&``, ``<`` and ``>``
+    are escaped; it shows the entities as the characters they stand for."""
+    return html.escape(str(text), quote=False)
+
+
 def style(title: str, height: int) -> dict[str, Any]:
     """The dashboard's look as layout keywords (no Plotly template: merging one into every
     figure cost seconds per page)."""
     return {
-        "title": {"text": title, "x": 0.01, "font": {"size": 14}},
+        "title": {"text": label(title), "x": 0.01, "font": {"size": 14}},
         "height": height,
         "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
         "template": "none",
@@ -65,14 +73,14 @@ def empty(title: str, why: str, height: int = 220) -> go.Figure:
     fig = base(title, height)
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
-    fig.add_annotation(text=why, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.add_annotation(text=label(why), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     return fig
 
 
 def line(x: Sequence[int], y: Sequence[float | None], name: str, **kw: Any) -> go.Scatter:
     """A line trace, WebGL when long."""
     cls = go.Scattergl if len(x) > WEBGL_LINES_FROM else go.Scatter
-    trace: go.Scatter = cls(x=list(x), y=list(y), name=name, mode="lines", **kw)
+    trace: go.Scatter = cls(x=list(x), y=list(y), name=label(name), mode="lines", **kw)
     return trace
 
 
@@ -81,7 +89,7 @@ def nonfinite_markers(
 ) -> list[go.Scatter]:
     """One marker trace per kind of non-finite value, drawn at height ``y``."""
     traces = []
-    for what, (symbol, color, label) in BAD.items():
+    for what, (symbol, color, bad) in BAD.items():
         xs = [s for s, v in zip(steps, values, strict=False) if kind(v) == what]
         if xs:
             traces.append(
@@ -89,16 +97,16 @@ def nonfinite_markers(
                     x=xs,
                     y=[y] * len(xs),
                     mode="markers",
-                    name=label,
+                    name=bad,
                     marker={"symbol": symbol, "color": color, "size": 9},
-                    hovertemplate=f"step %{{x}}: {label}<extra></extra>",
+                    hovertemplate=f"step %{{x}}: {bad}<extra></extra>",
                     **kw,
                 )
             )
     return traces
 
 
-def mark_step(fig: go.Figure, step: int | None, label: str, color: str = "#d62728") -> None:
+def mark_step(fig: go.Figure, step: int | None, text: str, color: str = "#d62728") -> None:
     """A dashed vertical line at ``step`` with a label on top (nothing when ``None``)."""
     if step is None:
         return
@@ -107,7 +115,7 @@ def mark_step(fig: go.Figure, step: int | None, label: str, color: str = "#d6272
         x=step,
         y=1.0,
         yref="paper",
-        text=label,
+        text=label(text),
         showarrow=False,
         yanchor="bottom",
         font={"color": color, "size": 11},
@@ -192,6 +200,7 @@ def tensor_heatmap(
         return empty(title, "no steps recorded yet")
     fig = base(title, height=max(260, min(900, 60 + 14 * len(tensors))))
     grid = np.asarray(values, dtype=np.float64)
+    tensors = [label(t) for t in tensors]
     fig.add_trace(
         go.Heatmap(
             x=np.asarray(steps),
@@ -208,7 +217,7 @@ def tensor_heatmap(
         "inf": np.isposinf(grid),
         "-inf": np.isneginf(grid),
     }  # one vectorised pass per kind (a Python loop over 60,000 cells cost a tenth of a second)
-    for what, (symbol, color, label) in BAD.items():
+    for what, (symbol, color, bad) in BAD.items():
         rows, cols = np.nonzero(masks[what].reshape(grid.shape[0], -1))
         if len(rows):
             marks = go.Scattergl if len(rows) > WEBGL_FROM else go.Scatter
@@ -217,9 +226,9 @@ def tensor_heatmap(
                     x=[steps[j] for j in cols.tolist()],
                     y=[tensors[i] for i in rows.tolist()],
                     mode="markers",
-                    name=label,
+                    name=bad,
                     marker={"symbol": symbol, "color": color, "size": 7},
-                    hovertemplate=f"%{{y}}<br>from step %{{x}}: {label}<extra></extra>",
+                    hovertemplate=f"%{{y}}<br>from step %{{x}}: {bad}<extra></extra>",
                 )
             )
     fig.update_yaxes(autorange="reversed", type="category", tickfont={"size": 10})
@@ -326,7 +335,8 @@ def lifecycle_figure(
             for i, event in enumerate(events):
                 if event and event[0] == lane:
                     xs.append(row["step"] - 1 + (i + 1) / (len(events) + 1))
-                    texts.append(f"step {row['step']}: {lane} {event[2] if len(event) > 2 else ''}")
+                    detail = event[2] if len(event) > 2 else ""
+                    texts.append(label(f"step {row['step']}: {lane} {detail}"))
         if xs:
             symbol, color = LANE_STYLE[lane]
             fig.add_trace(
@@ -360,7 +370,7 @@ def lifecycle_figure(
                     mode="markers",
                     name="finding",
                     marker={"symbol": "circle-open", "size": 16, "color": "#d62728"},
-                    hovertemplate=f"step {step}: {', '.join(checks)}<extra></extra>",
+                    hovertemplate=f"step {step}: {label(', '.join(checks))}<extra></extra>",
                 )
             )
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=LANES[::-1])

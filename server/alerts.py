@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlmodel import Session, col
 
-from gradwatch.server.crud import load_json
+from gradwatch.server.crud import load_json, tagged
 from gradwatch.server.groups import group_key
 from gradwatch.server.incidents import regroup
 from gradwatch.server.ingest import insert_ignore
@@ -101,15 +102,25 @@ def raise_alerts(session: Session, run_id: str, findings: list[dict[str, Any]]) 
     return created
 
 
-def public_rule(rule: AlertRule, project: str) -> dict[str, Any]:
-    """The ``AlertRule`` object of the API (the secret itself is never returned)."""
+def redact_url(url: str | None) -> str | None:
+    """``scheme://host/…``: a webhook URL without what makes it a credential (for Slack,
+    Discord or Teams the path *is* the secret), for callers with a read token."""
+    if url is None:
+        return None
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or ''}/…"
+
+
+def public_rule(rule: AlertRule, project: str, reveal: bool = True) -> dict[str, Any]:
+    """The ``AlertRule`` object of the API (the secret itself is never returned; the
+    webhook URL only when ``reveal``: to write tokens and on servers without tokens)."""
     return {
         "id": rule.id,
         "project": project,
         "check": rule.check,
         "min_severity": rule.min_severity,
         "group": rule.group_key,
-        "webhook_url": rule.webhook_url,
+        "webhook_url": rule.webhook_url if reveal else redact_url(rule.webhook_url),
         "has_secret": bool(rule.secret),
         "enabled": rule.enabled,
         "created_at": rule.created_at,
@@ -147,7 +158,7 @@ def public_alerts(session: Session, rows: list[tuple[Alert, str, Run]]) -> list[
             "step": a.step,
             "param": a.param,
             "message": a.message,
-            "details": load_json(a.details) or {},
+            "details": tagged(load_json(a.details) or {}),
             "created_at": a.created_at,
             "rules": json.loads(a.rules),
             "deliveries": counts[int(a.id or 0)],

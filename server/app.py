@@ -26,6 +26,7 @@ from sqlalchemy.exc import OperationalError
 
 from gradwatch._version import __version__
 from gradwatch.server.api.routes import api_router
+from gradwatch.server.bodylimit import BodyLimit
 from gradwatch.server.config import Settings
 from gradwatch.server.db import make_engine
 from gradwatch.server.errors import RequestError
@@ -77,6 +78,12 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.engine = engine
     app.include_router(api_router, prefix=API_PREFIX)
     app.add_middleware(RejectNul)
+    app.add_middleware(  # outermost: before routing, parsing and the token check
+        BodyLimit,
+        ingest_bytes=settings.max_body_bytes,
+        other_bytes=settings.max_json_bytes,
+        timeout=settings.body_timeout,
+    )
     app.add_exception_handler(RequestError, _request_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(OperationalError, _database_busy)  # type: ignore[arg-type]

@@ -38,6 +38,10 @@ class Access:
     project: str | None
     scope: str | None
 
+    def sees(self, project: str) -> bool:
+        """Whether this caller may know that an object of ``project`` exists."""
+        return self.project is None or self.project == project
+
     def check(self, project: str, scope: str) -> None:
         """403 unless this caller may use ``scope`` on ``project``."""
         if self.project is None:

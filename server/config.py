@@ -22,6 +22,7 @@ from gradwatch import paths
 
 DB_ENV = "GRADWATCH_DB"
 ALLOW_PRIVATE_ENV = "GRADWATCH_ALLOW_PRIVATE_WEBHOOKS"
+REQUIRE_TOKENS_ENV = "GRADWATCH_REQUIRE_TOKENS"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DB_FILE = "gradwatch.db"
@@ -46,7 +47,12 @@ def is_loopback(host: str) -> bool:
 class Settings:
     """Everything ``create_app`` needs; immutable, so one app never sees another's values.
 
-    ``require_tokens`` is forced on for a non-loopback ``host``. ``import_interval`` is the
+    ``require_tokens`` is forced on for a non-loopback ``host``; on loopback it is off
+    unless asked for (``--require-tokens``, ``GRADWATCH_REQUIRE_TOKENS=1``): every
+    process of the host can reach a loopback server, a same-host reverse proxy too.
+    ``max_body_bytes`` bounds an ingest request, ``max_json_bytes`` any other request
+    body, ``body_timeout`` the seconds a body may take to arrive (see
+    :mod:`gradwatch.server.bodylimit`). ``import_interval`` is the
     period of the local spool import in seconds (``None`` turns it off); ``monitor_interval``
     the period of the live drift comparison, seed envelopes and webhook deliveries (``None``
     turns them off). Webhook targets on loopback/private/link-local addresses are refused
@@ -59,7 +65,9 @@ class Settings:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     require_tokens: bool = False
-    max_body_bytes: int = 64 << 20
+    max_body_bytes: int = 64 << 20  # one ingest request (a batch of frames)
+    max_json_bytes: int = 1 << 20  # any other request body, API and dashboard
+    body_timeout: float = 30.0  # seconds for a whole request body to arrive
     stalled_after: float = 120.0
     crashed_after: float = 3600.0
     import_interval: float | None = 2.0
@@ -81,6 +89,8 @@ class Settings:
         url = db or os.environ.get(DB_ENV) or default_db_url(root)
         if os.environ.get(ALLOW_PRIVATE_ENV, "") not in ("", "0"):
             kw.setdefault("allow_private_webhooks", True)
+        if os.environ.get(REQUIRE_TOKENS_ENV, "") not in ("", "0"):
+            kw.setdefault("require_tokens", True)
         return cls(db_url=url, data_dir=root, **kw)
 
     def with_(self, **changes: Any) -> Settings:

@@ -13,6 +13,7 @@ from sqlmodel import Session, col
 from gradwatch.incidents import views
 from gradwatch.lint.confirm import confirmation, confirming_checks
 from gradwatch.server import groups
+from gradwatch.server.auth import Access
 from gradwatch.server.errors import RequestError
 from gradwatch.server.models import Finding, Fingerprint, Project, Run, RunTag
 from gradwatch.server.schemas import (
@@ -22,12 +23,19 @@ from gradwatch.server.schemas import (
     RunPublic,
 )
 from gradwatch.server.status import StatusPolicy, run_status
-from gradwatch.wire import from_jsonable
+from gradwatch.wire import from_jsonable, to_jsonable
 
 
 def load_json(text: str | None) -> Any:
     """Stored JSON text back to Python (non-finite floats restored)."""
     return None if text is None else from_jsonable(json.loads(text))
+
+
+def tagged(value: Any) -> Any:
+    """Free-form data (details, start and end records, fingerprints) as the API sends it:
+    non-finite floats in the wire's tagged form ``{"$f": "nan"}``, so that NaN and the
+    string ``"NaN"`` stay distinct (decode with ``gradwatch.wire.from_jsonable``)."""
+    return to_jsonable(value)
 
 
 def list_runs(
@@ -132,15 +140,20 @@ def _tags(session: Session, ids: Sequence[str]) -> dict[str, list[str]]:
     return out
 
 
-def get_run_row(session: Session, run_id: str) -> tuple[Run, str]:
-    """The run and its project name, or 404."""
+def get_run_row(
+    session: Session, run_id: str, access: Access, scope: str = "read"
+) -> tuple[Run, str]:
+    """The run and its project name, or 404 for an unknown run *and* for a run of a
+    project the caller cannot see (the same reply, naming no project: ids and project
+    names cannot be probed); 403 only for the wrong scope on the caller's own project."""
     row = session.execute(
         select(Run, col(Project.name))
         .join(Project, col(Project.id) == col(Run.project_id))
         .where(col(Run.id) == run_id)
     ).first()
-    if row is None:
+    if row is None or not access.sees(str(row[1])):
         raise RequestError(404, f"no run {run_id[:130]!r}; list runs with GET /api/v1/runs")
+    access.check(str(row[1]), scope)
     return row[0], str(row[1])
 
 
@@ -161,9 +174,9 @@ def get_run(session: Session, *, run: Run, project: str, policy: StatusPolicy) -
     public = public_run(session, run=run, project=project, policy=policy)
     return RunDetail(
         **public.model_dump(),
-        start=load_json(run.start_meta) or {},
-        fingerprint=fingerprint(session, run_id=run.id),
-        end=load_json(run.end_meta),
+        start=tagged(load_json(run.start_meta) or {}),
+        fingerprint=tagged(fingerprint(session, run_id=run.id)),
+        end=tagged(load_json(run.end_meta)),
     )
 
 
@@ -233,8 +246,8 @@ def _finding(f: Finding) -> FindingPublic:
         param=f.param,
         message=f.message,
         hint=f.hint,
-        details=load_json(f.details) or {},
-        t=load_json(f.t),
+        details=tagged(load_json(f.details) or {}),
+        t=tagged(load_json(f.t)),
         source=f.source,
         incident=f.incident,
         role=f.role,

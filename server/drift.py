@@ -172,8 +172,13 @@ def envelope_pass(engine: Engine, keys: set[tuple[int, str]] | None = None) -> l
         if keys is None or key in keys:
             by_group.setdefault(key, []).append(run)
     flagged: list[str] = []
-    for members in by_group.values():
-        flagged += _envelope(engine, members)
+    for (project_id, group), members in by_group.items():
+        try:
+            flagged += _envelope(engine, members)
+        except Exception as e:  # one bad group must not stop the groups after it
+            log.warning(
+                "envelope: group %s of project %s: %s: %s", group, project_id, type(e).__name__, e
+            )
     return flagged
 
 

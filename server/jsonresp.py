@@ -5,7 +5,11 @@ gradwatch writes ``NaN``, ``Infinity`` and ``-Infinity`` as the *strings* ``"NaN
 ``"Infinity"`` and ``"-Infinity"`` wherever a float is expected (series values, finding
 details, fingerprints). ``-0.0`` and subnormals are written exactly (shortest repr);
 non-ASCII text is escaped, so any stored string can be sent.
-Clients decode with ``decode_float``.
+Clients decode with ``decode_float``. Free-form objects, where a string may stand
+(finding and alert ``details``, a run's ``start``, ``end`` and ``fingerprint``), carry
+non-finite floats in the wire's tagged form instead (``{"$f": "nan"}``, see
+``gradwatch.wire.to_jsonable``), so NaN and the string ``"NaN"`` differ there; decode
+them with ``gradwatch.wire.from_jsonable``.
 
 Example::
 

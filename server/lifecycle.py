@@ -16,6 +16,7 @@ from sqlmodel import Session, col
 
 from gradwatch.server.crud import load_json
 from gradwatch.server.models import SeriesBlob, SeriesChunk
+from gradwatch.server.problems import note
 
 
 def window(last_step: int, start: int | None, end: int | None, limit: int) -> tuple[int, int]:
@@ -52,19 +53,28 @@ def lifecycle(
     rows: list[dict[str, Any]] = []
     for steps_raw, meta_text, backward_raw in session.execute(query):
         steps = np.frombuffer(steps_raw, dtype="<i8")
-        events = (load_json(meta_text) or {}).get("events") or []
+        events = _events(load_json(meta_text), len(steps))
         passes = _passes(backward_raw, len(steps))
         for i, step in enumerate(steps.tolist()):
             if start <= step <= end:
-                rows.append(
-                    {
-                        "step": step,
-                        "n_backward": passes[i],
-                        "events": events[i] if i < len(events) else [],
-                    }
-                )
+                rows.append({"step": step, "n_backward": passes[i], "events": events[i]})
     rows.sort(key=lambda r: int(r["step"]))
     return rows
+
+
+def _events(meta: Any, n: int) -> list[list[Any]]:
+    """Each step's event lists; a step whose stored events are unreadable gets none (noted)."""
+    events = meta.get("events") if isinstance(meta, dict) else None
+    if events is None:
+        return [[] for _ in range(n)]
+    if not isinstance(events, list):
+        events = []
+    out = [
+        e if isinstance(e, list) and all(isinstance(x, list) for x in e) else None for e in events
+    ]
+    if len(out) != n or None in out:
+        note(f"the lifecycle events of {n} steps are stored damaged; those steps show none")
+    return [(out[i] if i < len(out) else None) or [] for i in range(n)]
 
 
 def _passes(raw: bytes | None, n: int) -> list[int | None]:

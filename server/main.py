@@ -19,8 +19,9 @@ from gradwatch.server.status import StatusPolicy
 
 
 def check_bind(settings: Settings) -> None:
-    """Refuse a non-loopback bind while no token exists (anyone could read and write)."""
-    if is_loopback(settings.host):
+    """Refuse a non-loopback bind while no token exists (anyone could read and write), and
+    a server that requires tokens while none exists (no one could)."""
+    if is_loopback(settings.host) and not settings.require_tokens:
         return
     engine = make_engine(settings.db_url)
     try:
@@ -29,6 +30,12 @@ def check_bind(settings: Settings) -> None:
             tokens = count_tokens(session)
     finally:
         engine.dispose()
+    if tokens == 0 and is_loopback(settings.host):
+        raise ServerConfigError(
+            "refusing to start: tokens are required (--require-tokens) but none exists; "
+            "create them first, e.g. `gradwatch serve --create-token PROJECT --scope read` "
+            "with the same --db"
+        )
     if tokens == 0:
         raise ServerConfigError(
             f"refusing to listen on {settings.host}: a server reachable from other machines "

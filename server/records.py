@@ -24,11 +24,14 @@ from gradwatch.server.models import (
     SeriesBlob,
     SeriesChunk,
 )
+from gradwatch.server.recordmeta import check_per_step, checked_tensors
 from gradwatch.server.summary import steps_blob, summary_blobs
 from gradwatch.wire import Array, Frame, Kind, to_jsonable
 
 SEVERITIES = ("info", "warning", "error")
 ROLES = ("cause", "consequence")
+TEXT_MAX = 4096  # a finding's message or hint: one screen of text at most
+PARAM_MAX = 1024  # a finding's parameter (one tensor name, or a few joined)
 SCALARS_OPTIMIZER = -1
 NUMPY_DTYPES = {"f8": "<f8", "f4": "<f4", "i8": "<i8", "i4": "<i4", "u1": "u1"}
 
@@ -124,17 +127,17 @@ def _start(where: v.Where, run_id: str, meta: dict[str, Any]) -> dict[str, Any]:
         "project": v.text(
             where, "meta.project", meta.get("project") or "default", max_len=NAME_MAX
         ),
-        "name": v.text(where, "meta.name", meta.get("name") or run_id),
+        "name": v.text(where, "meta.name", meta.get("name") or run_id, max_len=NAME_MAX),
         "tags": v.text_list(where, "meta.tags", meta.get("tags", []), max_len=NAME_MAX),
         "config_hash": v.opt_text(
             where, "meta.config_hash", meta.get("config_hash"), max_len=NAME_MAX
         ),
         "started_at": v.finite(where, "meta.started_at", meta.get("started_at", 0.0)),
         "pid": v.opt_integer(where, "meta.pid", meta.get("pid"), low=0),
-        "host": v.opt_text(where, "meta.host", meta.get("host")),
+        "host": v.opt_text(where, "meta.host", meta.get("host"), max_len=NAME_MAX),
         **_ddp(where, meta.get("ddp")),
         "job_id": v.opt_text(where, "meta.job", meta.get("job"), max_len=RUN_ID_MAX),
-        "meta": dump_json(meta),
+        "meta": dump_json(checked_tensors(where, meta)),
     }
 
 
@@ -171,11 +174,11 @@ def _finding(where: v.Where, name: str, item: Any) -> dict[str, Any]:
     return {
         "check": v.text(where, f"{name}.check", f.get("check"), max_len=NAME_MAX),
         "severity": v.choice(where, f"{name}.severity", f.get("severity"), SEVERITIES),
-        "step": v.opt_integer(where, f"{name}.step", f.get("step")),
-        "optimizer": v.opt_integer(where, f"{name}.optimizer", f.get("optimizer")),
-        "param": v.opt_text(where, f"{name}.param", f.get("param")),
-        "message": v.text(where, f"{name}.message", f.get("message")),
-        "hint": v.text(where, f"{name}.hint", f.get("hint", "")),
+        "step": v.opt_integer(where, f"{name}.step", f.get("step"), low=0),
+        "optimizer": v.opt_integer(where, f"{name}.optimizer", f.get("optimizer"), low=0),
+        "param": v.opt_text(where, f"{name}.param", f.get("param"), max_len=PARAM_MAX),
+        "message": v.text(where, f"{name}.message", f.get("message"), max_len=TEXT_MAX),
+        "hint": v.text(where, f"{name}.hint", f.get("hint", ""), max_len=TEXT_MAX),
         "source": v.text(where, f"{name}.source", f.get("source", "runtime"), max_len=32),
         "details": dump_json(v.mapping(where, f"{name}.details", f.get("details", {}))),
         "t": dump_json(f.get("t")),
@@ -220,7 +223,10 @@ def _step_array(where: v.Where, arrays: dict[str, Array], name: str) -> np.ndarr
         raise where.fail(
             f"array {name!r}", f"must be a 1-d integer array of step numbers, got {got}"
         )
-    return as_numpy(where, name, array).astype("<i8")
+    steps = as_numpy(where, name, array).astype("<i8")
+    if steps.size and steps.min() < 0:
+        raise where.fail(f"array {name!r}", f"holds step {steps.min()}; steps are 0 or more")
+    return steps
 
 
 def _chunk(
@@ -250,6 +256,7 @@ def _steps(
     n = len(steps)
     if n == 0:
         return
+    check_per_step(where, meta, n)
     blobs: list[dict[str, Any]] = []
     for name, array in arrays.items():
         if name == "step":

@@ -43,7 +43,10 @@ def _batch_hashes(
     )
     out: dict[int, str | None] = {}
     for raw, meta in session.execute(query):
-        hashes = json.loads(meta).get("batch_hash") or []
+        stored = json.loads(meta)
+        hashes = stored.get("batch_hash") if isinstance(stored, dict) else None
+        if not isinstance(hashes, list):  # absent, or stored damaged: no batch identity
+            hashes = []
         steps = np.frombuffer(raw, dtype="<i8").tolist()
         for step, value in zip(steps, hashes, strict=False):
             out[int(step)] = value if isinstance(value, str) else None
@@ -107,7 +110,8 @@ def load_run_data(
 def loss_series(session: Session, run_id: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(steps, loss) of optimizer 0 where a loss was logged."""
     loss = read_block(session, run_id, 0, "loss", None)
+    if not loss.steps.size:  # a run of the sweep that has no steps yet
+        return torch.zeros(0, dtype=torch.int64), _tensor(np.zeros(0))
     has = read_block(session, run_id, 0, "has_loss", None)
     keep = has.values[0] != 0 if has.steps.size == loss.steps.size else slice(None)
-    values = loss.values[0][keep] if loss.steps.size else np.zeros(0)
-    return torch.from_numpy(loss.steps[keep].copy()), _tensor(values)
+    return torch.from_numpy(loss.steps[keep].copy()), _tensor(loss.values[0][keep])

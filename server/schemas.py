@@ -139,11 +139,20 @@ class Series(BaseModel):
     downsampled: bool
 
 
+def _problems() -> Any:
+    return Field(
+        default_factory=list,
+        description="stored data of the run that could not be read and was left out "
+        "(normally empty; data written by an older server may be damaged)",
+    )
+
+
 class SeriesPublic(BaseModel):
     """Selected series of a run."""
 
     data: list[Series]
     count: int
+    problems: list[str] = _problems()
 
 
 class OverviewPublic(BaseModel):
@@ -160,6 +169,7 @@ class OverviewPublic(BaseModel):
     steps: list[int]
     values: list[list[JsonFloat]]
     loss: Series | None
+    problems: list[str] = _problems()
 
 
 class IngestReply(BaseModel):
@@ -191,3 +201,4 @@ class LifecyclePublic(BaseModel):
     count: int
     start: int
     end: int
+    problems: list[str] = _problems()

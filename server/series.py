@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -14,11 +14,26 @@ from sqlalchemy import and_, select
 from sqlmodel import Session, col
 
 from gradwatch.analysis.downsample import downsample as downsample
-from gradwatch.analysis.selection import tensor_rows as tensor_rows
+from gradwatch.analysis.selection import tensor_rows as _tensor_rows
+from gradwatch.server.errors import RequestError
 from gradwatch.server.models import SeriesBlob, SeriesChunk
+from gradwatch.server.problems import note
 
 Vector = np.ndarray[Any, Any]
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+# Output budget of one reply: series × points. A point of a float32 statistic is about 26
+# bytes of JSON (docs/limits.md), so a reply stays near 26 MB whatever the query asks for.
+MAX_REPLY_VALUES = 1_000_000
+
+
+def check_budget(series: int, points: int) -> None:
+    """422 when ``series`` series of ``points`` points each exceed the reply budget."""
+    if series * points > MAX_REPLY_VALUES:
+        raise RequestError(
+            422,
+            f"this request asks for {series:,} series × {points:,} points, over the limit of "
+            f"{MAX_REPLY_VALUES:,} values per reply; ask for fewer names or fewer points",
+        )
 
 
 @dataclass
@@ -67,19 +82,40 @@ def read_block(
     value_parts: list[Vector] = []
     for steps_raw, dtype, nrows, data in session.execute(query):
         steps = np.frombuffer(steps_raw, dtype="<i8")
-        matrix = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<")).reshape(nrows, -1)
+        matrix = unpack(data, dtype, nrows, len(steps), f"{name} of run {run_id}")
+        if matrix is None:
+            continue
         picked = matrix if rows is None else matrix[[r for r in rows if r < nrows]]
         if rows is not None and len(picked) != len(rows):
             continue  # a tensor added later than this chunk (rare): skip the chunk
         mask = (steps >= lo) & (steps <= hi)
         step_parts.append(steps[mask])
         value_parts.append(picked[:, mask].astype(np.float64))
-    width = len(rows) if rows is not None else (value_parts[0].shape[0] if value_parts else 0)
+    width = len(rows) if rows is not None else max((len(v) for v in value_parts), default=0)
     if not step_parts:
         return Block(np.zeros(0, dtype=np.int64), np.zeros((width, 0)))
     steps = np.concatenate(step_parts)
     order = np.argsort(steps, kind="stable")
-    return Block(steps[order], np.concatenate(value_parts, axis=1)[:, order])
+    return Block(steps[order], np.concatenate([_widen(v, width) for v in value_parts], 1)[:, order])
+
+
+def unpack(data: bytes, dtype: str, rows: int, columns: int, what: str) -> Vector | None:
+    """A stored blob as its ``(rows, columns)`` matrix, or None (noted) when it is not one."""
+    try:
+        kind = np.dtype(dtype).newbyteorder("<")
+        if rows < 1 or kind.kind not in "fiub" or len(data) != rows * columns * kind.itemsize:
+            raise ValueError(f"{len(data)} bytes of {dtype} are not {rows} × {columns}")
+        return np.frombuffer(data, dtype=kind).reshape(rows, columns)
+    except (TypeError, ValueError) as e:
+        note(f"{what}: a stored chunk cannot be read ({e}); it is left out")
+        return None
+
+
+def _widen(values: Vector, width: int) -> Vector:
+    """Rows padded with NaN: a metric with more columns later (a new param group's lr)."""
+    if len(values) == width:
+        return values
+    return np.vstack([values, np.full((width - len(values), values.shape[1]), np.nan)])
 
 
 @dataclass(frozen=True)
@@ -94,6 +130,11 @@ class Selection:
     start: int | None = None
     end: int | None = None
     points: int = 1000
+
+
+def tensor_rows(start_meta: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """Tensor name -> (optimizer, row), from RUN_START; unreadable parts become problems."""
+    return _tensor_rows(start_meta, note)
 
 
 def _item(
@@ -112,11 +153,26 @@ def _item(
 
 
 def select_series(
-    session: Session, run_id: str, start_meta: dict[str, Any], sel: Selection
+    session: Session,
+    run_id: str,
+    start_meta: dict[str, Any],
+    sel: Selection,
+    steps: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The selected series, each downsampled to ``sel.points``; unknown names are skipped."""
+    """The selected series, each downsampled to ``sel.points``; unknown names are skipped.
+    ``steps`` (the run's step count) caps what one series can hold, for the reply budget."""
+    sel = replace(  # a name asked for twice is one series
+        sel,
+        tensors=list(dict.fromkeys(sel.tensors)),
+        stats=list(dict.fromkeys(sel.stats)),
+        metrics=[m for m in dict.fromkeys(sel.metrics) if ":" not in m],  # ':' = internal blob
+        scalars=list(dict.fromkeys(sel.scalars)),
+    )
     out: list[dict[str, Any]] = []
     rows = tensor_rows(start_meta)
+    known = sum(name in rows for name in sel.tensors)
+    points = sel.points if steps is None else min(sel.points, span(sel, steps))
+    check_budget(known * len(sel.stats) + len(sel.metrics) + len(sel.scalars), points)
     by_opt: dict[int, list[tuple[str, int]]] = {}
     for name in sel.tensors:
         if name in rows:
@@ -135,7 +191,15 @@ def select_series(
         out += metric(session, run_id, name, sel)
     if sel.scalars:
         out += _scalars(session, run_id, sel)
+    check_budget(len(out), points)  # a metric may hold many columns
     return out
+
+
+def span(sel: Selection, steps: int) -> int:
+    """How many steps of a run with ``steps`` steps the selection's range can hold."""
+    low = max(sel.start if sel.start is not None else 0, 0)
+    high = min(sel.end if sel.end is not None else steps, steps)
+    return max(high - low + 1, 1)
 
 
 def metric(session: Session, run_id: str, name: str, sel: Selection) -> list[dict[str, Any]]:

@@ -71,16 +71,22 @@ def heatmap(
     session: Session, run_id: str, optimizer: int, stat: str, points: int
 ) -> tuple[Vector, Vector]:
     """(first step of each column, ``(tensors, columns)`` maxima), at most ``points`` columns."""
-    firsts = {
-        seq: np.frombuffer(data, dtype="<i8")
-        for seq, data, _, _ in _read(session, run_id, optimizer, "max:steps")
-    }
+    from gradwatch.server.series import unpack  # series builds on this module
+
+    what = f"max:{stat} of run {run_id}"
+    firsts = {}
+    for seq, data, _, _ in _read(session, run_id, optimizer, "max:steps"):
+        found = unpack(data, "i8", 1, len(data) // 8, what)
+        if found is not None:
+            firsts[seq] = found[0]
     step_parts: list[Vector] = []
     value_parts: list[Vector] = []
     for seq, data, dtype, nrows in _read(session, run_id, optimizer, f"max:{stat}"):
         if seq not in firsts:
             continue
-        matrix = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<")).reshape(nrows, -1)
+        matrix = unpack(data, dtype, nrows, len(firsts[seq]), what)
+        if matrix is None:
+            continue
         if value_parts and matrix.shape[0] != value_parts[0].shape[0]:
             continue  # a chunk with another tensor count (a group added mid-run)
         step_parts.append(firsts[seq])

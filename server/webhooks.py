@@ -1,15 +1,17 @@
 """Webhook delivery of alerts: Slack-compatible body, HMAC-SHA256 signature, retries.
 
-The body is ``{"text": one line, "gradwatch": the Alert object}`` (Slack's incoming
-webhooks read ``text`` and ignore the rest). With a rule secret, the header
+The body is ``{"text": one line, "allowed_mentions": ..., "gradwatch": the Alert object}``
+(Slack's incoming webhooks read ``text`` and ignore the rest; user text in ``text`` is
+escaped, see ``chat_text``). With a rule secret, the header
 ``X-Gradwatch-Signature: sha256=<hex>`` is the HMAC-SHA256 of the raw body with that
 secret. A 2xx answer delivers; anything else (another status, a timeout, a refused
 target) is retried after ``backoff × 2^(attempt-1)`` seconds, up to ``attempts`` tries,
 then the delivery is ``failed``. Every attempt is appended to the delivery's log.
 
-Targets: only http(s); a host that resolves to a loopback, private, link-local or
-otherwise non-global address is refused (at rule creation and again at every send, since
-DNS may change) unless the server allows private targets. Redirects are not followed.
+Targets (see :mod:`gradwatch.server.targets`): only http(s); a host that resolves to a
+non-global address is refused (at rule creation and again at every send, since DNS may
+change) unless the server allows private targets, and each send connects to the address
+it checked. Redirects are not followed.
 """
 
 from __future__ import annotations
@@ -17,12 +19,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import http.client
-import ipaddress
 import json
 import logging
-import socket
 import time
-import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +32,7 @@ from sqlmodel import Session, col
 from gradwatch.server.alerts import public_alerts
 from gradwatch.server.db import write_session
 from gradwatch.server.models import Alert, AlertDelivery, AlertRule, Project, Run
-from gradwatch.server.records import dump_json
+from gradwatch.server.targets import Target, TargetRefusedError, check_target, connection
 
 log = logging.getLogger("gradwatch.server")
 SIGNATURE_HEADER = "X-Gradwatch-Signature"
@@ -49,40 +48,6 @@ class WebhookPolicy:
     attempts: int = 5
     backoff: float = 1.0
     timeout: float = 5.0
-
-
-class TargetRefusedError(ValueError):
-    """A webhook URL that may not be called; the message says why and how to allow it."""
-
-
-def check_target(url: str, *, allow_private: bool) -> tuple[str, str, int, str]:
-    """``(scheme, host, port, path)`` of an allowed URL, else ``TargetRefusedError``."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise TargetRefusedError(
-            f"webhook URL {url[:100]!r} must be http:// or https:// with a host"
-        )
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError as e:
-        raise TargetRefusedError(f"webhook URL {url[:100]!r} has a bad port") from e
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    if allow_private:
-        return parts.scheme, parts.hostname, port, path
-    try:
-        infos = socket.getaddrinfo(parts.hostname, port, proto=socket.IPPROTO_TCP)
-    except OSError as e:
-        raise TargetRefusedError(f"webhook host {parts.hostname!r} does not resolve: {e}") from e
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
-        mapped = getattr(address, "ipv4_mapped", None)
-        if not (mapped or address).is_global:
-            raise TargetRefusedError(
-                f"webhook host {parts.hostname!r} resolves to {address}, a loopback, private "
-                "or link-local address; start the server with --allow-private-webhooks "
-                "(GRADWATCH_ALLOW_PRIVATE_WEBHOOKS=1) to allow internal targets"
-            )
-    return parts.scheme, parts.hostname, port, path
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -101,16 +66,31 @@ def body_of(alert: dict[str, Any]) -> bytes:
     )
     if alert.get("summary"):
         text = f"gradwatch [{alert['severity']}] in run {alert['run']}: {alert['summary']}"
-    return dump_json({"text": text, "gradwatch": alert}).encode()
+    # the alert is already plain JSON (details tagged by public_alerts): no second tagging
+    body = {"text": chat_text(text), "allowed_mentions": {"parse": []}, "gradwatch": alert}
+    return json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
+
+
+def chat_text(text: str) -> str:
+    """``text`` made inert as a chat message: ``&``, ``<`` and ``>`` escaped as Slack asks
+    (so no ``<!channel>``, ``<@U123>`` or ``<url|label>`` from a tensor name or message),
+    and ``@`` followed by a zero-width space (no Discord ``@everyone``/``@here``; the body's
+    ``allowed_mentions`` says the same to Discord). The ``gradwatch`` object keeps the
+    original text."""
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return escaped.replace("@", "@\u200b")
 
 
 def send(url: str, body: bytes, headers: dict[str, str], policy: WebhookPolicy) -> int:
     """POST once; the HTTP status (raises ``OSError`` / ``TargetRefusedError`` on failure)."""
-    scheme, host, port, path = check_target(url, allow_private=policy.allow_private)
-    cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-    conn = cls(host, port, timeout=policy.timeout)
+    return post(check_target(url, allow_private=policy.allow_private), body, headers, policy)
+
+
+def post(target: Target, body: bytes, headers: dict[str, str], policy: WebhookPolicy) -> int:
+    """POST once to a checked target (its checked address); the HTTP status."""
+    conn = connection(target, policy.timeout)
     try:
-        conn.request("POST", path, body=body, headers=headers)
+        conn.request("POST", target.path, body=body, headers=headers)
         reply = conn.getresponse()
         reply.read(1 << 16)
         return int(reply.status)

@@ -107,7 +107,7 @@ class ServerSource:
     def findings(self) -> list[dict[str, Any]]:
         """The run's findings, all pages, in their ``findings --json`` form."""
         try:
-            found = server_findings(self.server, self.run_id, self.token)
+            found = server_findings(self.server, self.run_id, self.token)[self.run_id]
         except UsageError as exc:  # the CLI's "no such run"
             raise LookupError(str(exc)) from None
         out = []

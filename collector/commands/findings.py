@@ -26,7 +26,7 @@ from gradwatch.commands import Subparsers, data_dir_help
 from gradwatch.commands._crossrun import cross_run_findings
 from gradwatch.incidents import annotate, evidence, views
 from gradwatch.spool import list_segments, read_spool
-from gradwatch.wire import Kind
+from gradwatch.wire import Kind, from_jsonable
 
 JSON_KEYS = (
     "run",
@@ -93,7 +93,7 @@ def _get(server: str, path: str, token: str | None, **query: Any) -> Any:
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     with urllib.request.urlopen(request, timeout=30) as reply:
-        return json.loads(reply.read())
+        return from_jsonable(json.loads(reply.read()))  # details carry NaN as {"$f": "nan"}
 
 
 def local_run_dir(run: str | None, data_dir: str | None) -> Path:

@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
             port=args.port,
             stalled_after=args.stalled_after,
             **({"allow_private_webhooks": True} if args.allow_private_webhooks else {}),
+            **({"require_tokens": True} if args.require_tokens else {}),
         )
         if args.create_token:
             secret = new_token(settings, args.create_token, args.scope)
@@ -100,6 +101,12 @@ def add_parser(sub: Subparsers) -> None:
         action="store_true",
         help="let alert webhooks reach loopback, private and link-local addresses "
         "(default: refused; also $GRADWATCH_ALLOW_PRIVATE_WEBHOOKS=1)",
+    )
+    p.add_argument(
+        "--require-tokens",
+        action="store_true",
+        help="require an API token on every request, on loopback too (e.g. behind a reverse "
+        "proxy on the same host); also $GRADWATCH_REQUIRE_TOKENS=1",
     )
     p.add_argument(
         "--create-token",

@@ -74,7 +74,7 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
         findings = asked.result()
     last = int(detail["steps"])
     start = lifecycle_start(last, focus, lifecycle_anomalies(findings["data"]))
-    tensors = [t["name"] for t in (detail.get("start") or {}).get("tensors", [])]
+    tensors = tensor_names(detail)
     fine = 0 < last * len(tensors) <= FINE_VALUES
     calls: dict[str, tuple[str, dict[str, Any]]] = {
         **{
@@ -89,6 +89,8 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
     with ThreadPoolExecutor(len(calls)) as pool:
         futures = {k: pool.submit(api.get, path, **params) for k, (path, params) in calls.items()}
         data = {k: f.result() for k, f in futures.items()}
+    problems = sorted({p for reply in data.values() for p in reply.get("problems") or []})
+    data["problems"] = problems
     if fine:
         data |= {s: as_grid(data[s]["data"]) for s in STATS}
     return {"detail": detail, "focus": focus, "findings": findings, **data}
@@ -102,6 +104,14 @@ def lifecycle_start(last: int, focus: int | None, anomalies: dict[int, list[str]
     if anomalies:
         return max(min(anomalies) - 3, 0)
     return max(last - WINDOW + 1, 0)
+
+
+def tensor_names(detail: dict[str, Any]) -> list[str]:
+    """The watched tensors' names from the run's start record (what is readable of it)."""
+    tensors = (detail.get("start") or {}).get("tensors")
+    if not isinstance(tensors, list):
+        return []
+    return [str(t.get("name")) for t in tensors if isinstance(t, dict)]
 
 
 def as_grid(series: list[dict[str, Any]]) -> dict[str, Any]:
@@ -148,7 +158,7 @@ def view(data: dict[str, Any]) -> dict[str, Any]:
         matrix(data["update_norm"]["values"]), matrix(data["param_norm"]["values"])
     )
     return {
-        ids.RUN_HEADER: header(detail, findings, first),
+        ids.RUN_HEADER: header(detail, findings, first, data.get("problems") or []),
         ids.RUN_LOSS: figures.loss_figure(loss_xy, lrs, focus=focus),
         ids.RUN_HEATMAP: figures.tensor_heatmap(
             tensors,
@@ -182,8 +192,8 @@ def view(data: dict[str, Any]) -> dict[str, Any]:
 
 def grads_only(detail: dict[str, Any]) -> bool:
     """Whether the run recorded gradient norms only (``watch(stats="grad-norms")``)."""
-    options = (detail.get("start") or {}).get("options") or {}
-    return options.get("stats") == "grad-norms"
+    options = (detail.get("start") or {}).get("options")
+    return isinstance(options, dict) and options.get("stats") == "grad-norms"
 
 
 def _bad(row: list[float], j: int) -> bool:
@@ -192,10 +202,14 @@ def _bad(row: list[float], j: int) -> bool:
 
 
 def header(
-    detail: dict[str, Any], findings: list[dict[str, Any]], first: tuple[int, str | None] | None
+    detail: dict[str, Any],
+    findings: list[dict[str, Any]],
+    first: tuple[int, str | None] | None,
+    problems: list[str] = [],  # noqa: B006  (never mutated)
 ) -> html.Div:
-    """Name, status, steps, health, and what went wrong in words."""
+    """Name, status, steps, health, what went wrong in words, and what cannot be read."""
     lines = explain(findings, first)
+    broken = [html.Li(f"Not shown, stored damaged: {p}") for p in problems]
     return card(
         html.H2(
             [
@@ -209,11 +223,12 @@ def header(
         ),
         html.Div(
             f"project {detail['project']} · {detail['steps']:,} steps · run {detail['id']} · "
-            f"{len((detail.get('start') or {}).get('tensors', []))} tensors",
+            f"{len(tensor_names(detail))} tensors",
             className="gw-muted",
         ),
         html.Ul([html.Li(line) for line in lines], className="gw-explain", id="run-explain"),
         html.Div(evidence(detail["id"], findings, first), id="run-evidence"),
+        html.Ul(broken, className="gw-problems", id="run-problems") if broken else None,
     )
 
 

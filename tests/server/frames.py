@@ -95,3 +95,23 @@ def simple_run(run: str, n: int = 10, tensors: int = 2, project: str = "default"
         end(steps_done=n),
     ]
     return frames(records)
+
+
+def read_requests(run: str, tensors: Sequence[str] = ()) -> list[tuple[str, dict[str, Any]]]:
+    """Every read route of the API, aimed at ``run`` (paths with their query parameters)."""
+    base = f"/api/v1/runs/{run}"
+    names = list(tensors) or ["w"]
+    return [
+        ("/api/v1/runs", {}),
+        (base, {}),
+        (f"{base}/findings", {}),
+        (f"{base}/series", {"tensor": names, "stat": STATS, "metric": ["loss", "lr"]}),
+        (f"{base}/series", {"metric": ["max:steps", "has_loss", "n_backward"], "scalar": "acc"}),
+        (f"{base}/overview", {}),
+        (f"{base}/overview", {"stat": "nonfinite_grad", "optimizer": 1}),
+        (f"{base}/lifecycle", {}),
+        (f"{base}/lifecycle", {"start": 0, "limit": 5}),
+        ("/api/v1/compare", {"a": run, "b": run}),
+        ("/api/v1/groups", {}),
+        ("/api/v1/alerts", {"run": run}),
+    ]

@@ -12,6 +12,7 @@ from gradwatch.server.config import Settings
 from gradwatch.server.db import make_engine
 from gradwatch.server.errors import ServerConfigError
 from gradwatch.server.main import check_bind, new_token
+from gradwatch.wire import Kind, Record
 from tests.server import frames as f
 
 
@@ -69,7 +70,10 @@ def test_reads_need_a_read_token_and_see_only_its_project(
     assert client.get("/api/v1/runs").status_code == 401
     mine = client.get("/api/v1/runs", headers=bearer(tokens["a-read"])).json()
     assert [r["id"] for r in mine["data"]] == ["ra"]
-    assert client.get("/api/v1/runs/rb", headers=bearer(tokens["a-read"])).status_code == 403
+    foreign = client.get("/api/v1/runs/rb", headers=bearer(tokens["a-read"]))
+    unknown = client.get("/api/v1/runs/rz", headers=bearer(tokens["a-read"]))
+    assert foreign.status_code == unknown.status_code == 404  # foreign looks unknown
+    assert foreign.json()["detail"] == unknown.json()["detail"].replace("rz", "rb")
     assert client.get("/api/v1/runs/ra", headers=bearer(tokens["a-read"])).status_code == 200
     other = client.get("/api/v1/runs", params={"project": "b"}, headers=bearer(tokens["a-read"]))
     assert other.status_code == 403
@@ -84,3 +88,24 @@ def test_only_token_digests_are_stored(settings: Settings) -> None:
         stored = conn.exec_driver_sql("SELECT digest FROM tokens").scalars().all()
     engine.dispose()
     assert secret not in stored and len(stored) == 1
+
+
+def test_read_tokens_see_webhook_urls_without_their_secret_path(
+    locked: tuple[TestClient, dict[str, str]],
+) -> None:
+    client, tokens = locked
+    url = "http://93.184.216.34/services/T0/B0/s3cr3t-path"
+    rule = {"project": "a", "min_severity": "info", "webhook_url": url}
+    made = client.post("/api/v1/alert-rules", json=rule, headers=bearer(tokens["a-write"]))
+    assert made.status_code == 201 and made.json()["webhook_url"] == url  # its writer sees it
+    ingest(client, "ra", "a", tokens["a-write"])
+    finding = {"check": "loss-nan", "severity": "error", "step": 1, "message": "m"}
+    body = b"".join(f.frames([Record(Kind.FINDINGS, {"findings": [finding]})], first_seq=9))
+    auth = {**f.headers("ra"), **bearer(tokens["a-write"])}
+    assert client.post("/api/v1/ingest", content=body, headers=auth).status_code == 200
+    read = bearer(tokens["a-read"])
+    rules = client.get("/api/v1/alert-rules", headers=read)
+    deliveries = client.get("/api/v1/alert-deliveries", headers=read)
+    assert rules.json()["data"][0]["webhook_url"] == "http://93.184.216.34/…"
+    assert deliveries.json()["data"][0]["url"] == "http://93.184.216.34/…"
+    assert "s3cr3t" not in rules.text + deliveries.text

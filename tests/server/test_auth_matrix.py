@@ -39,10 +39,13 @@ from tests.server import frames as f
 MARK = "run-of-a-7f3c2e"  # project a's run: must never appear in a reply to project b
 OTHER = "run-of-b-91d0aa"
 # Routes FastAPI adds for its own docs: public, serve no project data.
-DOC_ROUTES = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+# the API documentation and its bundled assets (served offline): no data
+DOC_ROUTES = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/static-offline-docs"}
 # The dashboard's mount at "/" (listed with an empty path): its pages hold no data; they
 # read it through the API above, with the caller's token.
 DASHBOARD_MOUNT = ""
+# the dashboard app's catch-all under /api: answers 404 for an unknown API path, holds no data
+API_CATCH_ALL = "/api/{rest:path}"
 WHO = ("own", "other", "read-only", "revoked", "none")
 
 
@@ -126,7 +129,7 @@ def test_every_route_declares_an_access_decision(locked: Locked) -> None:
     )
     routes = app_routes(locked.app)
     others = {r.path for r in routes if not r.api}
-    allowed = DOC_ROUTES | {DASHBOARD_MOUNT}
+    allowed = DOC_ROUTES | {DASHBOARD_MOUNT, API_CATCH_ALL}
     assert others <= allowed, f"non-API routes with no access decision: {others - allowed}"
     decided = {r.path: r.decision for r in routes if r.api}
     assert len(decided) >= 6, decided  # the walk really reaches the routers' routes
@@ -205,12 +208,15 @@ def test_every_route_against_every_kind_of_caller(locked: Locked) -> None:
                 else:  # a read-only token on a write route
                     assert code == 403, where
                 if who in ("other", "revoked", "none") and decision == "read":
-                    assert MARK not in reply.text, f"cross-project read: {where}"
+                    # a 404 may echo the id the caller sent, nothing else of project a
+                    echo = f"no run '{MARK}'" if code == 404 else ""
+                    shown = reply.text.replace(echo, "") if echo else reply.text
+                    assert MARK not in shown, f"cross-project read: {where}"
                 if who == "own":
                     before = stored(locked.db_url)
                 else:
                     assert stored(locked.db_url) == before, f"a refused write changed data: {where}"
-    assert any("/api/v1/runs/{run_id}/series other 403" in s for s in seen), seen
+    assert any("/api/v1/runs/{run_id}/series other 404" in s for s in seen), seen
     assert stored(locked.db_url)[0] == 6  # five frames of simple_run + the own write
 
 
@@ -237,7 +243,7 @@ def test_foreign_write_tokens_cannot_claim_or_extend_another_projects_run(locked
     # project a's existing run, re-started as a run of project b (more frames after seq 5)
     hijack = b"".join(f.frames([f.start(MARK, "b", ["t0", "t1"])], first_seq=50))
     reply = client.post("/api/v1/ingest", content=hijack, headers={**f.headers(MARK), **b_write})
-    assert reply.status_code == 403
+    assert reply.status_code == 404 and "'a'" not in reply.text  # as if unknown: no project
     assert stored(locked.db_url) == before
     listed = client.get("/api/v1/runs", headers=bearer(tokens["b-read"])).json()
     assert [r["id"] for r in listed["data"]] == [OTHER]
@@ -252,3 +258,68 @@ def test_a_revoked_token_is_refused_with_a_clear_message(locked: Locked) -> None
     revoke(locked.settings, locked.tokens["a-read"])
     reply = locked.client.get("/api/v1/runs", headers=bearer(locked.tokens["a-read"]))
     assert reply.status_code == 401
+
+
+# Objects of project a, asked for by project b's own tokens: each must look unknown.
+OBJECT_PARAMS = {"run_id": (MARK, "no-such-run"), "key": ("only-a:none", "nope:none")}
+
+
+def _looks_unknown(foreign: Any, unknown: Any, ids: tuple[str, str], where: str) -> None:
+    assert foreign.status_code == unknown.status_code == 404, f"{where}: {foreign.text[:200]}"
+    detail = unknown.json()["detail"].replace(ids[1], ids[0])
+    assert foreign.json()["detail"] == detail, where
+
+
+def test_foreign_objects_under_the_callers_own_token_look_unknown(locked: Locked) -> None:
+    """Every route taking a run id, group key or rule id, called by project b with its own
+    token and project a's object, answers exactly as for an unknown object (404, no project
+    named); ids inside queries and bodies (compare, baseline run, deliveries) too."""
+    client, tokens = locked.client, locked.tokens
+    a_write, a_read = bearer(tokens["a-write"]), bearer(tokens["a-read"])
+    hook = {"project": "a", "min_severity": "info", "webhook_url": "http://93.184.216.34/h"}
+    rule = client.post("/api/v1/alert-rules", json=hook, headers=a_write).json()["id"]
+    finding = {"check": "loss-nan", "severity": "error", "step": 3, "message": "m"}
+    extra = [Record(Kind.FINDINGS, {"findings": [finding]})]
+    a_only = [f.start("a-only", "a", config_hash="only-a")]
+    for run, records in ((MARK, extra), ("a-only", a_only)):
+        body = b"".join(f.frames(records, first_seq=60))
+        reply = client.post("/api/v1/ingest", content=body, headers={**f.headers(run), **a_write})
+        assert reply.status_code == 200, reply.text
+    params = {**OBJECT_PARAMS, "rule_id": (str(rule), "999999")}
+    covered = 0
+    for route in app_routes(locked.app):
+        names = set(re.findall(r"\{(\w+)\}", route.path)) & set(params)
+        for method in sorted(route.methods) if route.api and names else ():
+            (name,) = names
+            token = bearer(token_for("other", route.decision or "read", tokens))
+            body = {"run": OTHER} if method == "PUT" else {"enabled": False}
+            replies = [
+                client.request(
+                    method,
+                    route.path.replace("{" + name + "}", value),
+                    headers=token,
+                    **({"json": body} if method in ("PUT", "PATCH") else {}),
+                )
+                for value in params[name]
+            ]
+            _looks_unknown(*replies, params[name], f"{method} {route.path}")
+            covered += 1
+    assert covered >= 10
+    b_read, b_write = bearer(tokens["b-read"]), bearer(tokens["b-write"])
+    compare = [
+        client.get("/api/v1/compare", params={"a": run, "b": OTHER}, headers=b_read)
+        for run in (MARK, "no-such-run")
+    ]
+    _looks_unknown(*compare, (MARK, "no-such-run"), "compare")
+    pins = [  # b's own group key (both projects have one), project a's run as its baseline
+        client.put("/api/v1/groups/cfg1:none/baseline", json={"run": run}, headers=b_write)
+        for run in (MARK, "no-such-run")
+    ]
+    _looks_unknown(*pins, (MARK, "no-such-run"), "baseline")
+    assert client.get("/api/v1/groups/cfg1:none", headers=a_read).json()["baseline"] is None
+    for query in ({"rule": rule}, {"alert": 1}):
+        mine = client.get("/api/v1/alert-deliveries", params=query, headers=a_read).json()
+        theirs = client.get("/api/v1/alert-deliveries", params=query, headers=b_read).json()
+        assert (mine["count"], theirs) == (1, {"data": [], "count": 0}), query
+    alerts = client.get("/api/v1/alerts", params={"run": MARK}, headers=b_read).json()
+    assert alerts == {"data": [], "count": 0}

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -120,3 +121,51 @@ def test_serve_refuses_a_public_bind_without_tokens(
 def test_runs_reports_an_unreachable_server(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["runs", "--server", f"http://127.0.0.1:{free_port()}"]) == 1
     assert "cannot read runs" in capsys.readouterr().err
+
+
+def status_of(url: str, token: str | None = None) -> int:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10):
+            return 200
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_serve_require_tokens_on_loopback_answers_401_without_a_token(
+    data_dir: Path, how: str
+) -> None:
+    gw = [sys.executable, "-m", "gradwatch", "serve"]
+    env = {**os.environ, "GRADWATCH_DIR": str(data_dir)}
+    port = free_port()
+    serve = [*gw, "--port", str(port)]
+    if how == "flag":
+        serve.append("--require-tokens")
+    else:
+        env["GRADWATCH_REQUIRE_TOKENS"] = "1"
+    refused = subprocess.run(serve, env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "none exists" in refused.stderr  # no one could use it
+    made = subprocess.run(
+        [*gw, "--create-token", "p", "--scope", "read"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    token = made.stdout.split()[-1]
+    server = subprocess.Popen(
+        serve, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(
+            lambda: status_of(f"{url}/api/v1/health") or server.poll() is not None, "the server"
+        )
+        assert status_of(f"{url}/api/v1/runs") == 401
+        assert status_of(f"{url}/api/v1/runs", token) == 200
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.communicate(timeout=30)

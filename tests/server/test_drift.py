@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -16,11 +17,14 @@ from gradwatch.paths import runs_dir
 from gradwatch.reader import load_run
 from gradwatch.server.app import create_app
 from gradwatch.server.config import Settings
-from gradwatch.server.db import make_engine
+from gradwatch.server.db import make_engine, write_session
 from gradwatch.server.drift import drift_pass, envelope_pass
+from gradwatch.server.ingest import insert_ignore
 from gradwatch.server.migrate import migrate
+from gradwatch.server.models import DriftState
 from gradwatch.server.spool_import import import_run
 from tests.collector.drift_runs import BUGGY
+from tests.server import frames as f
 from tests.server.live import live_server
 
 pytestmark = pytest.mark.slow
@@ -128,3 +132,29 @@ def test_cli_compare_asks_the_server(
         )
         assert cli.main(["compare", ids["base"], "missing", "--server", url]) == 2
         assert "no run 'missing'" in capsys.readouterr().err
+
+
+def test_a_sweep_with_a_run_without_steps_stops_no_envelope(
+    settings: Settings, drift_runs: tuple[Path, dict[str, str]], request: pytest.FixtureRequest
+) -> None:
+    """A seed sweep that has only just started (one run has no steps yet), imported before
+    the drift runs: its group's envelope reads, and the groups after it are still checked."""
+    root, ids = drift_runs
+    engine = make_engine(settings.db_url)
+    request.addfinalizer(engine.dispose)
+    migrate(engine)
+    with TestClient(create_app(settings)) as client:
+        for seed in range(3):
+            run = f"early-{seed}"
+            records = [f.start(run, "drift", config_hash="early")]
+            records += [f.steps(1, np.ones((3, 2, 4), "f4"))] if seed else []
+            body = b"".join(f.frames(records))
+            assert client.post("/api/v1/ingest", content=body, headers=f.headers(run)).is_success
+        with write_session(engine) as session:
+            seeds = [{"run_id": f"early-{seed}", "seed": seed} for seed in range(3)]
+            insert_ignore(session, DriftState, seeds)
+        for name in ids:
+            import_run(engine, runs_dir(root) / ids[name])
+        drift_pass(engine)
+        assert envelope_pass(engine) == [ids[BUGGY]]
+        assert client.get("/api/v1/groups/early:none/envelope").status_code == 200

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from gradwatch.server.app import create_app
 from gradwatch.server.config import Settings
-from gradwatch.wire import Array, Kind, Record, encode_frame
+from gradwatch.wire import Array, Kind, Record, encode_frame, from_jsonable
 from tests.server import frames as f
 
 
@@ -140,7 +140,7 @@ def test_findings_are_stored_and_counted(client: TestClient) -> None:
         "param": "t1",
         "message": "NaN in t1",
         "hint": "lower the learning rate",
-        "details": {"count": 2, "first": float("nan")},
+        "details": {"count": 2, "first": float("nan"), "said": "NaN"},
         "t": 1.5,
         "source": "runtime",
     }
@@ -150,8 +150,25 @@ def test_findings_are_stored_and_counted(client: TestClient) -> None:
     assert listed["findings"] == {"info": 1, "warning": 0, "error": 1}
     found = client.get("/api/v1/runs/r1/findings", params={"severity": "error"}).json()
     assert found["count"] == 1
-    assert found["data"][0]["details"] == {"count": 2, "first": "NaN"}
+    # NaN and the string "NaN" stay distinct in free-form details
+    assert found["data"][0]["details"] == {"count": 2, "first": {"$f": "nan"}, "said": "NaN"}
     assert found["data"][0]["param"] == "t1"
+
+
+def test_nan_and_the_string_nan_differ_in_start_end_and_fingerprint(client: TestClient) -> None:
+    both = {"x": float("nan"), "y": "NaN", "z": [float("-inf"), "-Infinity"]}
+    tagged = {"x": {"$f": "nan"}, "y": "NaN", "z": [{"$f": "-inf"}, "-Infinity"]}
+    records = [
+        f.start("r1", options=both),
+        Record(Kind.FINGERPRINT, {"phase": "fast", **both}),
+        Record(Kind.END, {"status": "finished", "ended_at": 1.7e9, "steps": [0], "e": both}),
+    ]
+    post(client, "r1", b"".join(f.frames(records)))
+    run = client.get("/api/v1/runs/r1").json()
+    assert run["start"]["options"] == tagged
+    assert {k: run["fingerprint"][k] for k in both} == tagged
+    assert run["end"]["e"] == tagged
+    assert from_jsonable(run["start"]["options"])["y"] == "NaN"
 
 
 def test_user_scalars_come_back_per_key(client: TestClient) -> None:

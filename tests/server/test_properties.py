@@ -177,3 +177,91 @@ def test_replaying_batches_in_any_order_and_multiplicity_gives_the_same_database
         reply = client.post("/api/v1/ingest", content=body, headers=f.headers(run))
         assert reply.status_code == 200
     assert dump(client, run) == dump(client, ref)
+
+
+# --- any frames the server accepts can be read back: no read route answers 5xx ---
+
+NUMPY = {"f4": "<f4", "f8": "<f8", "i4": "<i4", "i8": "<i8", "u1": "u1"}
+small_text = st.text(max_size=4)
+
+
+@st.composite
+def arrays_of(draw: st.DrawFn, n: int) -> dict[str, Array]:
+    """STEPS arrays around ``n`` steps: right and wrong shapes, any bytes (NaN included)."""
+    out = {}
+    steps = draw(st.lists(st.integers(-2, 200), min_size=n, max_size=n))
+    out["step"] = Array.from_buffer("i8", (n,), np.asarray(steps, dtype="<i8").tobytes())
+    for name in draw(st.sets(st.sampled_from(["stats", "loss", "has_loss", "lr", "n_backward"]))):
+        dtype = draw(st.sampled_from(sorted(NUMPY)))
+        shape = draw(st.sampled_from([(n,), (n, 2), (n, draw(st.integers(0, 3)), 4), (n + 1,), ()]))
+        size = int(np.prod(shape)) * np.dtype(NUMPY[dtype]).itemsize
+        out[name] = Array.from_buffer(dtype, shape, draw(st.binary(min_size=size, max_size=size)))
+    return out
+
+
+@st.composite
+def plausible_records(draw: st.DrawFn) -> Record:
+    """Records close to what a collector sends, with every field sometimes wrong."""
+    kind = draw(st.sampled_from([Kind.RUN_START, Kind.STEPS, Kind.FINDINGS, Kind.FINGERPRINT]))
+    if kind == Kind.RUN_START:
+        tensor = st.fixed_dictionaries(
+            {"name": small_text | st.integers(), "optimizer": st.integers(-1, 2) | small_text}
+        )
+        meta = {
+            "tensors": draw(st.lists(tensor, max_size=3) | json_values),
+            "config_hash": draw(st.sampled_from(["c1", None])),
+            "options": draw(json_values),
+        }
+        return Record(kind, meta)
+    if kind == Kind.STEPS:
+        n = draw(st.integers(0, 4))
+        per_step = st.lists(
+            st.lists(st.lists(json_values, max_size=3), max_size=2), min_size=n, max_size=n
+        )
+        meta = {
+            "optimizer": draw(st.integers(0, 1)),
+            "stats": f.STATS,
+            "events": draw(st.none() | per_step | json_values),
+            "batch_hash": draw(
+                st.none() | st.lists(small_text | st.none(), min_size=n, max_size=n)
+            ),
+        }
+        return Record(kind, meta, draw(arrays_of(n)))
+    if kind == Kind.FINDINGS:
+        finding = st.fixed_dictionaries(
+            {
+                "check": small_text,
+                "severity": st.sampled_from(["info", "error"]),
+                "message": small_text,
+            },
+            optional={"step": st.integers(-1, 9), "details": json_values, "param": small_text},
+        )
+        return Record(kind, {"findings": draw(st.lists(finding, max_size=2))})
+    return Record(kind, {"phase": "fast", "seed": draw(json_values)})
+
+
+@FIXTURE_OK
+@given(batch=st.lists(plausible_records(), min_size=1, max_size=5))
+def test_any_frames_the_server_accepts_can_be_read_by_every_read_route(
+    client: TestClient, batch: list[Record]
+) -> None:
+    run = f"q-{uuid.uuid4().hex}"
+    body = b"".join(encode_frame(seq, rec) for seq, rec in enumerate(batch, start=1))
+    reply = client.post("/api/v1/ingest", content=body, headers=f.headers(run))
+    assert reply.status_code in (200, 422), reply.text
+    if reply.status_code != 200:
+        return
+    tensors = [
+        str(t.get("name"))
+        for rec in batch
+        if rec.kind == Kind.RUN_START and isinstance(rec.meta.get("tensors"), list)
+        for t in rec.meta["tensors"]
+        if isinstance(t, dict)
+    ]
+    for path, params in f.read_requests(run, tensors):
+        got = client.get(path, params=params)
+        assert got.status_code < 500, (path, params, got.text[:300])
+    group = client.get(f"/api/v1/runs/{run}").json().get("group")
+    if group:
+        for path in (f"/api/v1/groups/{group}", f"/api/v1/groups/{group}/envelope"):
+            assert client.get(path).status_code < 500, path

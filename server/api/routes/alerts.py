@@ -28,7 +28,7 @@ from gradwatch.server.ingest import ensure_project
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.models import Alert, AlertDelivery, AlertRule, Project
 from gradwatch.server.schemas import ErrorReply
-from gradwatch.server.webhooks import TargetRefusedError, check_target
+from gradwatch.server.targets import TargetRefusedError, check_target
 
 router = APIRouter(tags=["alerts"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -106,7 +106,7 @@ def list_rules(
     access: ReadAccess,
     project: Annotated[str | None, Query(max_length=256)] = None,
 ) -> GWJSONResponse:
-    """Alert rules, by id."""
+    """Alert rules, by id (webhook URLs shortened to their host for read tokens)."""
     project = project_filter(access, project)
     query = select(AlertRule, col(Project.name)).join(
         Project, col(Project.id) == col(AlertRule.project_id)
@@ -114,7 +114,8 @@ def list_rules(
     if project is not None:
         query = query.where(col(Project.name) == project)
     rows = session.execute(query.order_by(col(AlertRule.id))).all()
-    data = [alerts.public_rule(rule, str(name)) for rule, name in rows]
+    reveal = access.scope != "read"
+    data = [alerts.public_rule(rule, str(name), reveal) for rule, name in rows]
     return GWJSONResponse({"data": data, "count": len(data)})
 
 
@@ -149,7 +150,7 @@ def _rule(session: Any, access: Access, rule_id: int) -> tuple[AlertRule, str]:
         .join(Project, col(Project.id) == col(AlertRule.project_id))
         .where(col(AlertRule.id) == rule_id)
     ).first()
-    if row is None:
+    if row is None or not access.sees(str(row[1])):  # foreign rules are "unknown" too
         raise RequestError(404, f"no alert rule {rule_id}; list them with GET /api/v1/alert-rules")
     access.check(str(row[1]), "write")
     return row[0], str(row[1])
@@ -217,7 +218,8 @@ def list_deliveries(
     offset: Offset = 0,
     limit: Limit = 100,
 ) -> GWJSONResponse:
-    """The webhook delivery log, newest first."""
+    """The webhook delivery log, newest first (URLs shortened to their host for read
+    tokens: a webhook URL is a credential)."""
     query = (
         select(AlertDelivery, col(Project.name))
         .join(Alert, col(Alert.id) == col(AlertDelivery.alert_id))
@@ -238,7 +240,7 @@ def list_deliveries(
             "id": d.id,
             "alert": d.alert_id,
             "rule": d.rule_id,
-            "url": d.url,
+            "url": d.url if access.scope != "read" else alerts.redact_url(d.url),
             "status": d.status,
             "attempts": d.attempts,
             "http_status": d.http_status,

@@ -14,6 +14,7 @@ from gradwatch.server.auth import Access
 from gradwatch.server.db import write_session
 from gradwatch.server.errors import RequestError
 from gradwatch.server.jsonresp import GWJSONResponse
+from gradwatch.server.problems import collecting
 from gradwatch.server.schemas import ErrorReply
 
 router = APIRouter(tags=["drift"])
@@ -54,12 +55,18 @@ def get_compare(
     """The comparison of two runs (what ``gradwatch compare A B --json`` prints): verdict,
     first divergent step, metric and tensor, cause, difference, fingerprint difference."""
     _torch, compare, _envelope, runload = _torch_parts()
-    data = []
-    for run_id in (a, b):
-        run, project = crud.get_run_row(session, run_id)
-        access.check(project, "read")
-        data.append(runload.load_run_data(session, run))
-    return GWJSONResponse(compare.compare(data[0], data[1], rtol=rtol, atol=atol))
+    runs = [crud.get_run_row(session, run_id, access)[0] for run_id in (a, b)]
+    with collecting() as problems:
+        data = [runload.load_run_data(session, run) for run in runs]
+        try:
+            result = compare.compare(data[0], data[1], rtol=rtol, atol=atol)
+        except (ValueError, RuntimeError, IndexError, KeyError, TypeError) as e:
+            raise RequestError(
+                422,
+                f"the stored data of runs {a!r} and {b!r} cannot be compared "
+                f"({type(e).__name__}: {str(e)[:200]}); {'; '.join(problems) or 'see the logs'}",
+            ) from e
+    return GWJSONResponse({**result, "problems": problems})
 
 
 @router.get("/groups", responses=_ERRORS)
@@ -99,7 +106,11 @@ def pin_baseline(
 ) -> GWJSONResponse:
     """Pin the run that the group's live comparison uses as its reference."""
     found = _group(session, access, key, "write")
-    row, _ = crud.get_run_row(session, run)
+    row, project = crud.get_run_row(session, run, access, "write")
+    if project != found["project"]:  # an open server's group key may span projects
+        raise RequestError(
+            422, f"run {run[:130]!r} is not in group {key[:80]!r} of project {found['project']!r}"
+        )
     with write_session(engine) as writer:
         groups.pin(writer, key=key, run=row)
     return _fresh(engine, key, found["project"])
@@ -111,7 +122,7 @@ def unpin_baseline(
 ) -> GWJSONResponse:
     """Forget the pinned baseline: the reference is automatic again."""
     found = _group(session, access, key, "write")
-    first, _ = crud.get_run_row(session, found["runs"][0])
+    first, _ = crud.get_run_row(session, found["runs"][0], access, "write")
     with write_session(engine) as writer:
         groups.unpin(writer, project_id=first.project_id, key=key)
     return _fresh(engine, key, found["project"])

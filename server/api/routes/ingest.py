@@ -2,7 +2,8 @@
 
 Checks, in order, each with a clear 4xx: run id header (400), schema version header (400),
 content type (415), body size (413), frame integrity (400), token (401/403), record
-contents (422). A batch is stored all or nothing, exactly once per ``(run, seq)``.
+contents (422), run (404: a run of a project this token cannot see). A batch is stored
+all or nothing, exactly once per ``(run, seq)``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from gradwatch.wire import FRAME_CONTENT_TYPE, MAGIC, SCHEMA_VERSION, Frame, sca
 router = APIRouter(tags=["ingest"])
 CONTENT_TYPES = (FRAME_CONTENT_TYPE, "application/octet-stream")
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorReply} for code in (400, 401, 403, 413, 415, 422)
+    code: {"model": ErrorReply} for code in (400, 401, 403, 404, 413, 415, 422)
 }
 _BODY = {
     "requestBody": {
@@ -92,9 +93,14 @@ def decode_body(body: bytes) -> list[Frame]:
 def store(engine: EngineDep, access: Access, run_id: str, frames: list[Frame]) -> IngestResult:
     """Validate, authorise and store one batch (runs in a worker thread)."""
     parsed = parse_frames(run_id, frames)
+    named = start_project(parsed)
     with write_session(engine) as session:
         stored = stored_project(session, run_id)
-        project = start_project(parsed) or stored or access.project or DEFAULT_PROJECT
+        if stored is not None and not access.sees(stored):  # says nothing of its project
+            raise RequestError(
+                404, f"no run {run_id!r} that this token may write to; use another run id"
+            )
+        project = named or stored or access.project or DEFAULT_PROJECT
         access.check(project, "write")
         if stored is not None and stored != project:
             access.check(stored, "write")

@@ -10,6 +10,7 @@ from gradwatch.server import crud
 from gradwatch.server.api.deps import ReadAccess, SessionDep
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.lifecycle import lifecycle, window
+from gradwatch.server.problems import collecting
 from gradwatch.server.schemas import ErrorReply, LifecyclePublic
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -28,8 +29,9 @@ def get_lifecycle(
     limit: Annotated[int, Query(ge=1, le=2000)] = 200,
 ) -> GWJSONResponse:
     """The lifecycle of at most ``limit`` steps: the last ones, or from ``start`` / to ``end``."""
-    run, project = crud.get_run_row(session, run_id)
-    access.check(project, "read")
+    run, _ = crud.get_run_row(session, run_id, access)
     first, last = window(run.steps, start, end, limit)
-    data = lifecycle(session, run_id, optimizer, first, last)
-    return GWJSONResponse({"data": data, "count": len(data), "start": first, "end": last})
+    with collecting() as problems:
+        data = lifecycle(session, run_id, optimizer, first, last)
+    reply = {"data": data, "count": len(data), "start": first, "end": last, "problems": problems}
+    return GWJSONResponse(reply)

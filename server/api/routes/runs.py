@@ -11,6 +11,7 @@ from gradwatch.server.api.deps import PolicyDep, ReadAccess, SessionDep
 from gradwatch.server.auth import Access
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.models import Run
+from gradwatch.server.problems import collecting
 from gradwatch.server.schemas import (
     ErrorReply,
     FindingsPublic,
@@ -20,20 +21,20 @@ from gradwatch.server.schemas import (
     RunsPublic,
     SeriesPublic,
 )
-from gradwatch.server.series import Selection, metric, select_series, tensor_rows
+from gradwatch.server.series import Selection, check_budget, metric, select_series, tensor_rows
 from gradwatch.server.status import STATUSES
 from gradwatch.server.summary import heatmap
 
 router = APIRouter(prefix="/runs", tags=["runs"])
-_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorReply} for code in (401, 403, 404)}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorReply} for code in (401, 403, 404, 422)
+}
 Offset = Annotated[int, Query(ge=0, le=1 << 31)]
 Names = Annotated[list[str], Query(max_length=100_000)]
 
 
 def _readable(session: SessionDep, access: Access, run_id: str) -> tuple[Run, str]:
-    run, project = crud.get_run_row(session, run_id)
-    access.check(project, "read")
-    return run, project
+    return crud.get_run_row(session, run_id, access)
 
 
 @router.get("", response_model=RunsPublic, responses=_ERRORS)
@@ -133,8 +134,11 @@ def get_series(
     """
     run, _ = _readable(session, access, run_id)
     sel = Selection(tensor, stat, metric, scalar, optimizer, start, end, points)
-    data = select_series(session, run_id, crud.load_json(run.start_meta) or {}, sel)
-    return GWJSONResponse({"data": data, "count": len(data)})
+    with collecting() as problems:
+        data = select_series(
+            session, run_id, crud.load_json(run.start_meta) or {}, sel, steps=run.steps
+        )
+    return GWJSONResponse({"data": data, "count": len(data), "problems": problems})
 
 
 @router.get("/{run_id}/overview", response_model=OverviewPublic, responses=_ERRORS)
@@ -152,10 +156,13 @@ def get_overview(
     Read from the coarse level of the store, so it stays fast on runs of 100k+ steps.
     """
     run, project = _readable(session, access, run_id)
-    start_meta = crud.load_json(run.start_meta) or {}
-    rows = sorted((r, n) for n, (o, r) in tensor_rows(start_meta).items() if o == optimizer)
-    steps, values = heatmap(session, run_id, optimizer, stat, points)
-    loss = metric(session, run_id, "loss", Selection([], [], [], [], optimizer, None, None, points))
+    with collecting() as problems:
+        start_meta = crud.load_json(run.start_meta) or {}
+        rows = sorted((r, n) for n, (o, r) in tensor_rows(start_meta).items() if o == optimizer)
+        check_budget(max(len(rows), 1), points)
+        steps, values = heatmap(session, run_id, optimizer, stat, points)
+        sel = Selection([], [], [], [], optimizer, None, None, points)
+        loss = metric(session, run_id, "loss", sel)
     return GWJSONResponse(
         {
             "run": crud.public_run(session, run=run, project=project, policy=policy).model_dump(),
@@ -164,5 +171,6 @@ def get_overview(
             "steps": steps.tolist(),
             "values": values.tolist(),
             "loss": loss[0] if loss else None,
+            "problems": problems,
         }
     )

@@ -20,7 +20,7 @@ from gradwatch.server.records import SCALARS_OPTIMIZER
 from gradwatch.server.schemas import ErrorReply
 
 router = APIRouter(prefix="/runs", tags=["runs"])
-_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorReply} for code in (401, 403, 404)}
+_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorReply} for code in (401, 404)}
 
 
 class ScalarKeys(BaseModel):
@@ -33,8 +33,7 @@ class ScalarKeys(BaseModel):
 @router.get("/{run_id}/scalars", response_model=ScalarKeys, responses=_ERRORS)
 def get_scalar_keys(run_id: str, session: SessionDep, access: ReadAccess) -> GWJSONResponse:
     """The keys the run logged with ``run.log``, first-logged first."""
-    _, project = crud.get_run_row(session, run_id)
-    access.check(project, "read")
+    crud.get_run_row(session, run_id, access)
     query = (
         select(SeriesChunk.meta)
         .where(col(SeriesChunk.run_id) == run_id, col(SeriesChunk.optimizer) == SCALARS_OPTIMIZER)
