@@ -72,12 +72,16 @@ def prepare(case: rc.Case, src: Path, dest: Path) -> Path:
     return dest
 
 
-def run_case(case: rc.Case, trees: dict[str, Path], timeout: float) -> dict[str, Any]:
+def run_case(
+    case: rc.Case, trees: dict[str, Path], timeout: float, threads: int | None
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gw-real-") as tmp:
         copy = prepare(case, source_tree(case.project, trees), Path(tmp) / "project")
         data = Path(tmp) / "gw"
         env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONUNBUFFERED": "1"}
         env.pop("GRADWATCH_DIR", None)
+        if threads is not None:  # an environment setting, as on a shared machine; no code change
+            env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
         gw = [sys.executable, "-m", "gradwatch", "run", "--data-dir", str(data)]
         cmd = [*gw, "--project", "real-projects", *case.gw_args, "--", sys.executable, *case.argv]
         t0 = time.perf_counter()
@@ -92,7 +96,7 @@ def run_case(case: rc.Case, trees: dict[str, Path], timeout: float) -> dict[str,
         wall = time.perf_counter() - t0
         runs = sorted((data / "runs").glob("*"))
         findings = [f for run in runs for f in read_findings(run, data)]
-    outcome = {"exit": code, "wall_s": round(wall, 1), "stderr_tail": tail}
+    outcome = {"exit": code, "wall_s": round(wall, 1), "threads": threads, "stderr_tail": tail}
     return {**describe(case), **outcome, **judge(case, findings)}
 
 
@@ -147,6 +151,14 @@ def judge(case: rc.Case, findings: list[dict[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def _earlier(out: Path) -> list[dict[str, Any]]:
+    """The runs an earlier (interrupted) invocation wrote to ``out``."""
+    if not out.exists():
+        return []
+    runs: list[dict[str, Any]] = json.loads(out.read_text())["runs"]
+    return runs
+
+
 def _by_step(f: dict[str, Any]) -> tuple[bool, int]:
     return f.get("step") is None, f.get("step") or 0
 
@@ -166,9 +178,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mingpt", type=Path, default=Path(env("MINGPT_DIR", "/work/ext/minGPT")))
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per run (default 600)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="OMP_NUM_THREADS for the runs (default: unset, torch's own default); on a "
+        "machine whose cores are shared, 1 avoids OpenMP's oversubscription stalls",
+    )
+    p.add_argument("--resume", action="store_true", help="keep the runs --out holds, run the rest")
     args = p.parse_args(argv)
     trees = {"nanoGPT": args.nanogpt, "minGPT": args.mingpt}
-    chosen = [c for c in rc.cases() if (c.quick or not args.quick) and args.only in c.label]
+    # The --quick subset first: an interrupted full run still covers every project and bug.
+    ordered = sorted(rc.cases(), key=lambda c: not c.quick)
+    chosen = [c for c in ordered if (c.quick or not args.quick) and args.only in c.label]
     if not chosen:
         p.error(f"no case matches --only {args.only!r}")
     for name, tree in trees.items():
@@ -177,17 +198,20 @@ def main(argv: list[str] | None = None) -> int:
                 f"no {name} checkout at {tree}: export it (see --help) or pass --{name.lower()}"
             )
     meta = {
-        "command": "python benchmarks/real_projects.py" + (" --quick" if args.quick else ""),
+        "command": " ".join(["python benchmarks/real_projects.py", *(argv or sys.argv[1:])]),
         "commits": {k: commit_of(v) for k, v in {**trees, "gradwatch": rc.HERE.parent}.items()},
         "python": sys.version.split()[0],
         "packages": report.versions(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    results: list[dict[str, Any]] = []
-    for case in chosen:
+    results = _earlier(args.out) if args.resume else []
+    done = {r["label"] for r in results}
+    order = {c.label: i for i, c in enumerate(rc.cases())}
+    for case in (c for c in chosen if c.label not in done):
         print(f"{case.label} ...", end=" ", flush=True)
-        results.append(run_case(case, trees, args.timeout))
+        results.append(run_case(case, trees, args.timeout, args.threads))
         print(f"{results[-1]['verdict']} ({results[-1]['wall_s']} s)", flush=True)
+        results.sort(key=lambda r: order.get(r["label"], len(order)))
         # Written after every run, so an interrupted benchmark still leaves what it measured.
         args.out.write_text(json.dumps({"meta": meta, "runs": results}, indent=1) + "\n")
         args.out.with_suffix(".md").write_text(report.markdown(meta, results))

@@ -35,10 +35,16 @@ def _row(run: dict[str, Any]) -> str:
     lint = ", ".join(f"`{x}`" for x in run["lint_alarms"]) or "—"
     cells = [
         run["project"], run["config"], run["seed"], str(run["steps"]), run["bug"] or "clean",
-        str(run["exit"]), f"{c['error']}/{c['warning']}", _alarms(run), lint,
+        str(run["exit"]), _wall(run), f"{c['error']}/{c['warning']}", _alarms(run), lint,
         f"**{run['verdict']}**",
     ]  # fmt: skip
     return "| " + " | ".join(cells) + " |"
+
+
+def _wall(run: dict[str, Any]) -> str:
+    """Wall seconds, with the thread setting when the run had one (`63 (1 thr)`)."""
+    threads = run.get("threads")
+    return f"{run['wall_s']:.0f}" + (f" ({threads} thr)" if threads else "")
 
 
 def _bug_line(run: dict[str, Any]) -> str:
@@ -66,13 +72,14 @@ def markdown(meta: dict[str, Any], runs: list[dict[str, Any]]) -> str:
         f"**Clean runs quiet (no runtime warning/error): {quiet} of {len(clean)}. "
         f"Injected bugs caught by the expected check at the right step: {caught} of {len(bugs)}.**",
         "",
-        "Columns: E/W = runtime error/warning findings; alarms = their `check@step` (count);"
+        "Columns: s = wall seconds of the run under `gradwatch run` (with OMP_NUM_THREADS"
+        " when set); E/W = runtime error/warning findings; alarms = their `check@step` (count);"
         " lint = the script's `gradwatch lint` warnings/errors stored with the run."
         " Configs, injections and expected checks: `benchmarks/real_projects_cases.py`;"
         " every finding in full: `real_projects.json`.",
         "",
-        "| project | config | seed | steps | bug | exit | E/W | alarms | lint | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| project | config | seed | steps | bug | exit | s | E/W | alarms | lint | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *(_row(r) for r in runs),
         "",
         "## Injected bugs: what gradwatch said first",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import TypeGuard
 
 from gradwatch.lint.analysis import Analysis, Unit
 from gradwatch.lint.facts import BACKWARD, STEP, Event
@@ -145,7 +146,7 @@ def _data_in_forward(a: Analysis, unit: Unit) -> None:
                 )
 
 
-def _param_data(e: ast.AST) -> bool:
+def _param_data(e: ast.AST) -> TypeGuard[ast.Attribute]:
     """``self.w.data`` / ``self.fc.weight.data`` read (not ``self.x.data.copy_(...)``)."""
     return (
         isinstance(e, ast.Attribute)

@@ -46,7 +46,7 @@ def check(a: Analysis) -> None:
                     f"(use `{name}.requires_grad_(False)`).",
                     unit,
                 )
-            elif isinstance(target, ast.Name) and _non_leaf(a, unit, target.id, node.lineno):
+            elif isinstance(target, ast.Name) and _non_leaf(a, unit, target.id, _line(node)):
                 a.emit(
                     "requires-grad-non-leaf",
                     node,
@@ -55,6 +55,10 @@ def check(a: Analysis) -> None:
                     "from the graph, or drop the line).",
                     unit,
                 )
+
+
+def _line(node: ast.AST) -> int:
+    return int(getattr(node, "lineno", 0))
 
 
 def _flag_target(node: ast.AST) -> ast.expr | None:
