@@ -64,11 +64,13 @@ def test_verdicts() -> None:
 def test_one_lightning_case_runs_under_gradwatch_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     only = "lightning/mlp-steplr/seed=0/nan-in-batch-200"
-    cmd = [sys.executable, str(BENCHMARKS / "real_projects.py"), "--only", only, "--out", str(out)]
+    script = str(BENCHMARKS / "real_projects.py")
+    cmd = [sys.executable, script, "--only", only, "--threads", "1", "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     (run,) = json.loads(out.read_text())["runs"]
     assert run["exit"] == 0 and run["steps"] == 400 and run["bug"] == "nan-in-batch-200"
+    assert run["threads"] == 1
     assert run["verdict"] in ("caught", "late", "wrong check", "missed")
     assert (
         "| lightning | mlp-steplr | 0 | 400 | nan-in-batch-200 |"

@@ -36,7 +36,7 @@ def check(a: Analysis) -> None:
         for e in events:
             if e.kind == BACKWARD and e.via is None and e.operand is not None:
                 roots = _trained_roots(events, e.line)
-                for node, why in _cuts(a, unit.scope, e.operand, roots, False, 0):
+                for node, why in _cuts(a, unit.scope, e.operand, roots, None, 0):
                     a.emit("detached-in-loss-path", node, why, unit)
         _data_in_forward(a, unit)
         _data_writes_before_backward(a, unit)
@@ -58,33 +58,40 @@ def _trained(name: str | None, roots: tuple[str, ...]) -> bool:
 
 
 def _cuts(
-    a: Analysis, scope: Scope, e: ast.expr, roots: tuple[str, ...], into_module: bool, depth: int
+    a: Analysis, scope: Scope, e: ast.expr, roots: tuple[str, ...], into: str | None, depth: int
 ) -> Iterator[tuple[ast.AST, str]]:
-    """The cuts on the way from the loss ``e`` back to the trained modules' outputs."""
+    """The cuts on the way from the loss ``e`` back to the trained modules' outputs; ``into``
+    is the module that consumes ``e`` on that way, if any."""
     if depth > 10:
         return
     if isinstance(e, ast.Name):
         value = scope.value_before(e.id, getattr(e, "lineno", 10**9))
         if value is not None:
-            yield from _cuts(a, scope, value, roots, into_module, depth + 1)
+            yield from _cuts(a, scope, value, roots, into, depth + 1)
         return
     if isinstance(e, ast.Call):
         cut = _cut_of(a, e)
         if cut is not None:
             kind, inner = cut
             source = model_output(scope, inner, 0)
-            if _trained(source, roots) and (kind != "detach" or into_module):
+            if _trained(source, roots) and (kind != "detach" or _fed_on(source, into)):
                 yield e, _message(kind, ast.unparse(e), source or "")
             return
         module = module_name(scope, e.func, consumers_only=True)
         for arg in [*e.args, *(k.value for k in e.keywords)]:
-            yield from _cuts(a, scope, arg, roots, into_module or module is not None, depth + 1)
+            yield from _cuts(a, scope, arg, roots, module or into, depth + 1)
         if isinstance(e.func, ast.Attribute) and module_name(scope, e.func) is None:
-            yield from _cuts(a, scope, e.func.value, roots, into_module, depth + 1)
+            yield from _cuts(a, scope, e.func.value, roots, into, depth + 1)
         return
     for child in ast.iter_child_nodes(e):
         if isinstance(child, ast.expr):
-            yield from _cuts(a, scope, child, roots, into_module, depth + 1)
+            yield from _cuts(a, scope, child, roots, into, depth + 1)
+
+
+def _fed_on(source: str | None, into: str | None) -> bool:
+    """A detached output fed into another module; into the module that made it, it is a
+    recurrent state cut on purpose (truncated backpropagation through time)."""
+    return source is not None and into is not None and not _related(source, into)
 
 
 def _cut_of(a: Analysis, c: ast.Call) -> tuple[str, ast.expr] | None:
