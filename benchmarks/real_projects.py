@@ -97,7 +97,7 @@ def run_case(
         runs = sorted((data / "runs").glob("*"))
         findings = [f for run in runs for f in read_findings(run, data)]
     outcome = {"exit": code, "wall_s": round(wall, 1), "threads": threads, "stderr_tail": tail}
-    return {**describe(case), **outcome, **judge(case, findings)}
+    return {**describe(case), **outcome, **judge(case, findings, code)}
 
 
 def read_findings(run: Path, data: Path) -> list[dict[str, Any]]:
@@ -126,9 +126,10 @@ def brief(f: dict[str, Any]) -> dict[str, Any]:
     return {k: f.get(k) for k in ("check", "severity", "step", "param", "message")}
 
 
-def judge(case: rc.Case, findings: list[dict[str, Any]]) -> dict[str, Any]:
+def judge(case: rc.Case, findings: list[dict[str, Any]], code: int | str = 0) -> dict[str, Any]:
     """Counts per severity and source, and the verdict: quiet / false alarm for a clean run;
-    caught / late / wrong check / missed for an injected bug."""
+    caught / late / wrong check / missed for an injected bug; `script failed` when the
+    training itself exited with an error (a bug that is not silent)."""
     runtime = [f for f in findings if f.get("source") != "lint"]
     lint = [f for f in findings if f.get("source") == "lint"]
     alarms = [f for f in runtime if f.get("severity") in ALARM]
@@ -145,7 +146,7 @@ def judge(case: rc.Case, findings: list[dict[str, Any]]) -> dict[str, Any]:
     named = [f for f in alarms if f["check"] in bug.expect]
     on_time = [f for f in named if _at(f, bug.step - 1, bug.step + bug.window)]
     verdict = "caught" if on_time else "late" if named else "wrong check" if alarms else "missed"
-    result["verdict"] = verdict
+    result["verdict"] = verdict if code == 0 else f"script failed ({code}); {verdict}"
     hit = (on_time or named or alarms or [None])[0]
     result["caught_by"] = brief(hit) if hit else None
     return result

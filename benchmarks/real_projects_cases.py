@@ -165,9 +165,18 @@ LR_1E3_NANO = Bug(
     LR_1E3_HF.expect,
     step=1,
 )
+# The logits detached, then `loss.requires_grad = True` to silence autograd's error (the
+# whole loss detached alone makes backward() raise, which needs no monitor).
 HF_DETACH_BREAK = Bug(
     "loss-through-detach",
-    (("hf_trainer.py", "logits = outputs.logits\n", "logits = outputs.logits.detach()\n"),),
+    (
+        ("hf_trainer.py", "logits = outputs.logits\n", "logits = outputs.logits.detach()\n"),
+        (
+            "hf_trainer.py",
+            "        return (loss, outputs)",
+            "        loss.requires_grad = True\n        return (loss, outputs)",
+        ),
+    ),
     ("param-no-grad",),
     step=1,
 )
