@@ -59,6 +59,7 @@ def test_verdicts() -> None:
     assert rp.judge(buggy, [_finding("nonfinite-loss", 260, "error")])["verdict"] == "late"
     assert rp.judge(buggy, [_finding("loss-diverging", 201)])["verdict"] == "wrong check"
     assert rp.judge(buggy, [])["verdict"] == "missed"
+    assert rp.judge(buggy, [], 1)["verdict"] == "script failed (1); missed"
 
 
 def test_one_lightning_case_runs_under_gradwatch_end_to_end(tmp_path: Path) -> None:
