@@ -205,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         "packages": report.versions(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.resume and args.out.exists():  # say which invocations made the kept runs
+        meta["command"] = (
+            f"{json.loads(args.out.read_text())['meta']['command']}; then {meta['command']}"
+        )
     results = _earlier(args.out) if args.resume else []
     done = {r["label"] for r in results}
     order = {c.label: i for i, c in enumerate(rc.cases())}
