@@ -6,7 +6,7 @@ their users run them; then the same with each bug of issue 18 injected into a co
 `real_projects_cases.py`). Records what gradwatch said per run and whether each bug was
 caught by the right check at the right step.
 
-Needs: the gradwatch env with its `transformers` and `lightning` extras, and local
+Needs: the gradwatch env with its `integrations` extra (transformers, lightning), and local
 exports of the two repositories (no network at run time; the char dataset nanoGPT's
 prepare.py would download is written from the stdlib's sources)::
 
