@@ -102,11 +102,11 @@ class Analysis:
         key = id(block if block is not None else unit.node)
         if key not in self._events:
             body = block.body if isinstance(block, Loop) else unit.body
-            no_grad = unit.no_grad or (block is not None and self._under_no_grad(unit, block))
+            no_grad = unit.no_grad or (block is not None and self.under_no_grad(unit, block))
             self._events[key] = self.collector.events(body, unit.scope, no_grad=no_grad)
         return self._events[key]
 
-    def _under_no_grad(self, unit: Unit, block: ast.AST) -> bool:
+    def under_no_grad(self, unit: Unit, block: ast.AST) -> bool:
         for node in own_nodes(unit.body):
             if (
                 isinstance(node, ast.With | ast.AsyncWith)

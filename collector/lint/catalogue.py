@@ -97,6 +97,34 @@ RULES: Final[tuple[Rule, ...]] = (
         ("param-no-grad",),
     ),
     Rule(
+        "detached-in-loss-path",
+        "error",
+        "part of the loss is cut from a module the optimizer trains",
+        "keep .detach() for targets and frozen or teacher networks, .item() / .numpy() / "
+        "torch.tensor(...) for logging; feed the loss the tensor itself",
+        ("param-no-grad",),
+    ),
+    Rule(
+        "data-in-loss-path",
+        "error",
+        "a parameter's .data is read in forward() or written between forward and backward",
+        "use the parameter itself in forward(); change parameters only after optimizer.step() "
+        "(under torch.no_grad())",
+    ),
+    Rule(
+        "module-requires-grad",
+        "error",
+        "requires_grad assigned on an nn.Module, where it has no effect",
+        "call module.requires_grad_(False) (or set p.requires_grad on each parameter)",
+    ),
+    Rule(
+        "requires-grad-non-leaf",
+        "error",
+        "requires_grad set on a tensor the model computed (not a leaf)",
+        "use .detach() to cut a computed tensor from the graph; set requires_grad only on "
+        "leaves (inputs, parameters)",
+    ),
+    Rule(
         "softmax-into-cross-entropy",
         "error",
         "softmax output fed to a loss that applies log-softmax itself",

@@ -10,10 +10,10 @@ from pathlib import Path
 from gradwatch.lint.analysis import Analysis
 from gradwatch.lint.catalogue import IDS
 from gradwatch.lint.result import LintFinding
-from gradwatch.lint.rules import dataflow, lifecycle, modes, setup
+from gradwatch.lint.rules import cuts, dataflow, flags, lifecycle, modes, setup
 from gradwatch.lint.source import Source
 
-_RULE_MODULES = (lifecycle, modes, dataflow, setup)
+_RULE_MODULES = (lifecycle, modes, dataflow, cuts, flags, setup)
 _SKIP_DIRS = {".git", ".hg", ".venv", "venv", "__pycache__", "node_modules", "build", "dist"}
 
 

@@ -8,7 +8,7 @@ import ast
 
 from gradwatch.lint.analysis import Analysis, Unit
 from gradwatch.lint.facts import BACKWARD
-from gradwatch.lint.kinds import LOSS, MODULE, Scope, function_scope, own_nodes
+from gradwatch.lint.kinds import LOSS, MODULE, SCALER, Scope, function_scope, own_nodes
 from gradwatch.lint.source import text
 
 CUT, LIVE, NONE = "cut", "live", "none"
@@ -95,6 +95,8 @@ def _call_flow(
         why.append(f"`{ast.unparse(c)}` is a new tensor with no history")
         return CUT
     if isinstance(c.func, ast.Attribute) and not q:
+        if c.func.attr == "scale" and _is_scaler(scope, c.func.value) and c.args:
+            return flow(a, scope, c.args[0], line, why, depth + 1)  # scaler.scale(loss)
         if c.func.attr in _CUT_METHODS:
             why.append(f"`.{c.func.attr}()` at line {c.lineno}")
             return CUT
@@ -118,6 +120,11 @@ def _call_flow(
     ):
         return _combine([flow(a, scope, p, line, why, depth + 1) for p in args])
     return LIVE
+
+
+def _is_scaler(scope: Scope, e: ast.expr) -> bool:
+    kind = scope.kind(text(e))
+    return kind is not None and kind.kind == SCALER
 
 
 def _combine(states: list[str]) -> str:
