@@ -19,6 +19,7 @@ CHECKS: Final[dict[str, Severity]] = {
     "stale-grad": "error",
     "grad-zeroed-before-step": "error",
     "step-without-backward": "warning",
+    "accumulation-wiped": "error",
     # parameter coverage
     "param-no-grad": "warning",
     "param-not-in-optimizer": "error",
@@ -58,6 +59,7 @@ CHECKPOINT_CHECKS: Final[frozenset[str]] = frozenset(
         "stale-grad",
         "grad-zeroed-before-step",
         "step-without-backward",
+        "accumulation-wiped",
         "param-no-grad",
         "param-not-in-optimizer",
         "frozen-param-in-optimizer",

@@ -68,8 +68,11 @@ class ModelHooks:
         clock = time.perf_counter
         # every optimizer on the CPU: the I/O thread takes the checksum (batch.Deferred)
         defer = all(w.stats.on_host for w in self.run.watches)
+        manual = [w.manual for w in self.owners[key] if w.manual is not None]
 
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            for driver in manual:  # parameters updated by hand since the last backward?
+                driver.check()
             if not is_grad_enabled():  # evaluation or inference: not a training forward
                 return None
             checksum, sig = inspect(args, kwargs, defer=defer) if want_checksum else (None, [])
