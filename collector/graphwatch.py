@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 MAX_SHAPES = 64  # graph shapes remembered; past that, new shapes are no longer walked
 Shape = tuple[str, tuple[int, ...]]
+_REGISTERED = frozenset({"_modules", "_parameters", "_buffers"})  # nn.Module's own dicts
 
 
 def _spelled(t: torch.Tensor) -> str:
@@ -108,26 +109,32 @@ class GraphWatch:
         ]
         if not loose or not self.run.sink.enabled("param-not-in-optimizer"):
             return
-        held = _held_by_optimizers()
-        step = self.run.step + 1
+        # a watched model's own tensors (a layer replaced after watch()) are the periodic
+        # coverage check's, named as the model names them; any optimizer's may train them
+        models = self.run.model_hooks.models.values()
+        held = _held_by_optimizers() | {id(p) for m in models for p in m.parameters()}
+        groups: dict[str, list[torch.Tensor]] = {}
         for t in loose:
-            if id(t) in held:
-                continue  # another optimizer trains it (a model watched on its own)
-            self._reported.add(id(t))
-            where = self._holder(t)
+            if id(t) not in held:
+                groups.setdefault(self._holder(t), []).append(t)
+        step = self.run.step + 1
+        for where, tensors in groups.items():
+            self._reported.update(id(t) for t in tensors)
+            shapes = ", ".join(_spelled(t) for t in tensors[:4])
+            more = f" and {len(tensors) - 4} more" if len(tensors) > 4 else ""
             self.run.sink.report(
                 finding(
                     "param-not-in-optimizer",
                     step,
-                    f"a trainable {_spelled(t)} tensor reaches the loss but is held by no "
-                    f"watched module and no optimizer ({where}), so it never trains.",
+                    f"{len(tensors)} trainable tensor(s) ({shapes}{more}) reach the loss but no "
+                    f"watched module and no optimizer holds them ({where}), so they never train.",
                     "register submodules with nn.ModuleList/nn.ModuleDict (not a plain list or "
                     "dict), create parameters in __init__ rather than forward, and build the "
                     "optimizer after the model is complete.",
-                    param=f"unregistered {_spelled(t)}",
+                    param=f"unregistered: {where}",
                     details={
-                        "shape": list(t.shape),
-                        "dtype": str(t.dtype).removeprefix("torch."),
+                        "shapes": [list(t.shape) for t in tensors],
+                        "dtypes": [str(t.dtype).removeprefix("torch.") for t in tensors],
                         "held_by": where,
                     },
                 )
@@ -135,16 +142,18 @@ class GraphWatch:
         self.run.sink.flush()
 
     def _holder(self, tensor: torch.Tensor) -> str:
-        """Which plain container of a watched model holds ``tensor``'s module, if any."""
+        """Which plain container of a watched model holds ``tensor`` (or its module)."""
         for key, model in self.run.model_hooks.models.items():
             prefix = f"{key}." if key else ""
             for path, module in model.named_modules():
                 for attr, value in vars(module).items():
+                    if attr in _REGISTERED:
+                        continue
                     found = _in_container(value, tensor)
                     if found is not None:
                         at = f"{prefix}{path}.{attr}" if path else f"{prefix}{attr}"
-                        return f"a {found} in the plain {type(value).__name__} {at}"
-        return "no module holds it: made in forward()?"
+                        return f"{found} in the plain {type(value).__name__} `{at}`"
+        return "no module holds them: made in forward()?"
 
 
 def _in_container(value: Any, tensor: torch.Tensor) -> str | None:

@@ -107,6 +107,7 @@ class OptimizerWatch:
         # backward passes (run-wide numbers) counted since gradients were last cleared or
         # applied: a clear finds there the passes it discards (accumulation-wiped)
         self.unapplied: list[int] = []
+        self.discarded = 0  # of those, cleared without a step: a wipe once backward follows
         self.stepped_at = 0  # the run's pass count at this optimizer's last step
         self.in_step = False  # inside step(): a closure's clears are the optimizer's own
         self._grads_untouched = grads_untouched_by_step(optimizer)
@@ -226,18 +227,22 @@ class OptimizerWatch:
 
     def note_wipe(self) -> None:
         """Gradients were just cleared: the backward passes since the last clear that no
-        step applied (not even another optimizer's) were discarded — an ``wiped`` event."""
+        step applied (not even another optimizer's) are discarded. When another backward
+        pass follows before a step, that is a ``wiped`` event (accumulation-wiped); when a
+        step follows, grad-zeroed-before-step says it."""
         unapplied, self.unapplied = self.unapplied, []
-        if not unapplied or self.in_step:
-            return
-        wiped = sum(1 for n in unapplied if not self.run.applied_elsewhere(n, self))
-        if wiped:
-            self.pending.add(("wiped", self._now(), str(wiped)))
+        if unapplied and not self.in_step:
+            self.discarded += sum(1 for n in unapplied if not self.run.applied_elsewhere(n, self))
 
     def note_applied(self) -> None:
         """The gradients were used (a step, or a GradScaler's decision to skip one)."""
         self.unapplied = []
+        self.discarded = 0
         self.stepped_at = self.run.passes
+
+    def forget_grads(self) -> None:
+        """Take every gradient present as new (attached in the middle of a backward pass)."""
+        self._grads = [None] * len(self.params)
 
     def after_backward(self, root: torch.Tensor | None, took: float) -> int:
         """Called by the run after every backward pass, reached or not; returns how many of
@@ -270,6 +275,9 @@ class OptimizerWatch:
             self.since_clear = 0
             pending.loss = None
         self.unapplied.append(self.run.passes)
+        if self.discarded:
+            pending.add(("wiped", self._now(), str(self.discarded)))
+            self.discarded = 0
         pending.n_backward += 1
         self.since_clear += 1
         pending.backward_time += took

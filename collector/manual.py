@@ -10,7 +10,9 @@ counters; at the next training forward, ``zero_grad``, backward pass or ``close(
 looks whether the parameters changed since — a version counter moved (``p -= …`` under
 ``no_grad``), or, for ``.data`` edits that no counter sees, the values differ from the
 snapshot — and if so runs the step's checks and statistics as for ``optimizer.step()``.
-A policy that acts before the update (``skip``) cannot act here: the update is done.
+The checks see the model's train/eval modes as they were at that backward pass (the loop
+may have called ``model.eval()`` for a validation since the update). A policy that acts
+before the update (``skip``) cannot act here: the update is done.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class ManualDriver:
         self._versions: list[int] | None = None  # as after the last backward pass
         self._norms: list[torch.Tensor] | None = None  # when there is no snapshot
         self._pre: PreStep | None = None
+        self._modes: list[tuple[torch.nn.Module, bool]] = []  # as at the last backward
 
     def after_backward(self) -> None:
         """A backward pass reached the parameters: the state before a coming update."""
@@ -49,6 +52,12 @@ class ManualDriver:
         self._pre = stats.before_step(now=True)
         params = self.w.params
         self._versions = [p._version for p in params]
+        checks = self.w.run.checks
+        self._modes = [
+            (m, m.training)
+            for key in self.w.model_keys
+            for m in (checks.models[key], *(mod for _, mod in checks.modes[key]))
+        ]
         self._norms = None if stats._snapshot is not None else list(torch._foreach_norm(params))
 
     def check(self) -> None:
@@ -57,7 +66,14 @@ class ManualDriver:
             return
         pre, self._pre, self._versions, self._norms = self._pre, None, None, None
         assert pre is not None
-        self.w.manual_step(pre)
+        now = [(m, m.training) for m, _ in self._modes]
+        try:
+            for m, training in self._modes:
+                m.training = training  # the flag only: train() would recurse
+            self.w.manual_step(pre)
+        finally:
+            for m, training in now:
+                m.training = training
 
     def _changed(self) -> bool:
         params = self.w.params
