@@ -361,6 +361,7 @@ class OptimizerWatch:
             self._drop_update()
         if self.screened:
             self.run.nan_origin.screen(self)
+        self.run.saver.keep(self.index, self.step + 1)  # policy checkpoint: the state before
 
     def manual_step(self, pre: PreStep) -> None:
         """An update by hand was found (:mod:`gradwatch.manual`): the step's checks with the

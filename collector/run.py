@@ -122,7 +122,8 @@ class Run:
                 watch.model_keys.append(key)
         self.nan_origin = NanOrigin(self)  # provenance of non-finite values; checkpoint policy
         self.checks.numerics.origin = self.nan_origin.origin
-        self.sink.checkpoint = CheckpointSaver(self).save
+        self.saver = CheckpointSaver(self)
+        self.sink.checkpoint = self.saver.save
         self._shape_listener = self.guard(self._loss_shape, "loss shape check")
         self._backward_listener = self.guard(self._after_backward, "backward listener")
         self.scaler_watch = (
