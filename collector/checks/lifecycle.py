@@ -40,6 +40,7 @@ class LifecycleChecks:
         self.sink = sink
         self.declared = accumulation_steps
         self._wiped_streak: dict[int, int] = {}  # optimizer -> steps in a row with wipes
+        self._cut: set[int] = set()  # optimizers whose loss is cut from the model now
 
     def pre_step(self, v: StepView) -> list[Action]:
         """Evaluate before the update is applied (one action per id of :data:`IDS`)."""
@@ -53,6 +54,7 @@ class LifecycleChecks:
             and not _cleared_after_backward(events)
             and not (n_backward == 0 and not closure)
             and not self._wiped_streak
+            and not self._cut
             and not _wiped(events)
         )
 
@@ -106,7 +108,10 @@ class LifecycleChecks:
     def _without_backward(self, v: StepView) -> Action:
         cut = [e[2] for e in v.events if e[0] == "backward-cut"]
         if v.n_backward == 0 and not v.has_closure and cut:
-            return self._cut(v, cut)
+            return self._cut_loss(v, cut)
+        if v.optimizer in self._cut and v.n_backward:
+            self._cut.discard(v.optimizer)
+            self.sink.clear("param-no-grad", None, None)
         if v.n_backward == 0 and not v.has_closure:
             return self.sink.report(
                 finding(
@@ -123,10 +128,12 @@ class LifecycleChecks:
         self.sink.clear("step-without-backward", None, v.optimizer)
         return "none"
 
-    def _cut(self, v: StepView, cut: list[str]) -> Action:
+    def _cut_loss(self, v: StepView, cut: list[str]) -> Action:
         """backward() ran, but reached no parameter of this optimizer: the loss is not
-        connected to the model (``param-no-grad``, not ``step-without-backward``)."""
+        connected to the model (``param-no-grad``, not ``step-without-backward``). Kept
+        apart from the per-tensor episodes (``optimizer`` None), which would end it."""
         self.sink.clear("step-without-backward", None, v.optimizer)
+        self._cut.add(v.optimizer)
         return self.sink.report(
             finding(
                 "param-no-grad",
@@ -139,8 +146,7 @@ class LifecycleChecks:
                 ".detach() on the way, and never set loss.requires_grad = True to silence the "
                 "error that reveals this.",
                 severity="error",
-                optimizer=v.optimizer,
-                details={"cut_backward": len(cut), "where": cut[-1]},
+                details={"optimizer": v.optimizer, "cut_backward": len(cut), "where": cut[-1]},
             )
         )
 
