@@ -113,3 +113,22 @@ def test_watch_without_an_optimizer_needs_trainable_parameters() -> None:
     model = mlp().requires_grad_(False)
     with pytest.raises(gradwatch.ConfigError, match="trainable"):
         gradwatch.watch(model)
+
+
+@pytest.mark.parametrize("how", ["None", "zero_"], ids=["p.grad = None", "p.grad.zero_()"])
+def test_gradients_cleared_by_hand_after_the_update_are_not_stale(how: str) -> None:
+    model = mlp()
+    run = gradwatch.watch(model)
+    for i in range(STEPS):
+        x, y = batch(i)
+        for p in model.parameters():
+            if how == "None":
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()
+        mse(model(x), y).backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        update(model, "no_grad")
+    run.close()
+    assert run.step == STEPS
+    assert_quiet(run)
