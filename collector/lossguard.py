@@ -82,7 +82,7 @@ def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         return original(input, target, *args, **kwargs)
 
     loss.__gradwatch_original__ = original  # type: ignore[attr-defined]
-    _WRAPPER_CODES.add(loss.__code__)
+    _WRAPPER_CODES.add(loss.__code__)  # type: ignore[attr-defined]
     return loss
 
 

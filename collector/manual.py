@@ -32,7 +32,8 @@ class ManualUpdates(torch.optim.Optimizer):
     def __init__(self, params: list[torch.Tensor]) -> None:
         super().__init__(params, {})
 
-    def step(self, closure: Any = None) -> Any:  # noqa: D102 - never called by a script
+    def step(self, closure: Any = None) -> Any:
+        """Nothing: a script that updates by hand never calls it."""
         return None
 
 

@@ -174,7 +174,9 @@ def watch(model: ModelArg, optimizer: OptimizerArg | None = None, **kwargs: Any)
         )
     opts = options.resolve(**kwargs)
     models = _models(model)
-    optimizers = [_by_hand(models)] if optimizer is None else _optimizers(optimizer)
+    optimizers: list[torch.optim.Optimizer] = (
+        [_by_hand(models)] if optimizer is None else _optimizers(optimizer)
+    )
     names = _names(models, optimizers)
     params = [p for o in optimizers for g in o.param_groups for p in g["params"]]
     device = params[0].device if params else torch.device("cpu")

@@ -63,7 +63,7 @@ def test_a_manual_loop_without_clearing_gradients_is_stale_grad() -> None:
 def test_an_evaluation_after_the_last_update_is_not_eval_mode_training() -> None:
     model = nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.1), nn.Linear(8, 3))
     run = gradwatch.watch(model)
-    for epoch in range(3):
+    for _epoch in range(3):
         model.train()
         for i in range(10):
             x, y = batch(i)

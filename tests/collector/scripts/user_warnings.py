@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 torch.manual_seed(0)
-warnings.warn("the script's own warning")
+warnings.warn("the script's own warning", stacklevel=1)
 model = nn.Linear(3, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 criterion = nn.MSELoss()
@@ -17,7 +17,7 @@ if len(sys.argv) > 1:  # watched by hand, after the script's first warnings
 
     gradwatch.watch(model, opt, data_dir=sys.argv[1])
 for _ in range(3):
-    warnings.warn("a warning shown once per line")
+    warnings.warn("a warning shown once per line", stacklevel=1)
     opt.zero_grad()
     x = torch.randn(8, 3)
     loss = nn.functional.mse_loss(model(x), torch.randn(8))  # (8, 1) against (8,)
