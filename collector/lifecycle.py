@@ -363,30 +363,17 @@ class OptimizerWatch:
             self.run.nan_origin.screen(self)
         self.run.saver.keep(self.index, self.step + 1)  # policy checkpoint: the state before
 
-    def manual_step(self, pre: PreStep) -> None:
+    def manual_step(self, pre: PreStep, cleared: bool) -> None:
         """An update by hand was found (:mod:`gradwatch.manual`): the step's checks with the
-        state before it (``pre``), then its statistics, as around ``optimizer.step()``."""
+        state before it (``pre``), then its statistics, as around ``optimizer.step()``;
+        ``cleared``: the gradients were cleared by hand after the update."""
         self._t_step_start = time.perf_counter()
-        cleared = self._cleared_by_hand()  # after the update, before it was found
         self._pre = pre if self.collecting() else None
         self.checker.pre_step(self.pending, self._pre, False)
         self._after_step(self.optimizer, (), {})
         if cleared:
             self.pending.add(("zero_grad", self._now(), "by hand"))
             self.since_clear = 0
-
-    def _cleared_by_hand(self) -> bool:
-        """Whether a gradient was set to None, replaced or zeroed in place since the last
-        backward pass (clipping also edits in place, but leaves values that are not 0)."""
-        for p, seen in zip(self.params, self._grads, strict=True):
-            if seen is None:
-                continue
-            grad = p.grad
-            if grad is None or seen[0]() is not grad:
-                return True
-            if grad._version != seen[1] and not bool(grad.any()):
-                return True
-        return False
 
     def _drop_update(self) -> None:
         """Policy ``skip``: with every gradient gone the optimizer leaves the parameters

@@ -71,10 +71,24 @@ class ManualDriver:
         try:
             for m, training in self._modes:
                 m.training = training  # the flag only: train() would recurse
-            self.w.manual_step(pre)
+            self.w.manual_step(pre, self._cleared_by_hand())
         finally:
             for m, training in now:
                 m.training = training
+
+    def _cleared_by_hand(self) -> bool:
+        """Whether a gradient was set to None, replaced or zeroed in place since the last
+        backward pass (after the update: it was found later). Clipping also edits in place,
+        but leaves values that are not all 0."""
+        for p, seen in zip(self.w.params, self.w._grads, strict=True):
+            if seen is None:
+                continue
+            grad = p.grad
+            if grad is None or seen[0]() is not grad:
+                return True
+            if grad._version != seen[1] and not bool(grad.any()):
+                return True
+        return False
 
     def _changed(self) -> bool:
         params = self.w.params
