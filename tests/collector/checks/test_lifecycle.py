@@ -224,3 +224,21 @@ def test_gan_generator_loss_reaching_the_discriminator_is_not_a_wipe() -> None:
         opt_g.step()
 
     assert_quiet(train({"G": g, "D": d}, [opt_g, opt_d], 30, step))
+
+
+def test_steps_a_grad_scaler_skips_are_not_wipes() -> None:
+    """A GradScaler whose scale starts far too high skips step() on inf gradients for
+    many iterations in a row, while the loop clears the gradients every iteration: those
+    gradients were dealt with (skipped on purpose), not discarded by an accumulation bug."""
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**127)
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        scaler.scale(mse(model(x), y) * 1e3).backward()
+        scaler.step(opt)
+        scaler.update()
+
+    model = mlp()
+    run = train(model, sgd(model), 40, step)
+    assert 0 < run.step < 40  # the scaler did skip steps
+    assert of(run, "accumulation-wiped") == []
