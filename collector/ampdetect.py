@@ -69,7 +69,12 @@ def _adopt(scaler: torch.amp.GradScaler) -> None:
 def _attach(run: Run, scaler: torch.amp.GradScaler) -> None:
     run.options = dataclasses.replace(run.options, scaler=scaler)  # the loss is unscaled
     watch = ScalerWatch(
-        scaler, [w.optimizer for w in run.watches], run.sink, lambda: run.step, run.guard
+        scaler,
+        [w.optimizer for w in run.watches],
+        run.sink,
+        lambda: run.step,
+        run.guard,
+        run.scaler_updated,
     )
     watch.attach()
     run.scaler_watch = watch

@@ -14,7 +14,10 @@ Python processes that never touch torch stay as fast as before), then runs the
    far is attached in **one run** with the root modules that own its parameters, found
    by a scan of live ``nn.Module`` objects — parameter names come from those modules, as
    with ``gradwatch.watch(model, optimizer)``. Optimizers built after that get a run of
-   their own at the next forward.
+   their own at the next forward;
+3. if the process's first backward pass comes before any optimizer was built, the loop
+   updates its parameters by hand: the root modules owning the parameters that pass
+   reached are watched without an optimizer (:mod:`gradwatch.manual`).
 
 Options come from the environment (``GRADWATCH_PROJECT``, ``GRADWATCH_NAME``,
 ``GRADWATCH_CHECKS``, ``GRADWATCH_DIR``, ``GRADWATCH_SERVER``), which is how
@@ -39,7 +42,10 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from gradwatch import backward_tap
 from gradwatch.errors import ConfigError
+from gradwatch.graphorder import walk
+from gradwatch.manual import ManualUpdates
 from gradwatch.run import Run
 from gradwatch.watch import watch
 from gradwatch.wire import Kind, Record
@@ -120,6 +126,7 @@ class _State:
         self.original_init: Callable[..., None] | None = None
         self.pending: list[weakref.ref[torch.optim.Optimizer]] = []
         self.forward_hook: RemovableHandle | None = None
+        self.backward_listening = False
         self.runs: list[Run] = []
 
 
@@ -143,6 +150,8 @@ def install() -> None:
             _say(f"internal error while noting an optimizer ({type(exc).__name__}: {exc})")
 
     torch.optim.Optimizer.__init__ = init  # type: ignore[method-assign]
+    backward_tap.install(_on_backward)
+    _state.backward_listening = True
 
 
 def uninstall() -> None:
@@ -154,6 +163,48 @@ def uninstall() -> None:
         _state.forward_hook.remove()
         _state.forward_hook = None
     _state.pending.clear()
+    _stop_listening()
+
+
+def _stop_listening() -> None:
+    if _state.backward_listening:
+        _state.backward_listening = False
+        backward_tap.uninstall(_on_backward)
+
+
+def _on_backward(root: torch.Tensor | None, took: float, tensor: torch.Tensor | None) -> None:
+    """The process's first backward pass: with no optimizer built so far, the loop updates
+    its parameters by hand; watch the models that pass reached."""
+    if os.getpid() != _state.pid:
+        return
+    _stop_listening()  # the first pass decides
+    if _state.runs or _state.pending or tensor is None or tensor.grad_fn is None:
+        return
+    try:
+        _attach_by_hand(root, took, tensor)
+    except Exception as exc:  # gradwatch must never break the script
+        _say(f"internal error while attaching ({type(exc).__name__}: {exc}); not watched")
+
+
+def _attach_by_hand(root: torch.Tensor | None, took: float, tensor: torch.Tensor) -> None:
+    leaves = walk(tensor.grad_fn).leaves
+    roots = _roots_owning({id(t) for t in leaves if isinstance(t, torch.nn.Parameter)})
+    if not roots:
+        return
+    models: torch.nn.Module | dict[str, torch.nn.Module] = (
+        roots[0] if len(roots) == 1 else dict(zip(root_names(roots), roots, strict=True))
+    )
+    try:
+        run = watch(models)
+    except ConfigError as exc:
+        _say(f"not watched: {exc}")
+        return
+    _state.runs.append(run)
+    _attach_lint(run)
+    for w in run.watches:
+        w.forget_grads()  # this pass's gradients are new to the run
+    run._backward_listener(root, took, tensor)  # the tap called its listeners before this run's
+    _announce(run, roots, [])
 
 
 def _say(message: str) -> None:
@@ -162,6 +213,8 @@ def _say(message: str) -> None:
 
 def _note(optimizer: torch.optim.Optimizer) -> None:
     if os.getpid() != _state.pid:  # a forked worker: the parent process watches
+        return
+    if isinstance(optimizer, ManualUpdates):  # gradwatch's own stand-in, already watched
         return
     _state.pending.append(weakref.ref(optimizer))
     if _state.forward_hook is None:
@@ -190,7 +243,11 @@ def _params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
 def owning_roots(optimizers: Sequence[torch.optim.Optimizer]) -> list[torch.nn.Module]:
     """The live root modules (not a child of another module) that own any parameter of
     ``optimizers``, in the order they were created."""
-    wanted = {id(p) for o in optimizers for p in _params(o)}
+    return _roots_owning({id(p) for o in optimizers for p in _params(o)})
+
+
+def _roots_owning(wanted: set[int]) -> list[torch.nn.Module]:
+    """The live root modules that own any tensor whose id is in ``wanted``."""
     # type(), not isinstance(): some lazy objects warn when their __class__ is read
     modules = [obj for obj in gc.get_objects() if issubclass(type(obj), torch.nn.Module)]
     children = {id(child) for m in modules for child in m.children()}
@@ -282,7 +339,7 @@ def _refire(called: torch.nn.Module, before: set[int], args: tuple[Any, ...]) ->
 
 def _announce(run: Run, roots: list[torch.nn.Module], optimizers: list[Any]) -> None:
     models = ", ".join(type(r).__name__ for r in roots)
-    opts = ", ".join(type(o).__name__ for o in optimizers)
+    opts = ", ".join(type(o).__name__ for o in optimizers) or "parameters updated by hand"
     tensors = sum(len(w.params) for w in run.watches)
     _say(
         f"run {run.id} watching {models} with {opts} ({tensors} tensors); "

@@ -16,19 +16,18 @@ from typing import Any
 
 import torch
 
-Listener = Callable[[torch.Tensor | None, float, Any], None]
+#: (the root detached, the pass's duration, the root itself: its graph and leaf state)
+Listener = Callable[[torch.Tensor | None, float, torch.Tensor | None], None]
 
 _lock = threading.Lock()
 _listeners: list[Listener] = []
 _original: Callable[..., Any] | None = None
 
 
-def _root_of(tensors: object) -> torch.Tensor | None:
+def _single(tensors: object) -> torch.Tensor | None:
     if isinstance(tensors, tuple | list) and len(tensors) == 1:
         tensors = tensors[0]
-    if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
-        return tensors.detach()
-    return None
+    return tensors if isinstance(tensors, torch.Tensor) else None
 
 
 def _tapped(tensors: Any, *args: Any, **kwargs: Any) -> Any:
@@ -38,10 +37,10 @@ def _tapped(tensors: Any, *args: Any, **kwargs: Any) -> Any:
     result = original(tensors, *args, **kwargs)
     if _listeners:
         took = time.perf_counter() - started
-        root = _root_of(tensors)
-        graph = getattr(tensors, "grad_fn", None)  # the loss's node: tells the forward order
+        tensor = _single(tensors)
+        root = tensor.detach() if tensor is not None and tensor.numel() == 1 else None
         for listener in list(_listeners):
-            listener(root, took, graph)  # listeners are guarded by their run: never raise
+            listener(root, took, tensor)  # listeners are guarded by their run: never raise
     return result
 
 

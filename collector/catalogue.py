@@ -46,18 +46,31 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "a clearing event after the step's last backward pass",
        "`zero_grad()` before `backward()` or right after `step()`"),
     _C("step-without-backward", "Optimizer lifecycle", "warning",
-       "`step()` ran with no `backward()` since the previous step.",
+       "`step()` ran with no `backward()` since the previous step (a backward that reached "
+       "no parameter is `param-no-grad`, not this).",
        "zero backward passes since the previous step",
        "closures (LBFGS); schedulers and optimizers stepped as the loop intends"),
+    _C("accumulation-wiped", "Optimizer lifecycle", "error",
+       "Gradients of backward passes were cleared before any `step()` applied them "
+       "(`zero_grad()` every micro-batch, `step()` every k): each step applies only the last "
+       "micro-batch. The same id as the `gradwatch lint` rule.",
+       "discarded backward passes at 2 steps in a row",
+       "clears inside `step(closure)` (LBFGS, Lightning); gradients another optimizer applied "
+       "(GANs); iterations a GradScaler skipped; correct accumulation"),
     _C("param-no-grad", "Parameter coverage", "warning",
        "A trainable parameter of the watched model has no gradient at `step()` (a graph "
-       "break: `detach`, `.item()`, `torch.tensor(t)`, `no_grad`, or an unused branch).",
+       "break: `detach`, `.item()`, `torch.tensor(t)`, `no_grad`, or an unused branch). A "
+       "`backward()` that reached no watched parameter at all is one `error` finding saying "
+       "the loss is not connected to the model and naming the break (a leaf loss whose "
+       "`requires_grad` was set by hand, or the tensors the graph ends at).",
        "missing for {coverage.PERSIST_STEPS} steps in a row",
        "parameters that get a gradient at least once every {coverage.PERSIST_STEPS} steps "
        "(branches used in turn); frozen parameters"),
     _C("param-not-in-optimizer", "Parameter coverage", "error",
        "A trainable parameter of the watched model is in no optimizer param group (a layer "
-       "replaced after the optimizer was built, submodules in a plain list).",
+       "replaced after the optimizer was built); also an `nn.Parameter` the loss reaches "
+       "that no watched model and no optimizer holds (layers in a plain list or dict, "
+       "parameters made in `forward`), with shapes and the module holding it.",
        "checked at the start and every {checks.COVERAGE_EVERY} steps",
        "parameters with `requires_grad=False`"),
     _C("frozen-param-in-optimizer", "Parameter coverage", "warning",
@@ -178,6 +191,7 @@ CHECKPOINT_CHECKS: Final[frozenset[str]] = frozenset(
         "stale-grad",
         "grad-zeroed-before-step",
         "step-without-backward",
+        "accumulation-wiped",
         "param-no-grad",
         "param-not-in-optimizer",
         "frozen-param-in-optimizer",

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from . import hostnorms
+from . import hostnorms, quietproc
 from .config import config_hash
 from .errors import ConfigError
 
@@ -225,15 +225,30 @@ def _determinism() -> dict[str, Any]:
     return out
 
 
+def _silent(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
 def _read(read: Callable[[], object]) -> Any:
-    """A value that this torch may lack or refuse to give: None then, never an exception."""
+    """A value that this torch may lack or refuse to give: None then, never an exception.
+
+    A deprecation warning from reading a setting is not the script's: it is not shown.
+    Not with ``warnings.catch_warnings()``, which resets every module's show-once record
+    (the script's earlier warnings would print again); only the display is swapped."""
+    shown = warnings.showwarning
+    warnings.showwarning = _silent
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            value = read()
+        value = read()
     except Exception:
         return None
+    finally:
+        warnings.showwarning = shown
     return value if value is None or isinstance(value, bool | int | float | str) else str(value)
+
+
+def _platform() -> str:
+    quietproc.prime_platform()  # platform() reads uname -p, run by bare name otherwise
+    return platform.platform()
 
 
 def _versions() -> dict[str, Any]:
@@ -245,7 +260,7 @@ def _versions() -> dict[str, Any]:
         "hip": torch.version.hip,
         # Only once CUDA is initialised: is_available() alone may take seconds on some hosts.
         "cudnn": _read(torch.backends.cudnn.version) if _cuda_initialized() else None,
-        "platform": platform.platform(),
+        "platform": _platform(),
     }
 
 

@@ -40,6 +40,8 @@ from typing import Any
 
 import torch
 
+from gradwatch import quietproc
+
 __all__ = ["ENV", "Kernel", "cache_dir", "load", "status"]
 
 ENV = "GRADWATCH_CPU_KERNEL"
@@ -348,6 +350,7 @@ def _compiler() -> str | None:
 
 def _machine() -> str:
     """What ``-march=native`` depends on: the CPU's model and feature flags."""
+    quietproc.prime_platform()  # platform.processor() would run `uname -p` by bare name
     parts = [platform.machine(), platform.processor()]
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:

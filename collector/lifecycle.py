@@ -23,7 +23,7 @@ from torch.utils.hooks import RemovableHandle
 
 from gradwatch.batch import Deferred, combine
 from gradwatch.checks.view import Event
-from gradwatch.graphorder import forward_order
+from gradwatch.manual import ManualDriver, ManualUpdates
 from gradwatch.rows import LEADING, HostStep, assemble, write_row
 from gradwatch.stats import PreStep, StepStats, StepValues, grads_untouched_by_step
 from gradwatch.stepcheck import StepChecker
@@ -103,7 +103,13 @@ class OptimizerWatch:
         self.group_of = [j for j, g in enumerate(optimizer.param_groups) for _ in g["params"]]
         self.model_keys: list[str] = []  # the watched models that own these parameters
         self.since_clear = 0  # backward passes since the gradients were last cleared
-        self.forward_order: list[int] | None = None  # read from the first loss's graph
+        self.forward_order: list[int] | None = None  # set by gradwatch.graphwatch
+        # backward passes (run-wide numbers) counted since gradients were last cleared or
+        # applied: a clear finds there the passes it discards (accumulation-wiped)
+        self.unapplied: list[int] = []
+        self.discarded = 0  # of those, cleared without a step: a wipe once backward follows
+        self.stepped_at = 0  # the run's pass count at this optimizer's last step
+        self.in_step = False  # inside step(): a closure's clears are the optimizer's own
         self._grads_untouched = grads_untouched_by_step(optimizer)
         self._grads_stale = False  # gradients edited by hand since the last look
         self.stats = StepStats(
@@ -131,6 +137,8 @@ class OptimizerWatch:
         self._t_last = time.perf_counter()
         self._zero_grad: Callable[..., Any] | None = None
         self.checker = StepChecker(self, run.checks)
+        #: a loop that updates the parameters by hand (gradwatch.manual), else None
+        self.manual = ManualDriver(self) if isinstance(optimizer, ManualUpdates) else None
         # on the CPU the NaN screen (gradwatch.nanorigin) looks at the gradient norms before
         # the update, so they are measured then
         self.screened = run.options.nan_origin and self.stats.on_host
@@ -192,7 +200,10 @@ class OptimizerWatch:
 
     def note_zero_grad(self, source: str) -> None:
         """Record a gradient clearing by ``zero_grad`` (``source``: optimizer or model)."""
+        if self.manual is not None:
+            self.manual.check()  # an update by hand before this clear was a step
         self.pending.add(("zero_grad", self._now(), source))
+        self.note_wipe()
         self.since_clear = 0
         self.pending.loss = None  # the recorded loss is the one whose gradient gets applied
 
@@ -214,9 +225,29 @@ class OptimizerWatch:
             None if p.grad is None else (weakref.ref(p.grad), p.grad._version) for p in self.params
         ]
 
-    def after_backward(self, root: torch.Tensor | None, took: float, graph: Any = None) -> None:
-        """Called by the run after every backward pass, reached or not."""
-        reached, by_hand = False, ""
+    def note_wipe(self) -> None:
+        """Gradients were just cleared: the backward passes since the last clear that no
+        step applied (not even another optimizer's) are discarded. When another backward
+        pass follows before a step, that is a ``wiped`` event (accumulation-wiped); when a
+        step follows, grad-zeroed-before-step says it."""
+        unapplied, self.unapplied = self.unapplied, []
+        if unapplied and not self.in_step:
+            self.discarded += sum(1 for n in unapplied if not self.run.applied_elsewhere(n, self))
+
+    def note_applied(self) -> None:
+        """The gradients were used (a step, or a GradScaler's decision to skip one)."""
+        self.unapplied = []
+        self.discarded = 0
+        self.stepped_at = self.run.passes
+
+    def forget_grads(self) -> None:
+        """Take every gradient present as new (attached in the middle of a backward pass)."""
+        self._grads = [None] * len(self.params)
+
+    def after_backward(self, root: torch.Tensor | None, took: float) -> int:
+        """Called by the run after every backward pass, reached or not; returns how many of
+        this optimizer's tensors the pass reached."""
+        reached, by_hand = 0, ""
         grads = self._grads
         for i, p in enumerate(self.params):
             g = p.grad
@@ -230,19 +261,23 @@ class OptimizerWatch:
                     continue  # untouched by this pass
                 elif g._version > seen[1] + 1 and not by_hand:
                     by_hand = "by hand (in place)"  # zero_() before this pass's += (+1)
-            reached = True
+            reached += 1
             grads[i] = (weakref.ref(g), g._version)
         if reached:
             self._count_backward(root, took, by_hand)
-            if self.forward_order is None and graph is not None:
-                self.forward_order = forward_order(graph, self.params)
+        return reached
 
     def _count_backward(self, root: torch.Tensor | None, took: float, by_hand: str) -> None:
         pending = self.pending
         if by_hand:
             pending.add(("zero_grad", self._now(), by_hand))
+            self.note_wipe()
             self.since_clear = 0
             pending.loss = None
+        self.unapplied.append(self.run.passes)
+        if self.discarded:
+            pending.add(("wiped", self._now(), str(self.discarded)))
+            self.discarded = 0
         pending.n_backward += 1
         self.since_clear += 1
         pending.backward_time += took
@@ -295,6 +330,7 @@ class OptimizerWatch:
 
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
         self._t_step_start = time.perf_counter()
+        self.in_step = True
         closure = _closure(args, kwargs)
         if closure is None:
             self._pre_step(args, kwargs)
@@ -325,6 +361,19 @@ class OptimizerWatch:
             self._drop_update()
         if self.screened:
             self.run.nan_origin.screen(self)
+        self.run.saver.keep(self.index, self.step + 1)  # policy checkpoint: the state before
+
+    def manual_step(self, pre: PreStep, cleared: bool) -> None:
+        """An update by hand was found (:mod:`gradwatch.manual`): the step's checks with the
+        state before it (``pre``), then its statistics, as around ``optimizer.step()``;
+        ``cleared``: the gradients were cleared by hand after the update."""
+        self._t_step_start = time.perf_counter()
+        self._pre = pre if self.collecting() else None
+        self.checker.pre_step(self.pending, self._pre, False)
+        self._after_step(self.optimizer, (), {})
+        if cleared:
+            self.pending.add(("zero_grad", self._now(), "by hand"))
+            self.since_clear = 0
 
     def _drop_update(self) -> None:
         """Policy ``skip``: with every gradient gone the optimizer leaves the parameters
@@ -338,6 +387,8 @@ class OptimizerWatch:
         end = time.perf_counter()
         pending, pre = self.pending, self._pre
         self.step += 1
+        self.in_step = False
+        self.note_applied()
         if pending.dropped_events:
             pending.events.append(("dropped", end - self._t_last, f"{pending.dropped_events}"))
         pending.events.append(("step", end - self._t_last, ""))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -30,6 +31,7 @@ _lock = threading.Lock()
 _listeners: list[Listener] = []
 _originals: dict[str, Callable[..., Any]] = {}
 _original_warn: Callable[..., Any] | None = None
+_WRAPPER_CODES: set[Any] = set()  # the code of the loss wrappers: frames no warning names
 _TORCH_WARNING = re.compile(
     r"target size \(torch\.Size\(\[([\d, ]*)\]\)\) that is different to the input size "
     r"\(torch\.Size\(\[([\d, ]*)\]\)\)"
@@ -49,7 +51,22 @@ def _warn(
         found = _TORCH_WARNING.search(str(message))
         if found:
             _notify("an element-wise loss", _size(found.group(2)), _size(found.group(1)))
-    return original(message, category, stacklevel + 1, *args, **kwargs)
+    return original(message, category, _user_level(stacklevel), *args, **kwargs)
+
+
+def _user_level(stacklevel: int) -> int:
+    """The stack level, counted from this module's caller of the original ``warn``, that
+    names the frame the warning would name without gradwatch: this tap's own frame and
+    any loss wrapper's frame (torch's ``stacklevel=2`` lands there) are stepped over."""
+    level = max(stacklevel, 1)
+    try:
+        frame: Any = sys._getframe(level + 1)  # 0: here, 1: _warn, 2: warn's caller
+        while frame is not None and frame.f_code in _WRAPPER_CODES:
+            level += 1
+            frame = frame.f_back
+    except ValueError:  # a stack shallower than the level: as the caller asked
+        pass
+    return level + 1
 
 
 def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -65,6 +82,7 @@ def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         return original(input, target, *args, **kwargs)
 
     loss.__gradwatch_original__ = original  # type: ignore[attr-defined]
+    _WRAPPER_CODES.add(loss.__code__)  # type: ignore[attr-defined]
     return loss
 
 

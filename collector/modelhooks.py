@@ -1,5 +1,7 @@
 """Hooks on the watched models: forward timing, the batch checksum, the NaN-origin capture
-(:mod:`gradwatch.nanorigin`, called from the same hooks) and ``zero_grad``."""
+(:mod:`gradwatch.nanorigin`, called from the same hooks) and ``zero_grad``.
+What they put on a model stays out of ``torch.save(model)`` (:mod:`gradwatch.portable`).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from gradwatch import batch
+from gradwatch import batch, portable
 
 if TYPE_CHECKING:
     from gradwatch.lifecycle import OptimizerWatch
@@ -26,7 +28,7 @@ class ModelHooks:
         self.run = run
         self.models = dict(models)
         self.handles: list[RemovableHandle] = []
-        self._wrapped: list[tuple[torch.nn.Module, object]] = []
+        self._wrapped: list[torch.nn.Module] = []  # models whose zero_grad is watched
         self.owners: dict[str, list[OptimizerWatch]] = {}
         for key, model in self.models.items():
             ids = {id(p) for p in model.parameters()}
@@ -45,8 +47,8 @@ class ModelHooks:
             disable = torch.compiler.disable
             pre = disable(guard(self._pre_hook(key), "forward pre-hook"))  # type: ignore[no-untyped-call]
             post = disable(guard(self._post_hook(key), "forward hook"))  # type: ignore[no-untyped-call]
-            self.handles.append(model.register_forward_pre_hook(pre, with_kwargs=True))
-            self.handles.append(model.register_forward_hook(post))
+            self.handles.append(portable.forward_pre_hook(model, pre))
+            self.handles.append(portable.forward_hook(model, post))
             self._wrap_zero_grad(model, owners)
 
     def detach(self) -> None:
@@ -54,9 +56,8 @@ class ModelHooks:
         for handle in self.handles:
             handle.remove()
         self.handles.clear()
-        for model, wrapper in self._wrapped:
-            if model.__dict__.get("zero_grad") is wrapper:
-                del model.__dict__["zero_grad"]
+        for model in self._wrapped:
+            portable.unwatch_zero_grad(model)
         self._wrapped.clear()
 
     def _pre_hook(self, key: str) -> Any:
@@ -68,8 +69,11 @@ class ModelHooks:
         clock = time.perf_counter
         # every optimizer on the CPU: the I/O thread takes the checksum (batch.Deferred)
         defer = all(w.stats.on_host for w in self.run.watches)
+        manual = [w.manual for w in self.owners[key] if w.manual is not None]
 
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            for driver in manual:  # parameters updated by hand since the last backward?
+                driver.check()
             if not is_grad_enabled():  # evaluation or inference: not a training forward
                 return None
             checksum, sig = inspect(args, kwargs, defer=defer) if want_checksum else (None, [])
@@ -100,8 +104,6 @@ class ModelHooks:
         return hook
 
     def _wrap_zero_grad(self, model: torch.nn.Module, owners: list[OptimizerWatch]) -> None:
-        original = model.zero_grad
-
         def note() -> None:
             for watch in owners:
                 watch.note_zero_grad("model")
@@ -110,14 +112,7 @@ class ModelHooks:
             for watch in owners:
                 watch.see_grads()
 
-        guarded = self.run.guard(note, "zero_grad wrapper")
+        before = self.run.guard(note, "zero_grad wrapper")
         after = self.run.guard(seen, "zero_grad wrapper")
-
-        def zero_grad(*args: Any, **kwargs: Any) -> Any:
-            guarded()
-            result = original(*args, **kwargs)
-            after()
-            return result
-
-        model.zero_grad = zero_grad  # type: ignore[method-assign]
-        self._wrapped.append((model, zero_grad))
+        portable.watch_zero_grad(model, before, after)
+        self._wrapped.append(model)

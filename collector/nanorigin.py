@@ -104,7 +104,10 @@ class NanOrigin:
         for _, t in tensors(output):
             _tag(t.grad_fn, key)
 
-    def _after_backward(self, root: torch.Tensor | None, took: float, graph: Any) -> None:
+    def _after_backward(
+        self, root: torch.Tensor | None, took: float, tensor: torch.Tensor | None
+    ) -> None:
+        graph = None if tensor is None else tensor.grad_fn
         if graph is not None:
             self.losses.append(graph)
 

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gradwatch import quietproc
+
 __all__ = ["collect_slow"]
 
 _GIT_TIMEOUT_S = 5.0
@@ -66,7 +68,7 @@ def _git(args: list[str], cwd: str) -> bytes | None:
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     try:
         done = subprocess.run(
-            ["git", *args],
+            [quietproc.command("git"), *args],  # by path: see gradwatch.quietproc
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -22,6 +22,7 @@ from gradwatch.checks import CheckEngine
 from gradwatch.checks.amp import ScalerWatch
 from gradwatch.errors import IntegrityError
 from gradwatch.findings import Finding, FindingSink
+from gradwatch.graphwatch import GraphWatch
 from gradwatch.io import RunIO
 from gradwatch.lifecycle import OptimizerWatch, StepMeta
 from gradwatch.modelhooks import ModelHooks
@@ -44,6 +45,7 @@ CPU_GROUP_STEPS, CPU_GROUP_SECONDS = 256, 0.25
 #: value in it is finite): on the CPU a tiny model can step faster than the checks run
 CHECKS_BACKLOG = 8
 _SCALARS_PER_RECORD = 512
+_SHARED_KEPT = 256
 _live: weakref.WeakSet[Run] = weakref.WeakSet()
 
 
@@ -109,20 +111,32 @@ class Run:
             models=models,
             allow_mutation=options.allow_mutation,
         )
+        self.passes = 0  # backward passes seen
+        #: passes that reached several optimizers -> those optimizers (the latest few)
+        self._shared: dict[int, list[OptimizerWatch]] = {}
         self.watches = [OptimizerWatch(self, i, opt, device) for i, opt in enumerate(optimizers)]
+        self.graph = GraphWatch(self)
         self.model_hooks = ModelHooks(self, models, self.watches)
         for key, owners in self.model_hooks.owners.items():
             for watch in owners:
                 watch.model_keys.append(key)
         self.nan_origin = NanOrigin(self)  # provenance of non-finite values; checkpoint policy
         self.checks.numerics.origin = self.nan_origin.origin
-        self.sink.checkpoint = CheckpointSaver(self).save
+        self.saver = CheckpointSaver(self)
+        self.sink.checkpoint = self.saver.save
         self._shape_listener = self.guard(self._loss_shape, "loss shape check")
         self._backward_listener = self.guard(self._after_backward, "backward listener")
         self.scaler_watch = (
             None
             if options.scaler is None
-            else ScalerWatch(options.scaler, optimizers, self.sink, lambda: self.step, self.guard)
+            else ScalerWatch(
+                options.scaler,
+                optimizers,
+                self.sink,
+                lambda: self.step,
+                self.guard,
+                self.scaler_updated,
+            )
         )
 
     # -- public API ---------------------------------------------------------------------------
@@ -229,6 +243,9 @@ class Run:
     def _final_checks(self) -> None:
         try:
             for watch in self.watches:
+                if watch.manual is not None:
+                    watch.manual.check()  # the last update by hand
+            for watch in self.watches:
                 self._drain(watch)
             self.io.flush(FINAL_CHECKS_WAIT)  # the I/O thread checks the last rows
             self._closed_checks = True
@@ -304,9 +321,35 @@ class Run:
 
         return guarded
 
-    def _after_backward(self, root: torch.Tensor | None, took: float, graph: Any) -> None:
+    def _after_backward(
+        self, root: torch.Tensor | None, took: float, tensor: torch.Tensor | None
+    ) -> None:
+        self.passes += 1
+        reached = [watch.after_backward(root, took) for watch in self.watches]
+        for watch, count in zip(self.watches, reached, strict=True):
+            if count and watch.manual is not None:
+                watch.manual.after_backward()
+        if len(reached) > 1 and sum(1 for r in reached if r) > 1:
+            shared = self._shared
+            shared[self.passes] = [w for w, r in zip(self.watches, reached, strict=True) if r]
+            while len(shared) > _SHARED_KEPT:
+                del shared[next(iter(shared))]
+        cut = self.graph.after_backward(tensor, reached)
+        if cut:
+            for watch in self.watches:
+                watch.pending.add(("backward-cut", watch._now(), cut))
+
+    def applied_elsewhere(self, n: int, watch: OptimizerWatch) -> bool:
+        """Whether backward pass ``n`` also reached another optimizer that has stepped
+        since (a GAN's generator loss reaching the discriminator): its gradients were used
+        there, so clearing them in ``watch`` discards nothing."""
+        return any(v is not watch and v.stepped_at >= n for v in self._shared.get(n, ()))
+
+    def scaler_updated(self) -> None:
+        """``GradScaler.update()``: this iteration's gradients were applied or skipped on
+        purpose (inf/NaN), so clearing them next discards nothing."""
         for watch in self.watches:
-            watch.after_backward(root, took, graph)
+            watch.note_applied()
 
     def _loss_shape(self, fn: str, a: torch.Size, b: torch.Size, out: torch.Size) -> None:
         self.checks.loss_shape(self.step + 1, fn, a, b, out)

@@ -100,6 +100,7 @@ class StepChecker:
     def _mutation(self, v: StepView) -> None:
         last = self._last
         due = last is not None and last[0] == v.step - 1 and v.step % MUTATION_EVERY == 0
+        due = due and self.w.manual is None  # by hand, every update happens outside step()
         if not due or not self.engine.on("param-mutated-outside-step"):
             return
         assert last is not None

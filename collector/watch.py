@@ -15,6 +15,7 @@ import torch
 from gradwatch import ampdetect, ddp, fingerprint, hostnorms, jobs, options, paths, provenance
 from gradwatch._version import __version__
 from gradwatch.errors import ConfigError
+from gradwatch.manual import ManualUpdates
 from gradwatch.run import Run
 from gradwatch.stats import STAT_NAMES
 from gradwatch.wire import SCHEMA_VERSION, Kind, Record
@@ -60,6 +61,19 @@ def _optimizers(optimizer: object) -> list[torch.optim.Optimizer]:
     if len({id(o) for o in items}) != len(items):
         raise ConfigError("the same optimizer was passed twice to watch()")
     return [o for o in items if isinstance(o, torch.optim.Optimizer)]
+
+
+def _by_hand(models: Mapping[str, torch.nn.Module]) -> ManualUpdates:
+    """The stand-in optimizer of a loop that updates its parameters by hand."""
+    params: dict[int, torch.Tensor] = {}
+    for m in models.values():
+        params.update((id(p), p) for p in m.parameters() if p.requires_grad)
+    if not params:
+        raise ConfigError(
+            "watch(model) without an optimizer needs a model with trainable parameters "
+            "(every parameter has requires_grad=False)"
+        )
+    return ManualUpdates(list(params.values()))
 
 
 def _names(
@@ -128,8 +142,12 @@ def _run_dir(root: Any, run_id: str) -> Any:
     return run_dir
 
 
-def watch(model: ModelArg, optimizer: OptimizerArg, **kwargs: Any) -> Run:
+def watch(model: ModelArg, optimizer: OptimizerArg | None = None, **kwargs: Any) -> Run:
     """Attach gradwatch to a model and its optimizer(s); returns the :class:`Run`.
+
+    Without an optimizer, the loop is taken to update the parameters by hand
+    (``p.data.add_(-lr * p.grad)``): each change of the trainable parameters after a
+    backward pass is one step (:mod:`gradwatch.manual`).
 
     Options (all keyword-only): ``project``, ``name``, ``config`` (dict, argparse Namespace
     or dataclass), ``tags``, ``accumulation_steps``, ``every`` (collect every N optimizer
@@ -156,7 +174,9 @@ def watch(model: ModelArg, optimizer: OptimizerArg, **kwargs: Any) -> Run:
         )
     opts = options.resolve(**kwargs)
     models = _models(model)
-    optimizers = _optimizers(optimizer)
+    optimizers: list[torch.optim.Optimizer] = (
+        [_by_hand(models)] if optimizer is None else _optimizers(optimizer)
+    )
     names = _names(models, optimizers)
     params = [p for o in optimizers for g in o.param_groups for p in g["params"]]
     device = params[0].device if params else torch.device("cpu")

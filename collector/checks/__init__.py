@@ -23,6 +23,7 @@ from torch import nn
 
 from gradwatch.checks import loss as loss_checks
 from gradwatch.checks.coverage import CoverageChecks
+from gradwatch.checks.lifecycle import IDS as LIFECYCLE_IDS
 from gradwatch.checks.lifecycle import LifecycleChecks
 from gradwatch.checks.numerics import NumericsChecks
 from gradwatch.checks.view import StepView, Window
@@ -40,9 +41,7 @@ VALUE_CHECKS = (
     "vanishing-grad",
 )
 #: the checks :meth:`CheckEngine.pre_step` runs on every step (not the periodic ones)
-_REAL_TIME = frozenset(
-    {"stale-grad", "grad-zeroed-before-step", "step-without-backward", "eval-mode-training"}
-)
+_REAL_TIME = frozenset({*LIFECYCLE_IDS, "eval-mode-training"})
 #: the checks that run on each collected row (:meth:`CheckEngine.values` and ``post_step``)
 ROW_CHECKS = (
     *VALUE_CHECKS,
@@ -148,17 +147,12 @@ class CheckEngine:
     def pre_step(self, w: OptimizerWatch, v: StepView) -> Action:
         """Before the update: lifecycle, modes, coverage, and values when on the host."""
         actions: list[Action] = []
-        if any(
-            self.on(c) for c in ("stale-grad", "grad-zeroed-before-step", "step-without-backward")
-        ):
+        if any(self.on(c) for c in LIFECYCLE_IDS):
+            # a cut backward is reported as param-no-grad, under its own policy
             actions += [
                 a
-                for a, c in zip(
-                    self.lifecycle.pre_step(v),
-                    ("stale-grad", "grad-zeroed-before-step", "step-without-backward"),
-                    strict=True,
-                )
-                if self.on(c)
+                for a, c in zip(self.lifecycle.pre_step(v), LIFECYCLE_IDS, strict=True)
+                if self.on(c) or c == "step-without-backward"
             ]
         if self.on("eval-mode-training"):
             for key in w.model_keys:

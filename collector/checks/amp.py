@@ -31,6 +31,7 @@ class ScalerWatch:
         sink: FindingSink,
         step: Callable[[], int],
         guard: Callable[[Callable[[], None], str], Callable[[], None]],
+        on_update: Callable[[], None] | None = None,
     ) -> None:
         self.scaler = scaler
         self.ids = {id(o) for o in optimizers}
@@ -40,6 +41,8 @@ class ScalerWatch:
         self.consecutive = 0
         self.skipped = 0
         self._check = guard(self._before_update, "amp-overflow check")
+        # the run's lifecycle: after update() this iteration's gradients were dealt with
+        self._updated = guard(on_update, "GradScaler update") if on_update else None
         self._wrapper: Callable[..., Any] | None = None
 
     def attach(self) -> None:
@@ -47,8 +50,12 @@ class ScalerWatch:
         original = self.scaler.update
         check = self._check
 
+        updated = self._updated
+
         def update(*args: Any, **kwargs: Any) -> Any:
             check()
+            if updated is not None:
+                updated()
             return original(*args, **kwargs)
 
         self._wrapper = update

@@ -1,10 +1,14 @@
 """Optimizer lifecycle checks: ``stale-grad``, ``grad-zeroed-before-step``,
-``step-without-backward``. Host facts only: they always run in real time, before the step."""
+``step-without-backward``, ``accumulation-wiped`` and, for a backward pass cut from the
+model, ``param-no-grad``. Host facts only: they always run in real time, before the step."""
 
 from __future__ import annotations
 
 from gradwatch.checks.view import Event, StepView
 from gradwatch.findings import Action, FindingSink, finding
+
+#: the check ids of :meth:`LifecycleChecks.pre_step`'s actions, in order
+IDS = ("stale-grad", "grad-zeroed-before-step", "step-without-backward", "accumulation-wiped")
 
 
 def _last(events: list[Event], kind: str) -> int:
@@ -21,24 +25,37 @@ def _cleared_after_backward(events: list[Event]) -> list[Event]:
     return [e for e in events[last_backward + 1 :] if e[0] == "zero_grad"]
 
 
+def _wiped(events: list[Event]) -> int:
+    """Backward passes whose gradients were cleared before any step applied them."""
+    return sum(int(e[2]) for e in events if e[0] == "wiped")
+
+
+WIPED_STEPS = 2  # steps in a row that discard gradients before accumulation-wiped holds
+
+
 class LifecycleChecks:
-    """The three lifecycle checks of one run."""
+    """The lifecycle checks of one run."""
 
     def __init__(self, sink: FindingSink, accumulation_steps: int | None) -> None:
         self.sink = sink
         self.declared = accumulation_steps
+        self._wiped_streak: dict[int, int] = {}  # optimizer -> steps in a row with wipes
+        self._cut: set[int] = set()  # optimizers whose loss is cut from the model now
 
     def pre_step(self, v: StepView) -> list[Action]:
-        """Evaluate before the update is applied."""
-        return [self._stale(v), self._zeroed(v), self._without_backward(v)]
+        """Evaluate before the update is applied (one action per id of :data:`IDS`)."""
+        return [self._stale(v), self._zeroed(v), self._without_backward(v), self._wiped(v)]
 
     def quiet(self, n_backward: int, since_clear: int, events: list[Event], closure: bool) -> bool:
-        """Whether none of the three checks holds for these facts (the common step: the
-        caller then need not build a :class:`StepView`). The same predicates as the checks."""
+        """Whether no lifecycle check holds for these facts (the common step: the caller
+        then need not build a :class:`StepView`). The same predicates as the checks."""
         return (
             not self._is_stale(n_backward, since_clear)
             and not _cleared_after_backward(events)
             and not (n_backward == 0 and not closure)
+            and not self._wiped_streak
+            and not self._cut
+            and not _wiped(events)
         )
 
     def _is_stale(self, n_backward: int, since_clear: int) -> bool:
@@ -89,6 +106,12 @@ class LifecycleChecks:
         return "none"
 
     def _without_backward(self, v: StepView) -> Action:
+        cut = [e[2] for e in v.events if e[0] == "backward-cut"]
+        if v.n_backward == 0 and not v.has_closure and cut:
+            return self._cut_loss(v, cut)
+        if v.optimizer in self._cut and v.n_backward:
+            self._cut.discard(v.optimizer)
+            self.sink.clear("param-no-grad", None, None)
         if v.n_backward == 0 and not v.has_closure:
             return self.sink.report(
                 finding(
@@ -103,4 +126,52 @@ class LifecycleChecks:
                 )
             )
         self.sink.clear("step-without-backward", None, v.optimizer)
+        return "none"
+
+    def _cut_loss(self, v: StepView, cut: list[str]) -> Action:
+        """backward() ran, but reached no parameter of this optimizer: the loss is not
+        connected to the model (``param-no-grad``, not ``step-without-backward``). Kept
+        apart from the per-tensor episodes (``optimizer`` None), which would end it."""
+        self.sink.clear("step-without-backward", None, v.optimizer)
+        self._cut.add(v.optimizer)
+        return self.sink.report(
+            finding(
+                "param-no-grad",
+                v.step,
+                f"backward() ran {len(cut)} time(s) since the previous step but reached no "
+                f"parameter of optimizer {v.optimizer}: the loss is not connected to the model "
+                f"({cut[-1]}).",
+                "compute the loss from the model's output tensors with torch operations; do not "
+                "rebuild it from .item()/.tolist()/numpy values or torch.tensor(...), do not "
+                ".detach() on the way, and never set loss.requires_grad = True to silence the "
+                "error that reveals this.",
+                severity="error",
+                details={"optimizer": v.optimizer, "cut_backward": len(cut), "where": cut[-1]},
+            )
+        )
+
+    def _wiped(self, v: StepView) -> Action:
+        wiped = _wiped(v.events)
+        streak = self._wiped_streak.get(v.optimizer, 0) + 1 if wiped else 0
+        if streak:
+            self._wiped_streak[v.optimizer] = streak
+        else:
+            self._wiped_streak.pop(v.optimizer, None)
+        if streak >= WIPED_STEPS:
+            n = v.n_backward
+            return self.sink.report(
+                finding(
+                    "accumulation-wiped",
+                    v.step,
+                    f"gradients of {wiped} of the {n} backward passes since the previous step "
+                    "were cleared before any step used them, so each step applies only the "
+                    "micro-batches after the last clear.",
+                    "with gradient accumulation call zero_grad() once per optimizer step (right "
+                    "after step(), or only at the first micro-batch), never inside the "
+                    "micro-batch loop.",
+                    optimizer=v.optimizer,
+                    details={"discarded_backward": wiped, "backward_since_step": n},
+                )
+            )
+        self.sink.clear("accumulation-wiped", None, v.optimizer)
         return "none"

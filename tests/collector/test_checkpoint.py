@@ -93,3 +93,38 @@ def test_lifecycle_check_checkpoints_too() -> None:
     assert state["step"] == 2 and state["check"] == "stale-grad"
     for key, tensor in before.items():
         assert torch.equal(state["models"][""][key], tensor), key
+
+
+def test_checkpoint_after_a_bad_update_saves_the_state_before_that_update() -> None:
+    """The learning rate jumps to 1e38 at step BAD: that update overflows the weights, and
+    the loss of step BAD+1 is the first non-finite value. The last good state is the one
+    before update BAD (BAD-1 steps done), not the current one, which holds the bad update."""
+    with pytest.raises(gradwatch.IntegrityError, match="Last good state saved to") as caught:
+        nan_train.train("huge-lr", STEPS, BAD, checks={"nonfinite-loss": "checkpoint"})
+    run = caught.value.run  # type: ignore[attr-defined]
+    f = next(f for f in run.findings if f.check == "nonfinite-loss")
+    assert f.step == BAD + 1
+    saved = torch.load(f.details["checkpoint"], weights_only=True)
+    assert saved["step"] == saved["bad_update_step"] == BAD
+    assert saved["completed_steps"] == [BAD - 1] and saved["check"] == "nonfinite-loss"
+    expected, expected_opt = nan_train.build("huge-lr")
+    for step in range(1, BAD):
+        nan_train.train_step("huge-lr", expected, expected_opt, step, BAD)
+    for key, tensor in expected.state_dict().items():
+        assert torch.isfinite(saved["models"][""][key]).all(), key
+        assert torch.equal(saved["models"][""][key], tensor), key
+    # the optimizer as it was before that update: with the learning rate that broke it
+    (group,) = saved["optimizers"][0]["param_groups"]
+    assert group["lr"] == 1e38
+
+
+def test_checkpoint_after_a_bad_batch_keeps_the_current_state() -> None:
+    """A NaN batch at step BAD spoils only that step: the state before its update is the
+    last good one, also while the previous states are kept."""
+    with pytest.raises(gradwatch.IntegrityError) as caught:
+        nan_train.train("nan-input", STEPS, BAD, checks={"nonfinite-loss": "checkpoint"})
+    run = caught.value.run  # type: ignore[attr-defined]
+    f = next(f for f in run.findings if f.check == "nonfinite-loss")
+    saved = torch.load(f.details["checkpoint"], weights_only=True)
+    assert (f.step, saved["step"], saved["completed_steps"]) == (BAD, BAD, [BAD - 1])
+    assert "bad_update_step" not in saved

@@ -156,3 +156,89 @@ def test_step_without_backward_when_backward_is_skipped_by_mistake() -> None:
 def test_step_without_backward_correct_twin_is_quiet() -> None:
     model = mlp()
     assert_quiet(train(model, sgd(model), 30))
+
+
+# -- accumulation-wiped ----------------------------------------------------------------------
+def zero_grad_every_micro_batch(
+    i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor
+) -> None:
+    opt.zero_grad()  # the bug: inside the micro-batch loop
+    (mse(model(x), y) / K).backward()
+    if (i + 1) % K == 0:
+        opt.step()
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["declared", "undeclared"])
+def test_accumulation_wiped_zero_grad_every_micro_batch_is_an_error_at_step_2(
+    declared: bool,
+) -> None:
+    model = mlp()
+    kw = {"accumulation_steps": K} if declared else {}
+    run = train(model, sgd(model), 6 * K, zero_grad_every_micro_batch, **kw)
+    f = first(run, "accumulation-wiped")
+    assert (f.step, f.severity, f.optimizer) == (2, "error", 0)
+    assert f.details == {"discarded_backward": K - 1, "backward_since_step": K}
+    assert len(of(run, "accumulation-wiped")) == 1  # one episode
+    assert of(run, "stale-grad") == of(run, "grad-zeroed-before-step") == []
+
+
+def test_accumulation_wiped_by_hand_between_micro_batches() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        for p in model.parameters():
+            p.grad = None
+        (mse(model(x), y) / K).backward()
+        if (i + 1) % K == 0:
+            opt.step()
+
+    model = mlp()
+    assert first(train(model, sgd(model), 4 * K, step), "accumulation-wiped").step == 2
+
+
+def test_accumulation_wiped_once_is_not_a_finding() -> None:
+    """A single discarded backward (a batch skipped on purpose) is not the pattern."""
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        mse(model(x), y).backward()
+        if i != 5:
+            opt.step()
+
+    model = mlp()
+    assert_quiet(train(model, sgd(model), 20, step))
+
+
+def test_gan_generator_loss_reaching_the_discriminator_is_not_a_wipe() -> None:
+    """The generator's loss also fills D's gradients (no requires_grad toggle); D clears
+    them before its own backward. They were used: by G's step."""
+    torch.manual_seed(0)
+    g, d = mlp(), nn.Sequential(nn.Linear(3, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+    opt_g, opt_d = sgd(g), sgd(d)
+
+    def step(i: int, models: Any, opts: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt_d.zero_grad()
+        softplus = nn.functional.softplus
+        (softplus(d(g(x).detach())).mean() + softplus(-d(y)).mean()).backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        softplus(-d(g(x))).mean().backward()
+        opt_g.step()
+
+    assert_quiet(train({"G": g, "D": d}, [opt_g, opt_d], 30, step))
+
+
+def test_steps_a_grad_scaler_skips_are_not_wipes() -> None:
+    """A GradScaler whose scale starts far too high skips step() on inf gradients for
+    many iterations in a row, while the loop clears the gradients every iteration: those
+    gradients were dealt with (skipped on purpose), not discarded by an accumulation bug."""
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**127)
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        scaler.scale(mse(model(x), y) * 1e3).backward()
+        scaler.step(opt)
+        scaler.update()
+
+    model = mlp()
+    run = train(model, sgd(model), 40, step)
+    assert 0 < run.step < 40  # the scaler did skip steps
+    assert of(run, "accumulation-wiped") == []

@@ -1,0 +1,17 @@
+# expect: quiet
+"""Correct SGD by hand, no torch.optim (pytorch/examples regression's loop)."""
+
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+lr = 0.05
+for step in range(60):
+    x = torch.randn(32, 4)
+    y = x.sum(dim=1, keepdim=True)
+    model.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    for p in model.parameters():
+        p.data.add_(-lr * p.grad)
