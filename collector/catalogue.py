@@ -34,6 +34,9 @@ CHECKS: Final[dict[str, Severity]] = {
     "exploding-grad": "warning",
     "vanishing-grad": "warning",
     "update-ratio": "warning",
+    # learning rate (gradwatch.checks.lr: definitions and thresholds)
+    "lr-jump": "warning",
+    "lr-collapse": "warning",
     # loss and data
     "loss-shape-mismatch": "error",
     "loss-diverging": "warning",
