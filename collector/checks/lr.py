@@ -1,8 +1,9 @@
 """Learning-rate checks: ``lr-jump`` and ``lr-collapse``, per optimizer and param group.
 
 * ``lr-jump``: at one step a group's learning rate rises above ``JUMP_FACTOR`` times the
-  largest value it had before (0.01 -> 10,000). Warm-up, OneCycle and warm restarts rise
-  by small factors per step and never pass their own earlier peak by that much.
+  largest value it had before (0.01 -> 10,000), after ``JUMP_MIN_STEPS`` steps with it.
+  Warm-up, OneCycle and warm restarts rise by small factors per step and never pass their
+  own earlier peak by that much.
 * ``lr-collapse``: a group's learning rate has been below ``COLLAPSE_FACTOR`` times its
   peak for ``COLLAPSE_MIN_STEPS`` steps and for a ``COLLAPSE_SHARE`` of the steps before
   it fell there — a scheduler sized in epochs stepped every batch. Decay schedules over
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from gradwatch.lifecycle import OptimizerWatch
 
 JUMP_FACTOR = 10.0
+#: rows with a positive LR before a rise counts as a jump: a ramp from a tiny base
+#: (CyclicLR, LinearLR from 1e-3) multiplies it many times over in its first step or two
+JUMP_MIN_STEPS = 5
 COLLAPSE_FACTOR = 1e-5
 COLLAPSE_MIN_STEPS = 50
 COLLAPSE_SHARE = 0.25
@@ -38,6 +42,7 @@ class _Groups:
     """The learning-rate history of one optimizer's param groups."""
 
     peak: list[float]  # largest finite LR so far (0 before any)
+    seen: list[int]  # rows with a finite positive LR so far
     low_since: list[int | None] = field(default_factory=list)  # step it fell below the level
     first_step: int = 0
     collapsed: bool = False  # a collapse finding is active
@@ -57,7 +62,10 @@ class LrChecks:
         state = self._groups.get(o)
         if state is None or len(state.peak) != len(lr):  # groups added: start again
             state = self._groups[o] = _Groups(
-                peak=[0.0] * len(lr), low_since=[None] * len(lr), first_step=step
+                peak=[0.0] * len(lr),
+                seen=[0] * len(lr),
+                low_since=[None] * len(lr),
+                first_step=step,
             )
         return state
 
@@ -68,7 +76,9 @@ class LrChecks:
         jumps = [
             (g, state.peak[g], x)
             for g, x in enumerate(lr)
-            if state.peak[g] > 0 and math.isfinite(x) and x > JUMP_FACTOR * state.peak[g]
+            if state.seen[g] >= JUMP_MIN_STEPS
+            and math.isfinite(x)
+            and x > JUMP_FACTOR * state.peak[g]
         ]
         if jumps:
             self._report_jump(o, step, jumps)
@@ -76,8 +86,9 @@ class LrChecks:
             self._jumped.discard(o)
             self.sink.clear("lr-jump", None, o)
         for g, x in enumerate(lr):
-            if math.isfinite(x):
+            if math.isfinite(x) and x > 0:
                 state.peak[g] = max(state.peak[g], x)
+                state.seen[g] += 1
         self._collapse(o, step, lr, state)
 
     def observe_rows(self, o: int, steps: list[int], lrs: list[list[float]]) -> None:
@@ -90,16 +101,19 @@ class LrChecks:
         if lr.shape[1] != len(state.peak) or o in self._jumped or any(state.low_since):
             self._each(o, steps, lrs)
             return
-        seen = torch.where(torch.isfinite(lr), lr, 0.0)
+        rates = torch.where(torch.isfinite(lr), lr, 0.0)
         peak = torch.tensor(state.peak, dtype=torch.float64)
-        after = torch.maximum(seen.cummax(dim=0).values, peak)  # the peak after each row
+        after = torch.maximum(rates.cummax(dim=0).values, peak)  # the peak after each row
         before = torch.cat([peak.unsqueeze(0), after[:-1]])
-        jump = (before > 0) & (seen > JUMP_FACTOR * before)
+        positive = (rates > 0).long()
+        count = torch.tensor(state.seen) + positive.cumsum(dim=0) - positive  # rows before
+        jump = (count >= JUMP_MIN_STEPS) & (rates > JUMP_FACTOR * before)
         low = (after > 0) & torch.isfinite(lr) & (lr < COLLAPSE_FACTOR * after)
         if bool((jump | low).any()):
             self._each(o, steps, lrs)
             return
         state.peak = after[-1].tolist()
+        state.seen = (torch.tensor(state.seen) + positive.sum(dim=0)).tolist()
 
     def _each(self, o: int, steps: list[int], lrs: list[list[float]]) -> None:
         for step, lr in zip(steps, lrs, strict=True):

@@ -107,12 +107,12 @@ def scenario(seed: int, n: int = 700) -> tuple[torch.Tensor, list[StepMeta]]:
     for i in range(n - 220, n):  # then its LR collapses for good (a per-batch scheduler)
         lr[i][0] = 1e-7
     param[at(1), rng.randrange(T)] = NAN
-    loss[at(1)] = NAN
     for j in range(*(lambda s: (s, s + 25))(at(26))):  # a plateau
         loss[j] = 0.5
     s = at(40)  # divergence
     for j in range(s, s + 35):
         loss[j] = loss[s] * 1.3 ** (j - s)
+    loss[at(1)] = NAN  # after the plateau and the divergence, which would overwrite it
     for _ in range(5):
         has_loss[at(1)] = False
     return rows(grad, nonfinite, param, ratio, loss, has_loss, has_grad, trainable, lr)
