@@ -193,7 +193,7 @@ def report(sink: FindingSink, v: StepView, state: State, reason: Reason, total: 
             "exploding-grad",
             v.step,
             f"the gradient norm jumped to {num(total)}, {what}"
-            + (f"; it jumped most in {listed}{more}." if listed else "."),
+            + (f"; the tensors that jumped: {listed}{more}." if listed else "."),
             "lower the learning rate, add warm-up or clip gradients "
             "(torch.nn.utils.clip_grad_norm_); check the batch of this step.",
             param=state.exploding,

@@ -93,13 +93,16 @@ def _finding(
     o, step = where
     i = held[0]
     pairs = list(zip(held_names, held, strict=True))
-    listed = ", ".join(f"{n} ({times(float(ratio[j]))})" for n, j in pairs[:LISTED])
+    listed = ", ".join(
+        f"{n} ({times(float(ratio[j]))}{' its size' if k == 0 else ''})"
+        for k, (n, j) in enumerate(pairs[:LISTED])
+    )
     more = f" and {len(held) - LISTED} more" if len(held) > LISTED else ""
     return finding(
         "update-ratio",
         step,
-        f"updates are larger than the parameters they change for {int(streak[i])} steps: "
-        f"{listed}{more} of the weights' size per step (healthy: well below 1).",
+        f"for {int(streak[i])} steps each update has been larger than the weights it "
+        f"changes: {listed}{more}; healthy updates are a small fraction of the weights.",
         "lower the learning rate or add warm-up; check the scale of the loss.",
         severity=severity,
         param=held_names[0],
