@@ -223,6 +223,39 @@ def test_exploding_grad_correct_twin_is_quiet() -> None:
     assert_quiet(train(model, adam(model), 60))
 
 
+def test_exploding_grad_quiet_on_a_gradual_rise_to_a_new_level() -> None:
+    """A gradient growing 5% per step (like LayerNorm or first-attention gradients from a
+    near-zero start) ends up far above its 100-step median — the old per-tensor rule's
+    alarm (10x) — but never jumps suddenly: training, not an explosion."""
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        (mse(model(x), y) * 1.05**i).backward()
+        opt.step()
+
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)  # the weights stay: a pure 5% rise
+    run = train(model, opt, 150, step, data=lambda i: batch(0))
+    assert of(run, "exploding-grad") == []
+    state = run.checks.numerics._state[0]
+    last = state.history[(state.filled - 1) % 100]
+    assert bool((last > 10 * state.history.median(dim=0).values).any())  # the old alarm
+
+
+def test_exploding_grad_one_finding_per_episode_even_when_it_returns() -> None:
+    """A run of bad batches (steps 41-43) is one episode: one finding, not one per step
+    or per tensor."""
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        standard(i, model, opt, x * 1000 if 40 <= i <= 42 else x, y)
+
+    model = mlp()
+    run = train(model, adam(model), 70, step)
+    (f,) = of(run, "exploding-grad")
+    assert f.step == 41 and f.details["reason"] == "median"
+    assert "0.weight" in f.details["tensors"]
+
+
 # -- vanishing-grad --------------------------------------------------------------------------
 def test_vanishing_grad_loss_scaled_down_by_mistake() -> None:
     def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
