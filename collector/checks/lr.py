@@ -97,6 +97,9 @@ class LrChecks:
         if not steps:
             return
         state = self._of(o, steps[0], lrs[0])
+        first = lrs[0]
+        if all(r == first for r in lrs) and self._steady(o, state, first, len(lrs)):
+            return  # a constant LR over the window: no tensor op at all
         lr = torch.tensor(lrs, dtype=torch.float64)
         if lr.shape[1] != len(state.peak) or o in self._jumped or any(state.low_since):
             self._each(o, steps, lrs)
@@ -114,6 +117,25 @@ class LrChecks:
             return
         state.peak = after[-1].tolist()
         state.seen = (torch.tensor(state.seen) + positive.sum(dim=0)).tolist()
+
+    def _steady(self, o: int, state: _Groups, lr: list[float], rows: int) -> bool:
+        """``rows`` rows of the same ``lr``: when its first row neither jumps nor is at the
+        collapse level (then no later one is), move the peaks as those rows would and say
+        so; otherwise leave everything to the other paths."""
+        if len(lr) != len(state.peak) or o in self._jumped or any(state.low_since):
+            return False
+        for g, x in enumerate(lr):
+            if not math.isfinite(x) or x <= 0:
+                continue
+            if state.seen[g] >= JUMP_MIN_STEPS and x > JUMP_FACTOR * state.peak[g]:
+                return False
+            if x < COLLAPSE_FACTOR * max(state.peak[g], x):
+                return False
+        for g, x in enumerate(lr):
+            if math.isfinite(x) and x > 0:
+                state.peak[g] = max(state.peak[g], x)
+                state.seen[g] += rows
+        return True
 
     def _each(self, o: int, steps: list[int], lrs: list[list[float]]) -> None:
         for step, lr in zip(steps, lrs, strict=True):
