@@ -137,20 +137,20 @@ def take_rows(state: State, g: torch.Tensor) -> int:
     tot = totals(g)
     stop = len(tot)
     bad = ~torch.isfinite(tot) | (tot <= 0) | (tot / state.sqrt_total > RMS_EXPLODE)
-    previous = torch.cat(
-        [torch.tensor([state.last if state.last is not None else math.inf]), tot[:-1]]
-    )
-    streak = held_for_rows(torch.tensor([state.growth]), (tot > GROWTH * previous).unsqueeze(1))[
-        :, 0
-    ]
-    bad |= streak >= GROWTH_STEPS
+    last = torch.tensor([state.last if state.last is not None else math.inf])
+    grew = tot > GROWTH * torch.cat([last, tot[:-1]])
+    streak: torch.Tensor | None = None  # None: no growth streak in these rows (the usual)
+    if state.growth or bool(grew.any()):
+        streak = held_for_rows(torch.tensor([state.growth]), grew.unsqueeze(1))[:, 0]
+        bad |= streak >= GROWTH_STEPS
     if bool(bad.any()):
         stop = int(bad.nonzero()[0])
     j = 0
     while j < stop:
         filled = state.filled
         if filled < MIN_HISTORY:  # early steps: one at a time, each against all before it
-            state.growth = int(streak[j - 1]) if j else state.growth
+            if j:
+                state.growth = 0 if streak is None else int(streak[j - 1])
             if flag(state, tot[j : j + 1]) is not None:
                 break
             _push(state, g[j : j + 1], tot[j : j + 1].log(), float(tot[j]))
@@ -168,7 +168,7 @@ def take_rows(state: State, g: torch.Tensor) -> int:
         if cut < len(logs):
             break
     if j:
-        state.growth = int(streak[j - 1])
+        state.growth = 0 if streak is None else int(streak[j - 1])
     return j
 
 
