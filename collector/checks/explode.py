@@ -69,10 +69,14 @@ def _recent(state: State) -> torch.Tensor:
     return state.totals[idx]
 
 
+def _high(state: State, logs: torch.Tensor) -> torch.Tensor:
+    """Log norms far above the rolling median."""
+    return logs > state.center + max(math.log(EXPLODE_FACTOR), EXPLODE_MADS * state.scale)
+
+
 def _above(state: State, logs: torch.Tensor, recent: torch.Tensor) -> torch.Tensor:
     """Log norms far above the rolling median and ``SUDDEN``× above the recent median."""
-    high = state.center + max(math.log(EXPLODE_FACTOR), EXPLODE_MADS * state.scale)
-    return (logs > high) & (logs > recent + math.log(SUDDEN))
+    return _high(state, logs) & (logs > recent + math.log(SUDDEN))
 
 
 def _push(state: State, norms: torch.Tensor, logs: torch.Tensor, last: float) -> None:
@@ -159,9 +163,11 @@ def take_rows(state: State, g: torch.Tensor) -> int:
         refresh(state)
         end = min(stop, j + MEDIAN_EVERY - filled % MEDIAN_EVERY)
         logs = tot[j:end].log()
-        recent = torch.cat([_recent(state), logs[:-1]]).unfold(0, RECENT, 1).median(dim=1).values
-        flagged = _above(state, logs, recent)
-        cut = int(flagged.nonzero()[0]) if bool(flagged.any()) else len(logs)
+        cut = len(logs)
+        if bool(_high(state, logs).any()):  # only then is the recent median needed
+            ring = torch.cat([_recent(state), logs[:-1]])
+            flagged = _above(state, logs, ring.unfold(0, RECENT, 1).median(dim=1).values)
+            cut = int(flagged.nonzero()[0]) if bool(flagged.any()) else cut
         if cut:
             _push(state, g[j : j + cut], logs[:cut], float(tot[j + cut - 1]))
         j += cut
