@@ -11,8 +11,9 @@ from the training step. Two ways of checking a window of rows are timed on the s
 
 The rows are those of a healthy run with what real runs carry along: noisy gradient norms,
 a bias whose gradient is zero up to rounding (it feeds a normalisation layer), a weight
-matrix whose updates stay below the update-ratio range (a standing ``update-ratio``
-finding), a slowly falling noisy loss. Real ``gradwatch.watch()`` runs, real check engine.
+matrix whose updates are 3e-5 of its size (a finding of the old ``update-ratio`` range,
+healthy since that check flags only updates larger than the weights), a slowly falling
+noisy loss. Real ``gradwatch.watch()`` runs, real check engine.
 
 Usage::
 
@@ -63,7 +64,7 @@ def healthy_rows(tensors: int, n: int, seed: int) -> tuple[torch.Tensor, list[St
     grad[:, 1] = torch.rand(n, generator=gen, dtype=f64) * 1e-9  # zero up to rounding
     param = 1.0 + torch.rand(tensors, dtype=f64, generator=gen).expand(n, tensors)
     ratio = torch.exp(torch.randn(n, tensors, generator=gen, dtype=f64) * 0.2) * 1e-3
-    ratio[:, 2] = 3e-5  # a weight matrix that barely moves: a standing update-ratio finding
+    ratio[:, 2] = 3e-5  # a weight matrix that barely moves (healthy: no update-ratio finding)
     data = torch.zeros(n, LEADING + 4 * tensors, dtype=f64)
     noise = torch.rand(n, generator=gen, dtype=f64)
     data[:, 0] = 2.0 * torch.exp(-torch.arange(n, dtype=f64) / (5 * n)) + 0.05 * noise
@@ -162,8 +163,8 @@ def markdown(result: dict[str, Any]) -> str:
         f" · Python {m['python']}",
         "",
         f"`{result['command']}` — the same {result['rows']} healthy rows (noisy gradient"
-        " norms, a bias at zero up to rounding, a weight matrix with a standing"
-        " update-ratio finding, a falling loss) checked in windows by a real run, with every"
+        " norms, a bias at zero up to rounding, a weight matrix whose updates are 3e-5"
+        " of its size, a falling loss) checked in windows by a real run, with every"
         " default check on; CPU time of the checking thread per row, median over windows"
         " (the first window, which starts the histories, left out). Both paths report the"
         " same findings (the script checks).",

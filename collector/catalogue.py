@@ -113,37 +113,63 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "{amp.RATE_WARN:.0%} of the last {amp.RATE_WINDOW} steps; error when the scale is ≤ 1",
        "the occasional skip while the scale settles"),
     _C("exploding-grad", "Numerics", "warning",
-       "A tensor's gradient norm far above its own recent level, or absurdly large.",
-       "norm > {numerics.EXPLODE_FACTOR:g}× its rolling median over {numerics.WINDOW} steps "
-       "(after {numerics.MIN_HISTORY}), or RMS > {numerics.RMS_EXPLODE:g}",
-       "the first {numerics.MIN_HISTORY} steps of a tensor"),
+       "The whole gradient norm (all tensors together) jumped far above its own recent "
+       "level, or is absurdly large; one finding per episode lists the tensors that jumped.",
+       "after {explode.MIN_HISTORY} steps: > {explode.EXPLODE_FACTOR:g}× its rolling median, "
+       "> {explode.EXPLODE_MADS:g} robust deviations of the log-norm above it and > "
+       "{explode.SUDDEN:g}× the median of the last {explode.RECENT} steps; before that "
+       "> {explode.EARLY_FACTOR:g}× the median so far; or > {explode.GROWTH:g}× the previous "
+       "step's at {explode.GROWTH_STEPS} steps in a row; or RMS > {explode.RMS_EXPLODE:g}; the "
+       "episode ends after {explode.CALM_STEPS} calm steps",
+       "noisy mini-batches; tiny layers, biases before BatchNorm and LayerNorm gradients "
+       "growing to a new normal level (a slow drift is not a jump); clipped runs"),
     _C("vanishing-grad", "Numerics", "warning",
        "Gradients too small to train: a tensor's RMS, or the first layer's norm against the "
-       "last's.",
+       "last's; one finding per episode lists the tensors.",
        "RMS < {numerics.RMS_VANISH:g}, or first/last layer ratio < "
        "{numerics.FIRST_LAST_RATIO:g}, for {numerics.VANISH_STEPS} steps",
        "tensors whose RMS is below {numerics.STRUCTURAL_ZERO:g}× the largest (zero up to "
        "rounding)"),
     _C("update-ratio", "Numerics", "warning",
-       "The update's size against the parameter's, ‖Δθ‖/‖θ‖, is out of range.",
-       "warning outside [{numerics.RATIO_WARN[0]:g}, {numerics.RATIO_WARN[1]:g}] for "
-       "{numerics.RATIO_WARN_STEPS} steps; error outside [{numerics.RATIO_ERROR[0]:g}, "
-       "{numerics.RATIO_ERROR[1]:g}] for {numerics.RATIO_ERROR_STEPS} steps",
-       "short excursions (fewer steps than the windows)"),
+       "Updates far too large for the weights they change, ‖Δθ‖/‖θ before the update‖, step "
+       "after step (a learning rate far too high); one finding per level and episode.",
+       "warning above {ratio.LEVELS[0][1]:g}× for {ratio.LEVELS[0][2]} steps; error above "
+       "{ratio.LEVELS[1][1]:g}× for {ratio.LEVELS[1][2]} steps; the episode ends after "
+       "{ratio.CALM_STEPS} calm steps",
+       "small updates (fine-tuning, deep nets, decayed learning rates, embeddings whose rows "
+       "move only when their tokens appear): too small is `lr-collapse` or "
+       "`param-not-updated`"),
+    _C("lr-jump", "Learning rate", "warning",
+       "A param group's learning rate rose at one step far above any value it had before "
+       "(0.01 → 10,000); the finding names the group, the values and the scheduler.",
+       "> {lr.JUMP_FACTOR:g}× its earlier peak, after {lr.JUMP_MIN_STEPS} steps with a "
+       "positive learning rate",
+       "warm-up, OneCycle, cyclic schedules and warm restarts (they never pass their own "
+       "earlier peak by that much)"),
+    _C("lr-collapse", "Learning rate", "warning",
+       "A param group's learning rate fell to about zero long before the run ends (a "
+       "scheduler sized in epochs stepped every batch); names the group, the values and the "
+       "scheduler.",
+       "below {lr.COLLAPSE_FACTOR:g}× its peak for {lr.COLLAPSE_MIN_STEPS} steps and for "
+       "{lr.COLLAPSE_SHARE:g} of the steps before it fell there",
+       "step, cosine, linear and exponential decay over the run, OneCycle, "
+       "ReduceLROnPlateau, constant learning rates"),
     _C("loss-shape-mismatch", "Loss and data", "error",
        "An element-wise loss (MSE, L1, SmoothL1, Huber, BCE…) got input and target of "
        "different shapes that broadcast, e.g. `(N,1)` vs `(N,)`.",
        "any broadcasting shape pair at the loss call",
        "equal shapes; losses that reduce over classes (cross-entropy)"),
     _C("loss-diverging", "Loss and data", "warning",
-       "The loss rose far above its best level, or far above where it started.",
+       "The loss rose far above its best level, or far above where it started; one finding "
+       "per episode.",
        "after {loss.DIVERGE_MIN_STEPS} steps: median of {loss.SMOOTH} losses ≥ "
        "{loss.DIVERGE_FACTOR:g}× the running minimum and {loss.NOISE_MADS:g} MADs above it, "
        "or ≥ {loss.DIVERGE_FIRST_FACTOR:g}× the first loss",
        "noisy mini-batch losses within {loss.NOISE_MADS:g} MADs"),
     _C("loss-plateau", "Loss and data", "info",
        "The loss stopped changing at all.",
-       "range < {loss.PLATEAU_RANGE:g} over {loss.PLATEAU_STEPS} steps",
+       "range < {loss.PLATEAU_RANGE:g} of the loss's size (absolute below 1) over "
+       "{loss.PLATEAU_STEPS} steps",
        "losses that still move"),
     _C("eval-mode-training", "Loss and data", "warning",
        "Modules whose behaviour depends on mode (dropout, batch norm) are in `eval()` while "

@@ -73,6 +73,8 @@ class StepChecker:
         """Before the update; returns ``skip`` when a policy drops this update."""
         w = self.w
         step = w.step + 1
+        if step == 1 and pre is not None and not w.stats.grads_only:
+            self._initial_norms()
         if self.engine.quiet(w, step, closure):
             # the common step: nothing holds, so no StepView is built
             self._view = None
@@ -96,6 +98,12 @@ class StepChecker:
             self._mutation(v)
         self._view = v
         return self.engine.pre_step(w, v)
+
+    def _initial_norms(self) -> None:
+        """‖θ‖ before the first update, for the first step's update ratio (every later
+        step divides by the previous step's ‖θ‖ after its update)."""
+        if self.engine.on("update-ratio"):
+            self.engine.numerics.set_initial(self.w.index, self.w.stats.param_norms())
 
     def _mutation(self, v: StepView) -> None:
         last = self._last
@@ -196,6 +204,7 @@ class StepChecker:
         v.loss = float(row[0]) if meta.has_loss else None
         v.grad_norm, v.nonfinite = stats[GRAD], stats[NONFINITE]
         v.param_norm, v.update_norm = stats[PARAM], stats[UPDATE]
+        self.engine.learning_rates(v)
         if not values_done:
             self.engine.values(v)
         self.engine.post_step(v)

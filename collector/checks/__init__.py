@@ -25,6 +25,7 @@ from gradwatch.checks import loss as loss_checks
 from gradwatch.checks.coverage import CoverageChecks
 from gradwatch.checks.lifecycle import IDS as LIFECYCLE_IDS
 from gradwatch.checks.lifecycle import LifecycleChecks
+from gradwatch.checks.lr import LrChecks
 from gradwatch.checks.numerics import NumericsChecks
 from gradwatch.checks.view import StepView, Window
 from gradwatch.findings import Action, FindingSink, finding
@@ -51,6 +52,8 @@ ROW_CHECKS = (
     "frozen-param-changed",
     "loss-diverging",
     "loss-plateau",
+    "lr-jump",
+    "lr-collapse",
 )
 COVERAGE_EVERY = 50  # steps between re-checks of optimizer coverage and frozen tensors
 
@@ -71,6 +74,7 @@ class CheckEngine:
         self.coverage = CoverageChecks(sink, allow_mutation)
         self.numerics = NumericsChecks(sink)
         self.losses = loss_checks.LossChecks(sink)
+        self.lr = LrChecks(sink)
         self.models = dict(models)
         self.modes = {k: loss_checks.mode_dependent_modules(m) for k, m in models.items()}
         self.shape_skip = False
@@ -110,6 +114,7 @@ class CheckEngine:
                     )
                 )
         self.watches = watches
+        self.lr.watches = watches
         self.check_coverage(watches, 0)
         self.sink.flush()
 
@@ -171,6 +176,12 @@ class CheckEngine:
             actions.append("skip")
         self.sink.flush()
         return "skip" if "skip" in actions else "none"
+
+    def learning_rates(self, v: StepView) -> None:
+        """``lr-jump`` and ``lr-collapse`` on one collected row (first: a jump is the cause
+        of what the other checks find at the same step)."""
+        if self.on("lr-jump") or self.on("lr-collapse"):
+            self.lr.observe(v.optimizer, v.step, v.lr)
 
     def values(self, v: StepView) -> list[Action]:
         """Checks of the pre-step device values (real time, or one window late)."""
@@ -239,7 +250,8 @@ class CheckEngine:
         if not values_done:
             numerics = self.on("nonfinite-grad") or self.on("exploding-grad")
             vanishing = self.on("vanishing-grad")
-            if (numerics or vanishing) and not self.numerics.rows_idle(o, vanishing):
+            exploding = self.on("exploding-grad")
+            if (numerics or vanishing) and not self.numerics.rows_idle(o, vanishing, exploding):
                 return False
             if self.on("param-no-grad") and self.coverage.no_grad_streak(o):
                 return False
@@ -258,6 +270,8 @@ class CheckEngine:
             stop = start + self.numerics.exploding_rows(o, win, start, end)
             if stop == start:
                 return 0
+        if self.on("lr-jump") or self.on("lr-collapse"):
+            self.lr.observe_rows(o, win.steps[start:stop], win.lr[start:stop])
         if not values_done:  # what the reference does on a row with nothing to report
             if self.on("nonfinite-loss"):
                 self.sink.clear("nonfinite-loss", None, o)

@@ -8,14 +8,22 @@ from collections import deque
 
 from torch import nn
 
+from gradwatch.checks.fmt import num, times
 from gradwatch.checks.view import StepView
 from gradwatch.findings import Action, FindingSink, finding
 
 SMOOTH = 10  # losses per median when comparing with the running minimum
 DIVERGE_MIN_STEPS = 20
-DIVERGE_FACTOR = 2.0
-DIVERGE_FIRST_FACTOR = 1e3
-NOISE_MADS = 4.0  # and above the best by this many median absolute deviations
+#: the median of the last SMOOTH losses this many times its best (the lowest such median)
+#: and NOISE_MADS of that window's deviations above it: noisy mini-batches, GAN generator
+#: losses and a loss back at chance level after a good start stay below it
+DIVERGE_FACTOR = 10.0
+DIVERGE_FIRST_FACTOR = 1e3  # or this many times the first loss
+NOISE_MADS = 6.0
+#: and risen by at least this share of the first loss: a loss that converged near zero
+#: may wander many times its best while staying negligible
+FIRST_SHARE = 0.1
+CALM_FACTOR, CALM_STEPS = 3.0, 20  # an episode ends after CALM_STEPS steps below 3x the best
 PLATEAU_STEPS, PLATEAU_RANGE = 20, 1e-8
 _MODE_DEPENDENT = (
     nn.modules.dropout._DropoutNd,
@@ -34,6 +42,8 @@ class LossChecks:
         self._first: dict[int, float] = {}
         self._count: dict[int, int] = {}
         self._noise: dict[int, float] = {}
+        self._calm: dict[int, int] = {}  # open loss-diverging episodes: calm steps so far
+        self._flat: set[int] = set()  # open loss-plateau episodes
 
     def observe(self, v: StepView) -> None:
         """Feed one finite loss value."""
@@ -59,49 +69,59 @@ class LossChecks:
 
     def _diverging(self, o: int, step: int, smoothed: float) -> None:
         first, best = self._first[o], self._best.get(o)
-        positive = first > 0 and best is not None and best > 0
+        if first <= 0 or best is None or best <= 0:
+            return  # losses that can be negative (log-likelihoods, GAN objectives)
         noise = self._noise.get(o, 0.0)
-        rising = (
-            positive
-            and best is not None
-            and smoothed >= DIVERGE_FACTOR * best
-            and smoothed >= best + NOISE_MADS * noise
+        rising = smoothed >= DIVERGE_FACTOR * best and smoothed >= best + max(
+            NOISE_MADS * noise, FIRST_SHARE * first
         )
-        blown = first > 0 and smoothed >= DIVERGE_FIRST_FACTOR * first
+        blown = smoothed >= DIVERGE_FIRST_FACTOR * first
         if self._count[o] >= DIVERGE_MIN_STEPS and (rising or blown):
+            self._calm[o] = 0
             self.sink.report(
                 finding(
                     "loss-diverging",
                     step,
-                    f"the loss (median of the last {SMOOTH}: {smoothed:.4g}) is "
+                    f"the loss (median of the last {SMOOTH}: {num(smoothed, 3)}) is "
                     + (
-                        f"{smoothed / first:.3g}× the first loss."
+                        f"{times(smoothed / first)} the first loss ({num(first, 3)})."
                         if blown
-                        else f"{smoothed / (best or 1):.3g}× its best so far ({best:.4g})."
+                        else f"{times(smoothed / best)} its best so far ({num(best, 3)})."
                     ),
                     "lower the learning rate, check the scheduler, or look for a data shift.",
                     optimizer=o,
                     details={"recent_median": smoothed, "best": best, "first": first},
                 )
             )
-        elif not (rising or blown):
-            self.sink.clear("loss-diverging", None, o)
+        elif o in self._calm:  # an open episode ends after CALM_STEPS calm steps
+            self._calm[o] = self._calm[o] + 1 if smoothed < CALM_FACTOR * best else 0
+            if self._calm[o] >= CALM_STEPS:
+                del self._calm[o]
+                self.sink.clear("loss-diverging", None, o)
 
     def _plateau(self, o: int, step: int, recent: list[float]) -> None:
-        if len(recent) >= PLATEAU_STEPS and max(recent) - min(recent) < PLATEAU_RANGE:
+        """The loss has not moved by more than ``PLATEAU_RANGE`` (relative to its size,
+        absolute below 1) for ``PLATEAU_STEPS`` steps; the episode ends when it moves by
+        100× that (hysteresis: rounding noise does not start a new one)."""
+        if len(recent) < PLATEAU_STEPS:
+            return
+        spread = max(recent) - min(recent)
+        size = max(1.0, abs(recent[-1]))
+        if spread < PLATEAU_RANGE * size:
+            self._flat.add(o)
             self.sink.report(
                 finding(
                     "loss-plateau",
                     step,
-                    f"the loss has not moved for {PLATEAU_STEPS} steps (range "
-                    f"{max(recent) - min(recent):.2g}).",
+                    f"the loss has not moved for {PLATEAU_STEPS} steps (range {num(spread)}).",
                     "check that parameters receive gradients and the learning rate is not 0, or "
                     "stop: training has converged.",
                     optimizer=o,
-                    details={"range": max(recent) - min(recent), "loss": recent[-1]},
+                    details={"range": spread, "loss": recent[-1]},
                 )
             )
-        else:
+        elif o in self._flat and spread >= 100 * PLATEAU_RANGE * size:
+            self._flat.discard(o)
             self.sink.clear("loss-plateau", None, o)
 
 

@@ -1,5 +1,6 @@
 """Numerics checks: ``nonfinite-loss``, ``nonfinite-grad``, ``nonfinite-param``,
-``exploding-grad``, ``vanishing-grad``, ``update-ratio``.
+``exploding-grad`` (:mod:`~gradwatch.checks.explode`), ``vanishing-grad``,
+``update-ratio`` (:mod:`~gradwatch.checks.ratio`).
 
 Vectorised over tensors with a handful of small host ops per step; per-tensor Python work
 happens only for tensors that are (or just stopped being) in a bad state.
@@ -10,56 +11,25 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from gradwatch.catalogue import Severity
-from gradwatch.checks.view import StepView, Window, held_for, held_for_rows
+from gradwatch.checks import explode
+from gradwatch.checks import ratio as ratio_mod
+from gradwatch.checks.fmt import num
+from gradwatch.checks.numstate import State, ends
+from gradwatch.checks.view import StepView, Window, held_for
 from gradwatch.findings import Action, Finding, FindingSink, finding
 
-WINDOW = 100  # steps of gradient-norm history for the rolling median
-MIN_HISTORY = 10
-MEDIAN_EVERY = 10  # the rolling median is recomputed every this many steps
-EXPLODE_FACTOR = 10.0
-RMS_EXPLODE = 1e6
-GROWTH, GROWTH_STEPS = 2.0, 5  # the norm doubles at every step, 5 steps in a row
 RMS_VANISH = 1e-7
 STRUCTURAL_ZERO = 1e-4  # RMS below this fraction of the largest one: zero up to rounding
 FIRST_LAST_RATIO = 1e-3
 VANISH_STEPS = 5
-RATIO_WARN = (1e-4, 1e-1)
-RATIO_ERROR = (1e-8, 10.0)
-RATIO_WARN_STEPS = 20
-RATIO_ERROR_STEPS = 3
-#: update-ratio levels: streak key, healthy range, steps to hold, severity
-_RATIO_LEVELS: list[tuple[str, tuple[float, float], int, Severity]] = [
-    ("warn", RATIO_WARN, RATIO_WARN_STEPS, "warning"),
-    ("error", RATIO_ERROR, RATIO_ERROR_STEPS, "error"),
-]
+LISTED = 4
 
 #: ``(check, view, tensor index, ‖θ‖ before the step) -> details.origin`` (set by the run)
 OriginOf = Callable[[str, StepView, "int | None", "float | None"], "dict[str, Any] | None"]
-
-
-@dataclass
-class _State:
-    """Per-optimizer history."""
-
-    sqrt_numel: torch.Tensor
-    matrix: torch.Tensor
-    history: torch.Tensor
-    filled: int = 0
-    median: torch.Tensor | None = None
-    last: torch.Tensor | None = None
-    growth: torch.Tensor | None = None
-    vanish: torch.Tensor | None = None
-    ratio: int = 0
-    streaks: dict[str, torch.Tensor] = field(default_factory=dict)
-    max_lr: list[float] = field(default_factory=list)
-    previous_param_norm: torch.Tensor | None = None
-    ends: tuple[int, int] | None = None  # first and last weight matrix in forward order
 
 
 class NumericsChecks:
@@ -67,10 +37,12 @@ class NumericsChecks:
 
     def __init__(self, sink: FindingSink) -> None:
         self.sink = sink
-        self._state: dict[int, _State] = {}
+        self._state: dict[int, State] = {}
         self._lock = threading.Lock()  # value checks may run live, update checks on I/O
         self._deep: set[int] = set()  # optimizers whose first/last ratio is low right now
         self.origin: OriginOf | None = None  # NaN provenance (gradwatch.nanorigin)
+        #: ‖θ‖ before each optimizer's first update (set by its checker at step 1)
+        self.initial: dict[int, torch.Tensor] = {}
 
     def _with_origin(
         self,
@@ -87,21 +59,13 @@ class NumericsChecks:
             return message, details
         return f"{message} {origin.get('summary', '')}".strip(), {**details, "origin": origin}
 
-    def _of(self, v: StepView) -> _State:
+    def _of(self, v: StepView) -> State:
         state = self._state.get(v.optimizer)
         if state is None:  # created once; later reads need no lock
             with self._lock:
-                return self._create(v)
-        return state
-
-    def _create(self, v: StepView) -> _State:
-        state = self._state.get(v.optimizer)
-        if state is None:
-            state = self._state[v.optimizer] = _State(
-                sqrt_numel=torch.tensor(v.numel, dtype=torch.float64).clamp(min=1).sqrt(),
-                matrix=torch.tensor([len(s) >= 2 for s in v.shapes] or [False] * len(v.names)),
-                history=torch.zeros(WINDOW, len(v.names), dtype=torch.float64),
-            )
+                state = self._state.get(v.optimizer)
+                if state is None:
+                    state = self._state[v.optimizer] = State.of(v)
         return state
 
     def loss(self, v: StepView) -> Action:
@@ -131,11 +95,10 @@ class NumericsChecks:
         if self.sink.enabled("nonfinite-grad"):
             actions += self._nonfinite(v)
         state = self._of(v)
-        rms = v.grad_norm / state.sqrt_numel
         if self.sink.enabled("exploding-grad"):
-            actions += self._exploding(v, state, rms)
+            actions += self._exploding(v, state)
         if self.sink.enabled("vanishing-grad"):
-            self._vanishing(v, state, rms)
+            self._vanishing(v, state, v.grad_norm / state.sqrt_numel)
         return actions
 
     def _nonfinite(self, v: StepView) -> list[Action]:
@@ -169,108 +132,85 @@ class NumericsChecks:
             )
         ]
 
-    def _exploding(self, v: StepView, state: _State, rms: torch.Tensor) -> list[Action]:
+    def _exploding(self, v: StepView, state: State) -> list[Action]:
+        """One step of :mod:`~gradwatch.checks.explode` (the reference path)."""
         assert v.grad_norm is not None
-        norms = v.grad_norm
-        finite = torch.isfinite(norms)
-        exploding = finite & (rms > RMS_EXPLODE)
-        if state.last is not None:
-            growing = norms > GROWTH * state.last
-            if state.growth is not None or bool(growing.any()):  # most steps: none grows
-                state.growth = held_for(state.growth, finite & growing)
-                exploding |= state.growth >= GROWTH_STEPS
-                if not bool(state.growth.any()):
-                    state.growth = None
-        if _refresh_median(state):
-            exploding |= finite & _above_median(norms, state)
-        if bool(finite.all()):
-            state.history[state.filled % WINDOW] = norms
-            state.filled += 1
-            state.last = norms
-        if bool(exploding.any()):
-            # a jump of a gradient that is zero up to rounding (a bias feeding a
-            # normalisation layer) is rounding noise, not an explosion
-            top = float(rms[finite].max()) if bool(finite.any()) else 0.0
-            exploding &= rms >= STRUCTURAL_ZERO * top
-        if not bool(exploding.any()):
-            self.sink.settle("exploding-grad", v.optimizer, set())
-            return []
-        bad = torch.nonzero(exploding).flatten().tolist()
-        self.sink.settle("exploding-grad", v.optimizer, {v.names[i] for i in bad})
-        return [self._explosion(v, state, rms, i) for i in bad]
+        total = explode.totals(v.grad_norm.unsqueeze(0))
+        reason = explode.flag(state, total)
+        explode.observe(state, v.grad_norm, total)
+        value = float(total[0])
+        if reason is not None:
+            state.calm = 0
+            return [explode.report(self.sink, v, state, reason, value)]
+        if state.exploding is not None:
+            state.calm = state.calm + 1 if explode.calm(state, value) else 0
+            if state.calm >= explode.CALM_STEPS:
+                self.sink.clear("exploding-grad", state.exploding, v.optimizer)
+                state.exploding, state.calm = None, 0
+        return []
 
-    def _explosion(self, v: StepView, state: _State, rms: torch.Tensor, i: int) -> Action:
-        assert v.grad_norm is not None
-        norm, median = float(v.grad_norm[i]), state.median
-        times = (
-            f", {norm / float(median[i]):.0f}× its median of the last "
-            f"{min(state.filled, WINDOW)} steps."
-            if median is not None and median[i] > 0
-            else "."
-        )
-        return self.sink.report(
-            finding(
-                "exploding-grad",
-                v.step,
-                f"the gradient norm jumped to {norm:.3g}{times}",
-                "lower the learning rate, add warm-up or clip gradients "
-                "(torch.nn.utils.clip_grad_norm_).",
-                param=v.names[i],
-                optimizer=v.optimizer,
-                details={
-                    "grad_norm": norm,
-                    "rms": float(rms[i]),
-                    "rolling_median": None if median is None else float(median[i]),
-                },
-            )
-        )
-
-    def _vanishing(self, v: StepView, state: _State, rms: torch.Tensor) -> None:
+    def _vanishing(self, v: StepView, state: State, rms: torch.Tensor) -> None:
+        """Tensors whose gradient RMS is below ``RMS_VANISH`` (and not zero up to rounding)
+        or, for the first weight matrix, below 1e-3 of the last one's, for
+        ``VANISH_STEPS`` steps: one finding per episode, listing them."""
         assert v.grad_norm is not None
         small = rms < RMS_VANISH
-        quiet = state.vanish is None and v.optimizer not in self._deep
-        if quiet and not bool(small.any()) and self._first_last_ratio(v, state) is None:
+        idle = state.vanish is None and state.vanishing is None and v.optimizer not in self._deep
+        if idle and not bool(small.any()) and self._first_last_ratio(v, state) is None:
             return  # the common case: nothing small, no streak, no deep-net ratio
         finite = torch.isfinite(rms)
         top = float(rms[finite].max()) if bool(finite.any()) else 0.0
-        # a gradient ~1e-4× smaller than the largest one is zero up to rounding (a bias
-        # feeding a normalisation layer): structural, not vanishing
         tiny = _tiny(v.grad_norm, rms, top) & v.has_grad_t
-        ratio = self._first_last_ratio(v, state)
-        if ratio is not None:
+        low = self._first_last_ratio(v, state)
+        if low is not None:
             tiny = tiny.clone()
-            tiny[ratio[0]] = True
+            tiny[low[0]] = True
         state.vanish = held_for(state.vanish, tiny)
         if not bool(state.vanish.any()):
             state.vanish = None
-            return
-        for i in torch.nonzero(state.vanish >= VANISH_STEPS).flatten().tolist():
-            extra = f", {ratio[1]:.2g}× the last layer's norm" if ratio and i == ratio[0] else ""
-            self.sink.report(
-                finding(
-                    "vanishing-grad",
-                    v.step,
-                    f"the gradient of this tensor is vanishing (RMS {float(rms[i]):.2g}{extra} "
-                    f"for {int(state.vanish[i])} steps).",
-                    "check the initialisation, activations (saturating sigmoid/tanh) and "
-                    "normalisation between this layer and the loss.",
-                    param=v.names[i],
-                    optimizer=v.optimizer,
-                    details={"rms": float(rms[i])},
-                )
-            )
+        held = [i for i in v.order if state.vanish is not None and state.vanish[i] >= VANISH_STEPS]
+        if held and state.vanishing is None:
+            state.vanishing = v.names[held[0]]
+            self.sink.report(self._vanish_finding(v, held, rms, low))
+        elif state.vanishing is not None:
+            state.vanish_calm = 0 if bool(tiny.any()) else state.vanish_calm + 1
+            if state.vanish_calm >= VANISH_STEPS:
+                self.sink.clear("vanishing-grad", state.vanishing, v.optimizer)
+                state.vanishing, state.vanish_calm = None, 0
 
-    def _first_last_ratio(self, v: StepView, state: _State) -> tuple[int, float] | None:
+    def _vanish_finding(
+        self, v: StepView, held: list[int], rms: torch.Tensor, low: tuple[int, float] | None
+    ) -> Finding:
+        listed = ", ".join(f"{v.names[i]} (RMS {num(float(rms[i]))})" for i in held[:LISTED])
+        more = f" and {len(held) - LISTED} more" if len(held) > LISTED else ""
+        deep = (
+            f"; the first layer's gradient is {num(low[1])} of the last layer's"
+            if low is not None and low[0] in held
+            else ""
+        )
+        return finding(
+            "vanishing-grad",
+            v.step,
+            f"the gradient is vanishing in {len(held)} tensors for {VANISH_STEPS} steps: "
+            f"{listed}{more}{deep}.",
+            "check the initialisation, activations (saturating sigmoid/tanh), the loss's scale "
+            "and normalisation between these layers and the loss.",
+            param=v.names[held[0]],
+            optimizer=v.optimizer,
+            details={"rms": {v.names[i]: float(rms[i]) for i in held}},
+        )
+
+    def _first_last_ratio(self, v: StepView, state: State) -> tuple[int, float] | None:
         """(first weight matrix, its norm / the last one's) when below 1e-3 (deep nets)."""
         assert v.grad_norm is not None
-        first, last = _ends(state, v.order)
+        first, last = ends(state, v.order)
         if first < 0 or not (v.has_grad[first] and v.has_grad[last]):
             return None
         top = float(v.grad_norm[last])
-        ratio = float(v.grad_norm[first]) / top if top > 0 else 0.0
-        if 0 < ratio < FIRST_LAST_RATIO:
+        low = float(v.grad_norm[first]) / top if top > 0 else 0.0
+        if 0 < low < FIRST_LAST_RATIO:
             self._deep.add(v.optimizer)
-            return first, ratio
+            return first, low
         self._deep.discard(v.optimizer)
         return None
 
@@ -282,13 +222,16 @@ class NumericsChecks:
         """Whether ``optimizer``'s histories exist (its first checked row creates them)."""
         return optimizer in self._state
 
-    def rows_idle(self, optimizer: int, vanishing: bool) -> bool:
+    def rows_idle(self, optimizer: int, vanishing: bool, exploding: bool = True) -> bool:
         """Whether no per-row history of ``optimizer`` is in a state the window methods do
-        not follow (a vanishing streak, a deep-net ratio)."""
+        not follow (an open episode, a vanishing streak, a deep-net ratio)."""
         state = self._state.get(optimizer)
         if state is None:
             return False  # the first row creates it
-        return not (vanishing and (state.vanish is not None or optimizer in self._deep))
+        if exploding and state.exploding is not None:
+            return False
+        busy = state.vanish is not None or state.vanishing is not None
+        return not (vanishing and (busy or optimizer in self._deep))
 
     def quiet_rows(
         self, optimizer: int, win: Window, order: list[int], exploding: bool, vanishing: bool
@@ -300,57 +243,37 @@ class NumericsChecks:
         if state is None:
             return None
         g = win.grad_norm
-        rms = g / state.sqrt_numel
         quiet = torch.isfinite(g).all(dim=1)
-        if exploding:
-            quiet &= ~(rms > RMS_EXPLODE).any(dim=1)
         if vanishing:  # as _vanishing: small, but not zero up to rounding
+            rms = g / state.sqrt_numel
             quiet &= ~_tiny(g, rms, rms.max(dim=1, keepdim=True).values).any(dim=1)
-            first, last = _ends(state, order)
+            first, last = ends(state, order)
             if first >= 0:
                 top = g[:, last]
-                ratio = torch.where(top > 0, g[:, first] / top, 0.0)
-                quiet &= ~((ratio > 0) & (ratio < FIRST_LAST_RATIO))
+                low = torch.where(top > 0, g[:, first] / top, 0.0)
+                quiet &= ~((low > 0) & (low < FIRST_LAST_RATIO))
         return quiet
 
     def exploding_rows(self, optimizer: int, win: Window, start: int, end: int) -> int:
         """``exploding-grad`` over rows ``start:end`` that :meth:`quiet_rows` passed: adds
-        them to the history, up to the first row that a growth streak or the rolling median
-        flags; returns how many rows were taken."""
-        state = self._state[optimizer]
-        g = win.grad_norm
-        growth: torch.Tensor | None = None
-        if state.last is not None:  # every row here is finite: each one extends the history
-            previous = torch.cat([state.last.unsqueeze(0), g[start : end - 1]])
-            growth = held_for_rows(state.growth, g[start:end] > GROWTH * previous)
-            flagged = (growth >= GROWTH_STEPS).any(dim=1)
-            if bool(flagged.any()):
-                end = start + int(flagged.nonzero()[0])
-        j = start
-        while j < end:
-            filled = state.filled
-            measured = _refresh_median(state)
-            if filled < MIN_HISTORY:
-                stop = min(end, j + MIN_HISTORY - filled)
-            else:  # the median holds until the history reaches the next multiple
-                stop = min(end, j + MEDIAN_EVERY - filled % MEDIAN_EVERY)
-            full = stop
-            if measured:
-                flagged = _above_median(g[j:stop], state).any(dim=1)
-                if bool(flagged.any()):
-                    stop = j + int(flagged.nonzero()[0])
-            if stop > j:
-                at = filled % WINDOW  # segments never cross the end of the ring
-                state.history[at : at + stop - j] = g[j:stop]
-                state.filled = filled + stop - j
-                state.last = g[stop - 1]
-            j = stop
-            if stop < full:
-                break
-        if j > start and state.last is not None and growth is not None:
-            held = growth[j - start - 1]
-            state.growth = held if bool(held.any()) else None
-        return j - start
+        them to the history, up to the first row that it flags; returns how many rows
+        were taken."""
+        return explode.take_rows(self._state[optimizer], win.grad_norm[start:end])
+
+    def set_initial(self, optimizer: int, param_norm: torch.Tensor) -> None:
+        """‖θ‖ of ``optimizer``'s tensors before its first update (any device)."""
+        self.initial[optimizer] = param_norm
+
+    def _before(self, optimizer: int, state: State, update: torch.Tensor) -> torch.Tensor:
+        """‖θ‖ before the first update of a window: the previous step's, or the one
+        measured before the first update (zeros, which no check reads, when neither)."""
+        before = state.previous_param_norm
+        if before is None or before.shape != update.shape[-1:]:
+            first = self.initial.pop(optimizer, None)
+            before = None if first is None else first.to("cpu", torch.float64)
+        if before is None or before.shape != update.shape[-1:]:
+            before = torch.zeros(update.shape[-1], dtype=torch.float64)
+        return before
 
     def update_ratio_rows(
         self,
@@ -364,47 +287,16 @@ class NumericsChecks:
         """:meth:`update_ratio` over rows ``start:end`` (every tensor with a gradient)."""
         state = self._state[optimizer]
         param, update = win.param_norm[start:end], win.update_norm[start:end]
-        previous = state.previous_param_norm
-        first = param[0] if previous is None or previous.shape != update.shape[1:] else previous
+        first = self._before(optimizer, state, update)
         before = torch.cat([first.unsqueeze(0), param[:-1]])
         state.previous_param_norm = param[-1]
-        if not state.max_lr:
-            state.max_lr = list(win.lr[start])
-        settled_rows: list[list[bool]] = []
-        for lr in win.lr[start:end]:
-            for g, x in enumerate(lr):
-                if math.isfinite(x):
-                    state.max_lr[g] = max(state.max_lr[g], x)
-            settled_rows.append([x >= 0.1 * state.max_lr[g] for g, x in enumerate(lr)])
-        ratio = update / before
-        out_of_range = (ratio < RATIO_WARN[0]) | (ratio > RATIO_WARN[1])
-        if not state.streaks and not bool((out_of_range & state.matrix).any()):
+        ratio = ratio_mod.ratios(update, before)
+        if not ratio_mod.busy(state, ratio, before):
             return  # the common case: every weight matrix moves at a healthy rate
-        ok = state.matrix & (before > 0)
-        if not all(all(s) for s in settled_rows):
-            ok = ok & torch.tensor([[s[g] for g in group_of] for s in settled_rows])
-        levels = _RATIO_LEVELS
-        hits: list[tuple[int, int, int]] = []  # (row, level, tensor): the first of each
-        streaks: list[torch.Tensor] = []
-        for n, (key, (low, high), steps, _) in enumerate(levels):
-            streak = held_for_rows(state.streaks.get(key), ok & ((ratio < low) | (ratio > high)))
-            streaks.append(streak)
-            if bool(streak[-1].any()):
-                state.streaks[key] = streak[-1]
-            else:
-                state.streaks.pop(key, None)
-            held = streak >= steps
-            if bool(held.any()):
-                rows = torch.where(held, torch.arange(len(held)).unsqueeze(1), len(held))
-                first_row = rows.min(dim=0).values.tolist()
-                hits += [(r, n, i) for i, r in enumerate(first_row) if r < len(held)]
-        # later rows of a condition that holds would only repeat the finding
-        for r, n, i in sorted(hits):
-            _, bounds, _, severity = levels[n]
-            seen = (float(ratio[r, i]), int(streaks[n][r, i]), win.lr[start + r][group_of[i]])
-            self.sink.report(
-                _ratio_finding(win.steps[start + r], optimizer, names[i], seen, bounds, severity)
-            )
+        for r in range(end - start):
+            where = (optimizer, win.steps[start + r])
+            facts = (names, group_of, win.lr[start + r], None)
+            ratio_mod.row(self.sink, state, where, ratio[r], before[r], facts)
 
     def params(self, v: StepView) -> None:
         """``nonfinite-param`` after the update."""
@@ -435,94 +327,17 @@ class NumericsChecks:
         )
 
     def update_ratio(self, v: StepView) -> None:
-        """``update-ratio``: ‖Δθ‖/‖θ_before‖ out of range, for weight matrices, outside LR
-        warm-up and decay tails (LR below 10% of its maximum so far)."""
+        """``update-ratio``: ‖Δθ‖/‖θ_before‖ of weight matrices far too large
+        (:mod:`~gradwatch.checks.ratio`)."""
         assert v.param_norm is not None and v.update_norm is not None
         state = self._of(v)
-        before, state.previous_param_norm = state.previous_param_norm, v.param_norm
-        if not state.max_lr:
-            state.max_lr = list(v.lr)
-        for g, lr in enumerate(v.lr):
-            if math.isfinite(lr):
-                state.max_lr[g] = max(state.max_lr[g], lr)
-        if before is None or before.shape != v.update_norm.shape:
-            before = v.param_norm  # first step: ‖θ_after‖ stands in for ‖θ_before‖
-        ratio = v.update_norm / before
-        out_of_range = (ratio < RATIO_WARN[0]) | (ratio > RATIO_WARN[1])
-        if not state.streaks and not bool((out_of_range & state.matrix).any()):
-            return  # the common case: every weight matrix moves at a healthy rate
-        settled = torch.tensor([v.lr[g] >= 0.1 * state.max_lr[g] for g in v.group_of])
-        ok = state.matrix & settled & v.has_grad_t & (before > 0)
-        levels = _RATIO_LEVELS
-        for key, (low, high), steps, severity in levels:
-            out = ok & ((ratio < low) | (ratio > high))
-            streak = held_for(state.streaks.get(key), out)
-            if bool(streak.any()):
-                state.streaks[key] = streak
-            else:
-                state.streaks.pop(key, None)
-            for i in torch.nonzero(streak >= steps).flatten().tolist():
-                self.sink.report(
-                    _ratio_finding(
-                        v.step,
-                        v.optimizer,
-                        v.names[i],
-                        (float(ratio[i]), int(streak[i]), v.lr[v.group_of[i]]),
-                        (low, high),
-                        severity,
-                    )
-                )
-
-
-def _ends(state: _State, order: list[int]) -> tuple[int, int]:
-    """The first and last weight matrix in forward order (``(-1, -1)``: fewer than two)."""
-    if state.ends is None:
-        weights = [i for i in order if bool(state.matrix[i])]
-        state.ends = (weights[0], weights[-1]) if len(weights) >= 2 else (-1, -1)
-    return state.ends
-
-
-def _ratio_finding(
-    step: int,
-    optimizer: int,
-    name: str,
-    seen: tuple[float, int, float],
-    bounds: tuple[float, float],
-    severity: Severity,
-) -> Finding:
-    """An ``update-ratio`` finding (``seen``: the ratio, the steps it held, the LR)."""
-    ratio, steps, lr = seen
-    low, high = bounds
-    return finding(
-        "update-ratio",
-        step,
-        f"updates are {ratio:.2g}× the parameter's size for {steps} steps "
-        f"(healthy: {low:g} to {high:g}).",
-        "too small: raise the learning rate or check for a frozen or starved layer; too "
-        "large: lower the learning rate or add warm-up.",
-        severity=severity,
-        param=name,
-        optimizer=optimizer,
-        details={"ratio": ratio, "lr": lr},
-    )
-
-
-def _refresh_median(state: _State) -> bool:
-    """Recompute the rolling median of the gradient norms when it is due (none yet, or the
-    history just reached a multiple of ``MEDIAN_EVERY``); whether the history is long
-    enough for the median to be used."""
-    if state.filled < MIN_HISTORY:
-        return False
-    if state.median is None or state.filled % MEDIAN_EVERY == 0:
-        state.median = state.history[: min(state.filled, WINDOW)].median(dim=0).values
-    return True
-
-
-def _above_median(norms: torch.Tensor, state: _State) -> torch.Tensor:
-    """Norms ``EXPLODE_FACTOR`` times above their rolling median (one row or many)."""
-    median = state.median
-    assert median is not None
-    return (median > 0) & (norms > EXPLODE_FACTOR * median)
+        before = self._before(v.optimizer, state, v.update_norm)
+        state.previous_param_norm = v.param_norm
+        ratio = ratio_mod.ratios(v.update_norm, before)
+        if not ratio_mod.busy(state, ratio, before):
+            return
+        facts = (v.names, v.group_of, v.lr, v.has_grad_t)
+        ratio_mod.row(self.sink, state, (v.optimizer, v.step), ratio, before, facts)
 
 
 def _tiny(grad_norm: torch.Tensor, rms: torch.Tensor, top: float | torch.Tensor) -> torch.Tensor:

@@ -16,8 +16,9 @@ def test_quick_run_times_both_paths_on_every_case(tmp_path: Path) -> None:
     assert len(result["results"]) == 8
     for case in result["results"].values():
         assert case["row_by_row_us_per_row"] > 0 and case["window_us_per_row"] > 0
-        # the healthy rows carry a standing update-ratio finding on every case
-        assert case["findings"] >= 1
+        # a matrix that barely moves is no update-ratio finding since update-ratio flags
+        # only updates larger than the weights: the healthy rows find nothing
+        assert case["findings"] == 0
         # most rows of a healthy run go through the window path
         assert case["rows_one_by_one"] < case["rows"] / 2
     assert out.with_suffix(".md").read_text().startswith("# gradwatch row checks")

@@ -4,11 +4,13 @@ findings at the same steps and leave the same histories, whatever the window bou
 
 Each test feeds the same synthetic rows — NaN/±Inf, missing and zero gradients, growth
 streaks, spikes, vanishing gradients, update ratios out of range, LR warm-up and decay,
-frozen tensors, stuck tensors, loss NaN/plateau/divergence — to two real runs, one of them
+frozen tensors, stuck tensors, loss NaN/plateau/divergence, an LR jump and an LR
+collapse — to two real runs, one of them
 held to the row-by-row reference, in windows of random sizes."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from pathlib import Path
@@ -99,13 +101,18 @@ def scenario(seed: int, n: int = 700) -> tuple[torch.Tensor, list[StepMeta]]:
         for j in range(i, i + rng.randrange(2, 6)):
             trainable[j][t] = False
             ratio[j, t] = moved
+    j = rng.randrange(40, n // 2)  # an LR jump of group 0 for a few steps
+    for i in range(j, j + rng.randrange(1, 6)):
+        lr[i][0] = 100.0
+    for i in range(n - 220, n):  # then its LR collapses for good (a per-batch scheduler)
+        lr[i][0] = 1e-7
     param[at(1), rng.randrange(T)] = NAN
-    loss[at(1)] = NAN
     for j in range(*(lambda s: (s, s + 25))(at(26))):  # a plateau
         loss[j] = 0.5
     s = at(40)  # divergence
     for j in range(s, s + 35):
         loss[j] = loss[s] * 1.3 ** (j - s)
+    loss[at(1)] = NAN  # after the plateau and the divergence, which would overwrite it
     for _ in range(5):
         has_loss[at(1)] = False
     return rows(grad, nonfinite, param, ratio, loss, has_loss, has_grad, trainable, lr)
@@ -187,12 +194,17 @@ def histories(run: gradwatch.Run) -> dict[str, Any]:
     engine: CheckEngine = run.checks
     out: dict[str, Any] = {}
     for o, s in engine.numerics._state.items():
-        for key in ("filled", "ends", "max_lr"):
-            out[f"{o}.{key}"] = getattr(s, key)
-        for key in ("history", "median", "last", "growth", "vanish", "previous_param_norm"):
-            value = getattr(s, key)
-            out[f"{o}.{key}"] = None if value is None else value.tolist()
-        out[f"{o}.streaks"] = {k: v.tolist() for k, v in s.streaks.items()}
+        for f in dataclasses.fields(s):
+            value = getattr(s, f.name)
+            if isinstance(value, torch.Tensor):
+                value = value.tolist()
+            elif isinstance(value, dict):
+                value = {
+                    k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in value.items()
+                }
+            out[f"{o}.{f.name}"] = value
+    out["lr"] = {o: dataclasses.asdict(g) for o, g in engine.lr._groups.items()}
+    out["lr_jumped"] = engine.lr._jumped
     out["deep"] = engine.numerics._deep
     out["no_grad"] = {k: v.tolist() for k, v in engine.coverage._no_grad.items()}
     out["not_updated"] = {k: v.tolist() for k, v in engine.coverage._not_updated.items()}
@@ -238,6 +250,8 @@ def test_windows_of_rows_find_what_rows_one_by_one_find(
                 "nonfinite-loss",
                 "loss-plateau",
                 "loss-diverging",
+                "lr-jump",
+                "lr-collapse",
             }, found
     finally:
         fast.close()

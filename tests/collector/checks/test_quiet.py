@@ -357,3 +357,32 @@ def test_conv_bias_before_batchnorm_is_not_an_exploding_gradient() -> None:
             torch.nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
     assert [f for f in run.findings if f.check in ("exploding-grad", "vanishing-grad")] == []
+
+
+def test_embedding_rows_updated_only_when_their_tokens_appear() -> None:
+    """SGD on a 5,000-row embedding moves only the rows of the batch's tokens: the
+    whole-matrix update ratio is tiny on correct code (issue 23, item 3)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential()
+    model.add_module("emb", torch.nn.EmbeddingBag(5000, 32, mode="mean"))
+    model.add_module("head", torch.nn.Linear(32, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+
+    def data(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        tokens = torch.randint(0, 5000, (16, 12), generator=torch.Generator().manual_seed(i))
+        return tokens, (tokens < 2500).float().mean(dim=1).round().long()
+
+    def step(i: int, model: Any, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    assert_quiet(train(model, opt, 60, step, data=data))
+
+
+def test_a_fresh_zero_initialised_head_is_not_an_update_ratio_finding() -> None:
+    """A zero-initialised head's first updates are as large as the head itself."""
+    model = mlp()
+    torch.nn.init.zeros_(model[2].weight)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    assert_quiet(train(model, opt, 60))

@@ -1,0 +1,246 @@
+"""Learning-rate checks: ``lr-jump`` and ``lr-collapse``, per optimizer and param group.
+
+* ``lr-jump``: at one step a group's learning rate rises above ``JUMP_FACTOR`` times the
+  largest value it had before (0.01 -> 10,000), after ``JUMP_MIN_STEPS`` steps with it.
+  Warm-up, OneCycle and warm restarts rise by small factors per step and never pass their
+  own earlier peak by that much.
+* ``lr-collapse``: a group's learning rate has been below ``COLLAPSE_FACTOR`` times its
+  peak for ``COLLAPSE_MIN_STEPS`` steps and for a ``COLLAPSE_SHARE`` of the steps before
+  it fell there — a scheduler sized in epochs stepped every batch. Decay schedules over
+  the run reach such a level only in their last percent of steps, or never.
+
+Both read only the host-side learning rates of each collected row; a window of rows in
+which no group rises or falls to these levels costs a few tensor ops.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from gradwatch.checks.fmt import num, times
+from gradwatch.findings import FindingSink, finding
+
+if TYPE_CHECKING:
+    from gradwatch.lifecycle import OptimizerWatch
+
+JUMP_FACTOR = 10.0
+#: rows with a positive LR before a rise counts as a jump: a ramp from a tiny base
+#: (CyclicLR, LinearLR from 1e-3) multiplies it many times over in its first step or two
+JUMP_MIN_STEPS = 5
+COLLAPSE_FACTOR = 1e-5
+COLLAPSE_MIN_STEPS = 50
+COLLAPSE_SHARE = 0.25
+
+
+@dataclass
+class _Groups:
+    """The learning-rate history of one optimizer's param groups."""
+
+    peak: list[float]  # largest finite LR so far (0 before any)
+    seen: list[int]  # rows with a finite positive LR so far
+    low_since: list[int | None] = field(default_factory=list)  # step it fell below the level
+    first_step: int = 0
+    collapsed: bool = False  # a collapse finding is active
+
+
+class LrChecks:
+    """``lr-jump`` and ``lr-collapse`` of one run."""
+
+    def __init__(self, sink: FindingSink) -> None:
+        self.sink = sink
+        self._groups: dict[int, _Groups] = {}
+        self._jumped: set[int] = set()  # optimizers whose previous row reported a jump
+        self.watches: list[OptimizerWatch] = []  # set at start: names the scheduler
+        self._scheduler: dict[int, str | None] = {}
+
+    def _of(self, o: int, step: int, lr: list[float]) -> _Groups:
+        state = self._groups.get(o)
+        if state is None or len(state.peak) != len(lr):  # groups added: start again
+            state = self._groups[o] = _Groups(
+                peak=[0.0] * len(lr),
+                seen=[0] * len(lr),
+                low_since=[None] * len(lr),
+                first_step=step,
+            )
+        return state
+
+    def observe(self, o: int, step: int, lr: list[float]) -> None:
+        """One collected row: optimizer ``o``'s learning rates at step ``step`` (the
+        reference that :meth:`observe_rows` must agree with)."""
+        state = self._of(o, step, lr)
+        jumps = [
+            (g, state.peak[g], x)
+            for g, x in enumerate(lr)
+            if state.seen[g] >= JUMP_MIN_STEPS
+            and math.isfinite(x)
+            and x > JUMP_FACTOR * state.peak[g]
+        ]
+        if jumps:
+            self._report_jump(o, step, jumps)
+        elif o in self._jumped:
+            self._jumped.discard(o)
+            self.sink.clear("lr-jump", None, o)
+        for g, x in enumerate(lr):
+            if math.isfinite(x) and x > 0:
+                state.peak[g] = max(state.peak[g], x)
+                state.seen[g] += 1
+        self._collapse(o, step, lr, state)
+
+    def observe_rows(self, o: int, steps: list[int], lrs: list[list[float]]) -> None:
+        """Rows of one window at once: in the common case (no group jumps, none is at the
+        collapse level, none was) only the peaks move; any other window goes row by row."""
+        if not steps:
+            return
+        state = self._of(o, steps[0], lrs[0])
+        first = lrs[0]
+        if all(r == first for r in lrs) and self._steady(o, state, first, len(lrs)):
+            return  # a constant LR over the window: no tensor op at all
+        lr = torch.tensor(lrs, dtype=torch.float64)
+        if lr.shape[1] != len(state.peak) or o in self._jumped or any(state.low_since):
+            self._each(o, steps, lrs)
+            return
+        rates = torch.where(torch.isfinite(lr), lr, 0.0)
+        peak = torch.tensor(state.peak, dtype=torch.float64)
+        after = torch.maximum(rates.cummax(dim=0).values, peak)  # the peak after each row
+        before = torch.cat([peak.unsqueeze(0), after[:-1]])
+        positive = (rates > 0).long()
+        count = torch.tensor(state.seen) + positive.cumsum(dim=0) - positive  # rows before
+        jump = (count >= JUMP_MIN_STEPS) & (rates > JUMP_FACTOR * before)
+        low = (after > 0) & torch.isfinite(lr) & (lr < COLLAPSE_FACTOR * after)
+        if bool((jump | low).any()):
+            self._each(o, steps, lrs)
+            return
+        state.peak = after[-1].tolist()
+        state.seen = (torch.tensor(state.seen) + positive.sum(dim=0)).tolist()
+
+    def _steady(self, o: int, state: _Groups, lr: list[float], rows: int) -> bool:
+        """``rows`` rows of the same ``lr``: when its first row neither jumps nor is at the
+        collapse level (then no later one is), move the peaks as those rows would and say
+        so; otherwise leave everything to the other paths."""
+        if len(lr) != len(state.peak) or o in self._jumped or any(state.low_since):
+            return False
+        for g, x in enumerate(lr):
+            if not math.isfinite(x) or x <= 0:
+                continue
+            if state.seen[g] >= JUMP_MIN_STEPS and x > JUMP_FACTOR * state.peak[g]:
+                return False
+            if x < COLLAPSE_FACTOR * max(state.peak[g], x):
+                return False
+        for g, x in enumerate(lr):
+            if math.isfinite(x) and x > 0:
+                state.peak[g] = max(state.peak[g], x)
+                state.seen[g] += rows
+        return True
+
+    def _each(self, o: int, steps: list[int], lrs: list[list[float]]) -> None:
+        for step, lr in zip(steps, lrs, strict=True):
+            self.observe(o, step, lr)
+
+    def _report_jump(self, o: int, step: int, jumps: list[tuple[int, float, float]]) -> None:
+        self._jumped.add(o)
+        g, before, after = jumps[0]
+        what = ", ".join(f"group {j} from {num(a)} to {num(b)}" for j, a, b in jumps)
+        scheduler = self.scheduler(o)
+        by = f" (scheduler: {scheduler})" if scheduler else ""
+        self.sink.report(
+            finding(
+                "lr-jump",
+                step,
+                f"the learning rate jumped at this step: {what}{by}, "
+                f"{times(after / before)} its largest value before.",
+                "check the code that sets param_group['lr'] and the scheduler (a factor applied "
+                "twice, a wrong unit, a schedule read past its end).",
+                optimizer=o,
+                details={
+                    "group": g,
+                    "before": before,
+                    "after": after,
+                    "groups": {str(j): [a, b] for j, a, b in jumps},
+                    "scheduler": scheduler,
+                },
+            )
+        )
+
+    def _collapse(self, o: int, step: int, lr: list[float], state: _Groups) -> None:
+        low = [
+            state.peak[g] > 0 and math.isfinite(x) and x < COLLAPSE_FACTOR * state.peak[g]
+            for g, x in enumerate(lr)
+        ]
+        state.low_since = [
+            (since if since is not None else step) if is_low else None
+            for since, is_low in zip(state.low_since, low, strict=True)
+        ]
+        held = [
+            g
+            for g, since in enumerate(state.low_since)
+            if since is not None
+            and step - since + 1
+            >= max(COLLAPSE_MIN_STEPS, COLLAPSE_SHARE * (since - state.first_step))
+        ]
+        if not held:
+            if state.collapsed and not any(low):
+                state.collapsed = False
+                self.sink.clear("lr-collapse", None, o)
+            return
+        if state.collapsed:
+            return
+        state.collapsed = True
+        g = held[0]
+        since = state.low_since[g]
+        assert since is not None
+        scheduler = self.scheduler(o)
+        by = f" under {scheduler}" if scheduler else ""
+        self.sink.report(
+            finding(
+                "lr-collapse",
+                step,
+                f"the learning rate of group {g} collapsed{by} to {num(lr[g])}, "
+                f"{times(lr[g] / state.peak[g])} its peak of {num(state.peak[g])}, at step "
+                f"{since} and has stayed there for {step - since + 1} steps: the parameters "
+                "have all but stopped moving.",
+                "a scheduler sized in epochs is probably stepped every batch: call "
+                "scheduler.step() once per epoch, or give it the number of batches.",
+                optimizer=o,
+                details={
+                    "group": g,
+                    "groups": held,
+                    "lr": lr[g],
+                    "peak": state.peak[g],
+                    "since_step": since,
+                    "scheduler": scheduler,
+                },
+            )
+        )
+
+    def scheduler(self, o: int) -> str | None:
+        """The class name of the LR scheduler attached to optimizer ``o`` (found once, from
+        the objects that refer to the optimizer; only when a finding names it)."""
+        if o not in self._scheduler:
+            optimizer = self.watches[o].optimizer if o < len(self.watches) else None
+            self._scheduler[o] = None if optimizer is None else _scheduler_of(optimizer)
+        return self._scheduler[o]
+
+
+def _needed(before: int) -> float:
+    """Steps a collapsed LR must hold, after ``before`` steps at a higher level."""
+    return max(COLLAPSE_MIN_STEPS, COLLAPSE_SHARE * before)
+
+
+def _scheduler_of(optimizer: object) -> str | None:
+    """A scheduler object whose ``optimizer`` is ``optimizer`` (torch's or another
+    library's: anything with ``step`` and a ``get_last_lr``/``_last_lr`` or a name ending
+    in ``LR``/``Scheduler``/``OnPlateau``)."""
+    for ref in gc.get_referrers(optimizer):
+        owners = gc.get_referrers(ref) if isinstance(ref, dict) else [ref]
+        for owner in owners:
+            if getattr(owner, "optimizer", None) is not optimizer or owner is optimizer:
+                continue
+            name = type(owner).__name__
+            if hasattr(owner, "get_last_lr") or name.endswith(("LR", "Scheduler", "OnPlateau")):
+                return name
+    return None

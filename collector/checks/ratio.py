@@ -1,0 +1,115 @@
+"""``update-ratio``: ‖Δθ‖ / ‖θ before the update‖ of weight matrices far too large.
+
+Only the *too large* direction is a finding: an update as large as the parameter itself,
+step after step, rewrites the weights instead of training them (a learning rate far too
+high). Small ratios are left alone — they are what fine-tuning, deep networks, decayed
+learning rates and embeddings (whose rows move only when their tokens appear, so the
+whole-matrix ratio understates the touched rows') look like when they are correct; a
+collapsed learning rate is ``lr-collapse``'s and a stuck tensor ``param-not-updated``'s.
+The whole-matrix ratio is a lower bound of any subset of rows', so a row-sparse update
+can only make this check quieter, never louder.
+
+The first step divides by the norm measured before the first update (``initial``).
+One finding per level and episode lists every matrix out of range at its onset; the
+episode ends after ``CALM_STEPS`` steps with none out of range.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gradwatch.catalogue import Severity
+from gradwatch.checks.fmt import times
+from gradwatch.checks.numstate import State
+from gradwatch.checks.view import held_for
+from gradwatch.findings import Finding, FindingSink, finding
+
+#: update-ratio levels: name, ratio above which a step counts, steps to hold, severity
+LEVELS: list[tuple[str, float, int, Severity]] = [
+    ("warn", 1.0, 20, "warning"),
+    ("error", 10.0, 3, "error"),
+]
+CALM_STEPS = 20
+LISTED = 4
+
+
+def ratios(update: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+    """‖Δθ‖ / ‖θ_before‖ (rows × tensors, or one row)."""
+    return update / before
+
+
+def busy(state: State, ratio: torch.Tensor, before: torch.Tensor) -> bool:
+    """Whether some level has a streak or an open episode, or some matrix is above the
+    lowest level (rows × tensors): the rows then need :func:`row`, one by one."""
+    if state.streaks or state.ratio_open:
+        return True
+    return bool((state.matrix & (before > 0) & (ratio > LEVELS[0][1])).any())
+
+
+def row(
+    sink: FindingSink,
+    state: State,
+    where: tuple[int, int],
+    ratio: torch.Tensor,
+    before: torch.Tensor,
+    facts: tuple[list[str], list[int], list[float], torch.Tensor | None],
+) -> None:
+    """One step (``where``: optimizer, step) of the reference path."""
+    o = where[0]
+    names, group_of, lr, has_grad = facts
+    ok = state.matrix & (before > 0)
+    if has_grad is not None:
+        ok = ok & has_grad
+    for key, high, steps, severity in LEVELS:
+        streak = held_for(state.streaks.get(key), ok & (ratio > high))
+        if bool(streak.any()):
+            state.streaks[key] = streak
+        else:
+            state.streaks.pop(key, None)
+        held = torch.nonzero(streak >= steps).flatten().tolist()
+        opened = state.ratio_open.get(key)
+        if held and opened is None:
+            held_names = [names[i] for i in held]
+            sink.report(_finding(where, held_names, ratio, held, streak, lr, group_of, severity))
+            state.ratio_open[key] = (held_names[0], 0)
+        elif opened is not None:
+            calm = 0 if bool(streak.any()) else opened[1] + 1
+            state.ratio_open[key] = (opened[0], calm)
+            if calm >= CALM_STEPS:
+                del state.ratio_open[key]
+                sink.clear("update-ratio", opened[0], o)
+
+
+def _finding(
+    where: tuple[int, int],
+    held_names: list[str],
+    ratio: torch.Tensor,
+    held: list[int],
+    streak: torch.Tensor,
+    lr: list[float],
+    group_of: list[int],
+    severity: Severity,
+) -> Finding:
+    o, step = where
+    i = held[0]
+    pairs = list(zip(held_names, held, strict=True))
+    listed = ", ".join(
+        f"{n} ({times(float(ratio[j]))}{' its size' if k == 0 else ''})"
+        for k, (n, j) in enumerate(pairs[:LISTED])
+    )
+    more = f" and {len(held) - LISTED} more" if len(held) > LISTED else ""
+    return finding(
+        "update-ratio",
+        step,
+        f"for {int(streak[i])} steps each update has been larger than the weights it "
+        f"changes: {listed}{more}; healthy updates are a small fraction of the weights.",
+        "lower the learning rate or add warm-up; check the scale of the loss.",
+        severity=severity,
+        param=held_names[0],
+        optimizer=o,
+        details={
+            "ratio": float(ratio[i]),
+            "lr": lr[group_of[i]],
+            "tensors": {n: float(ratio[j]) for n, j in pairs},
+        },
+    )

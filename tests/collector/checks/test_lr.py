@@ -1,0 +1,64 @@
+"""Learning-rate checks: ``lr-jump`` and ``lr-collapse`` — each bug in a real training
+loop with a real scheduler, and correct schedules that must stay quiet."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.optim import lr_scheduler as sch
+
+from tests.collector.checks.common import assert_quiet, first, mlp, of, standard, train
+
+
+def with_scheduler(sched: Any) -> Callable[..., None]:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        standard(i, model, opt, x, y)
+        sched.step()
+
+    return step
+
+
+def test_lr_collapse_a_per_epoch_scheduler_stepped_every_batch_names_it() -> None:
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = sch.StepLR(opt, step_size=10, gamma=0.1)  # meant for epochs, stepped per batch
+    run = train(model, opt, 120, with_scheduler(sched))
+    (f,) = of(run, "lr-collapse")
+    # LR < 1e-5 of its peak from step 61 (0.1 * 0.1**6), held 50 steps
+    assert (f.step, f.severity, f.details["since_step"]) == (110, "warning", 61)
+    assert f.details["scheduler"] == "StepLR" and f.details["group"] == 0
+    assert "under StepLR" in f.message and "0.1" in f.message
+
+
+def test_lr_jump_is_named_at_its_step_with_the_scheduler() -> None:
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    # a warm-up lambda that returns the learning rate instead of a factor after step 20
+    sched = sch.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 10) if s < 20 else 1e4 * 0.01)
+    run = train(model, opt, 30, with_scheduler(sched))
+    f = first(run, "lr-jump")
+    assert f.step == 21  # the first update made with the new learning rate
+    assert f.details["scheduler"] == "LambdaLR"
+    assert (f.details["before"], f.details["after"]) == (0.01, pytest.approx(1.0))
+    assert "from 0.01 to 1" in f.message
+    assert len(of(run, "lr-jump")) == 1
+
+
+QUIET: dict[str, Callable[[torch.optim.Optimizer], Any]] = {
+    "warm-up from 0": lambda o: sch.LambdaLR(o, lambda s: min(1.0, s / 20)),
+    "LinearLR to 1e-3": lambda o: sch.LinearLR(o, 1.0, 1e-3, total_iters=120),
+    "CosineAnnealingWarmRestarts": lambda o: sch.CosineAnnealingWarmRestarts(o, T_0=30),
+    "CyclicLR": lambda o: sch.CyclicLR(o, base_lr=1e-4, max_lr=0.05, step_size_up=15),
+    "ExponentialLR over the run": lambda o: sch.ExponentialLR(o, gamma=0.97),
+}
+
+
+@pytest.mark.parametrize("name", list(QUIET))
+def test_schedules_over_the_run_are_quiet(name: str) -> None:
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    assert_quiet(train(model, opt, 120, with_scheduler(QUIET[name](opt))))

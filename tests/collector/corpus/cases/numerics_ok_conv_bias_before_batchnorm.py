@@ -1,0 +1,26 @@
+# expect: quiet
+"""Correct: a CNN whose conv layers keep their bias before BatchNorm — those biases get
+gradients that are zero up to rounding and jump by orders of magnitude between steps."""
+
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(
+    nn.Conv2d(1, 8, 3, padding=1),
+    nn.BatchNorm2d(8),
+    nn.ReLU(),
+    nn.Conv2d(8, 8, 3, padding=1),
+    nn.BatchNorm2d(8),
+    nn.ReLU(),
+    nn.AdaptiveAvgPool2d(1),
+    nn.Flatten(),
+    nn.Linear(8, 3),
+)
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+for step in range(200):
+    x = torch.randn(16, 1, 8, 8)
+    y = (x.mean(dim=(1, 2, 3)) * 10).long().clamp(-1, 1) + 1
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
