@@ -51,9 +51,8 @@ ENV = "GRADWATCH_CPU_KERNEL"
 MIN_PER_THREAD = 1 << 18  # elements per range: the split into ranges (fixes the bits)
 #: elements per range below which the ranges run one after another on the calling thread
 #: instead of on threads of their own (same ranges, same order of sums: the same bits). A
-#: new thread competes for a core with torch's intra-op workers, which spin after each op:
-#: on 2 busy cores a 1M-element model's sums took 0.95 ms on 2 threads against 0.56 ms on
-#: one (median of 40, benchmarks/results/thread_profile.md has the context)
+#: new thread competes for a core with torch's intra-op workers, which spin after each op
+#: (``benchmarks/kernel_threads.py`` times both ways; figures in docs/cost.md)
 SPAWN_PER_THREAD = 1 << 22
 COMPILE_TIMEOUT_S = 60.0
 
