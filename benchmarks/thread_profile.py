@@ -20,8 +20,10 @@ Usage::
     python benchmarks/thread_profile.py --models mlp --threads default --reps 4
     python benchmarks/thread_profile.py --quick --out /tmp/t.json
 
-Results: ``results/thread_profile.json`` and ``.md``. For the GIL view, run a training
-loop under ``py-spy record --gil --threads -f raw`` (see docs/cost.md).
+Results: ``results/thread_profile.json`` and ``.md``. For the GIL view, ``--loop S``
+only trains the first model under gradwatch for S seconds, to run under
+``py-spy record --gil --threads -f raw -o gil.txt -- python benchmarks/thread_profile.py
+--models mlp --threads default --loop 20`` (docs/cost.md has what it showed).
 """
 
 from __future__ import annotations
@@ -157,6 +159,17 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def loop(model: str, seconds: float, tmp: Path) -> None:
+    """Train ``model`` under gradwatch for ``seconds`` (to run under a profiler: py-spy)."""
+    work = core.make_workload(model, core.BATCH_SIZE[model])
+    state = core.make_variants(work, 1)["gradwatch"]
+    with core.attached(state, tmp):
+        start, done = time.perf_counter(), 0
+        while time.perf_counter() - start < seconds:
+            done += len(core.timed_steps(state, work.batches, 10)[0])
+    print(f"{done} steps of {model} in {seconds:.0f} s", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(core.MODELS), help="comma-separated subset")
@@ -166,6 +179,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settle", type=int, default=10, help="untimed steps first (default 10)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON path (.md beside it)")
     p.add_argument("--quick", action="store_true", help="smoke run: 1 rep x 3 steps, MLP")
+    p.add_argument(
+        "--loop",
+        type=float,
+        metavar="SECONDS",
+        help="only train the first model under"
+        " gradwatch for SECONDS at the first thread setting (for py-spy) and exit",
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.reps, args.steps, args.settle, args.models = 1, 3, 1, "mlp"
@@ -177,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     if set(args.models) - set(core.MODELS) or args.reps < 1 or args.steps < 1:
         p.error(f"need models among {core.MODELS}, --reps >= 1 and --steps >= 1")
     with tempfile.TemporaryDirectory(prefix="gradwatch-threads-") as tmp:
+        if args.loop is not None:
+            thread_settings.use(counts[0])
+            loop(args.models[0], args.loop, Path(tmp))
+            return 0
         runs = [measure(args, Path(tmp)) for n in counts if thread_settings.use(n)]
     print(thread_settings.write(args.out, runs, markdown))
     return 0
