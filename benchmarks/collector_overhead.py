@@ -4,8 +4,9 @@ Three variants of the same training step are timed, interleaved in one process:
 
 * ``plain``       zero_grad, forward, cross-entropy, backward, Adam step;
 * ``lower_bound`` the plain step plus the least work that yields the same per-step
-  quantities as gradwatch: gradient norms and non-finite gradient counts (fused
-  ``torch._foreach_norm``), a pre-step parameter snapshot (``torch._foreach_copy_``),
+  quantities as gradwatch: gradient norms (fused ``torch._foreach_norm``) and non-finite
+  gradient counts taken from them (elements counted only where a norm is not finite), a
+  pre-step parameter snapshot (``torch._foreach_copy_``),
   parameter norms and exact update norms after the step, written with ``torch.stack`` +
   ``copy_`` into a preallocated ``(steps, T, 4)`` float64 buffer, and perf_counter phase
   timings (forward, backward, step). No I/O, no hooks, no Python bookkeeping;
@@ -43,7 +44,6 @@ import datetime as dt
 import hashlib
 import io
 import itertools
-import json
 import os
 import platform
 import pstats
@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import thread_settings
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
@@ -233,7 +234,7 @@ class LowerBound:
             params = [p.detach() for p in self.params]
             grads = [p.grad for p in self.params if p.grad is not None]
             grad_norm = torch._foreach_norm(grads)
-            nonfinite = torch._foreach_norm(torch._foreach_mul(grads, 0.0), 0)
+            nonfinite = nonfinite_counts(grads, torch.stack(grad_norm))
             torch._foreach_copy_(self.snapshot, params)
             self.optimizer.step()
             param_norm = torch._foreach_norm(params)
@@ -244,13 +245,25 @@ class LowerBound:
                     torch.stack(grad_norm),
                     torch.stack(param_norm),
                     torch.stack(update_norm),
-                    torch.stack(nonfinite),
+                    nonfinite,
                 ],
                 dim=1,
             )
             self.buffer[i % len(self.phases)].copy_(row)
         t3 = time.perf_counter()
         self.phases[i % len(self.phases)] = (t1 - t0, t2 - t1, t3 - t2)
+
+
+def nonfinite_counts(grads: Sequence[torch.Tensor], norms: torch.Tensor) -> torch.Tensor:
+    """Non-finite elements per gradient, taken from the norms already at hand: a finite
+    norm means none, so elements are counted only where a norm is not finite (the tight
+    way; a fused L0 pass over every gradient would cost a second full read)."""
+    bad = ~torch.isfinite(norms)
+    counts = torch.zeros_like(norms)
+    if bool(bad.any()):
+        for i in bad.nonzero().flatten().tolist():
+            counts[i] = (~torch.isfinite(grads[i])).sum()
+    return counts
 
 
 METRICS: tuple[str, ...] = ("wall", "thread_cpu", "process_cpu")
@@ -315,19 +328,18 @@ def collection_parts(work: Workload, n: int = 50) -> dict[str, float]:
     x = work.batches[0][0]
 
     def lower_bound() -> None:
-        gn = norms(grads)
-        nf = norms(torch._foreach_mul(grads, 0.0), 0)
+        gn = torch.stack(norms(grads))
+        nf = nonfinite_counts(grads, gn)
         torch._foreach_copy_(snap, params)
         pn = norms(params)
         torch._foreach_sub_(snap, params)
         un = norms(snap)
-        stacked = [torch.stack(gn), torch.stack(pn), torch.stack(un), torch.stack(nf)]
+        stacked = [gn, torch.stack(pn), torch.stack(un), nf]
         buffer.copy_(torch.stack(stacked, dim=1))
 
     parts: dict[str, Callable[[], object]] = {
         "grad_norms": lambda: torch.stack(norms(grads)),
-        "nonfinite_fused_l0": lambda: torch.stack(norms(torch._foreach_mul(grads, 0.0), 0)),
-        "nonfinite_isfinite_check": lambda: bool(torch.isfinite(grad_norms).all()),
+        "nonfinite_from_norms": lambda: nonfinite_counts(grads, grad_norms),
         "snapshot_copy": lambda: torch._foreach_copy_(snap, params),
         "param_norms": lambda: torch.stack(norms(params)),
         "update_sub_and_norms": lambda: (torch._foreach_sub_(snap, params), norms(snap)),
@@ -633,7 +645,7 @@ def markdown(result: dict[str, Any]) -> str:
     models = result["models"]
     loads = [x for r in models.values() for x in r["loadavg_1min_per_rep"]]
     lines = [
-        "# gradwatch collector overhead",
+        f"# gradwatch collector overhead at {result.get('threads_label', '?')} threads",
         "",
         f"{m['date']} · {m['cpu_model']} ({m['logical_cpus']} logical CPUs) · torch {m['torch']}"
         f" · gradwatch {m['gradwatch']} (sources {m['gradwatch_sources_sha256']})"
@@ -774,10 +786,9 @@ def markdown(result: dict[str, Any]) -> str:
         "Training-thread CPU ms of the collection work without the training step, on a copy"
         " of the model's parameters with random gradients, median of 50 (5 with --quick; much"
         " less noisy"
-        " than the step times). `nonfinite_fused_l0` is what the lower bound runs"
-        " (`_foreach_norm(_foreach_mul(g, 0), 0)`); `nonfinite_isfinite_check` is the"
-        " cheaper CPU path gradwatch takes instead (`isfinite` of the gradient norms it"
-        " already has; exact counts only when one is not finite). `lower_bound_total` is the"
+        " than the step times). `nonfinite_from_norms` is the lower bound's non-finite count"
+        " (`isfinite` of the gradient norms it already has; elements are counted only where"
+        " a norm is not finite). `lower_bound_total` is the"
         " lower bound's whole collection; `gradwatch_stepstats` is gradwatch's"
         " `StepStats.before_step` + `after_step` (norms, counts, snapshot, update) and"
         " `gradwatch_batch_checksum` its checksum of the input batch; gradwatch's hooks,"
@@ -846,7 +857,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON path (.md beside it)")
-    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
+    p.add_argument("--threads", default="default,1,all", help=thread_settings.SPEC_HELP)
     p.add_argument(
         "--alternate",
         type=int,
@@ -867,6 +878,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.reps, args.steps, args.warmup, args.alternate, args.settle = 2, 2, 1, 2, 1
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    try:
+        args.threads = thread_settings.parse(args.threads)
+    except ValueError as e:
+        p.error(str(e))
     unknown = sorted(set(args.models) - set(MODELS))
     if unknown or args.reps < 1 or args.steps < 1 or args.turn < 1 or args.settle < 0:
         p.error(
@@ -891,56 +906,60 @@ def _reps(args: argparse.Namespace, model: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark, print progress, write the JSON and the Markdown table."""
+    """Run the benchmark at each thread setting, print progress, write the JSON and the
+    Markdown tables."""
     args = parse_args(argv)
-    torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="gradwatch-bench-") as tmp:
         data_dir = Path(tmp)
         if args.profile:
+            thread_settings.use(args.threads[0])
             batch = args.batch_size or BATCH_SIZE[args.profile]
             profile(args.profile, max(args.steps, 50), batch, data_dir, top=30)
             return 0
-        result: dict[str, Any] = {
-            "machine": machine_info(),
-            "config": {
-                "command": " ".join(["python", "benchmarks/collector_overhead.py", *sys.argv[1:]]),
-                "reps": {m: _reps(args, m) for m in args.models},
-                "steps": args.steps,
-                "warmup": args.warmup,
-                "batch_size": {m: args.batch_size or BATCH_SIZE[m] for m in args.models},
-                "seed": SEED,
-                "optimizer": "Adam(lr=1e-3)",
-                "gradwatch_options": {"every": 1},
-                "alternate_triples": args.alternate,
-                "settle_steps": args.settle,
-                "alternate_turn": args.turn,
-                "goal": f"gradwatch added time <= {GOAL} x lower-bound added time",
-            },
-            "models": {},
-        }
         t0 = time.perf_counter()
-        for name in args.models:
-            result["models"][name] = bench_model(
-                name,
-                _reps(args, name),
-                args.steps,
-                args.warmup,
-                args.batch_size or BATCH_SIZE[name],
-                data_dir,
-                args.alternate,
-                5 if args.quick else 50,
-                args.settle,
-                args.turn,
-            )
-        result["seconds"] = time.perf_counter() - t0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    md_path = args.out.with_suffix(".md")
-    md = markdown(result)
-    md_path.write_text(md)
+        runs = [measure(args, data_dir) for n in args.threads if thread_settings.use(n)]
+    md = thread_settings.write(args.out, runs, markdown)
     print(md)
-    print(f"wrote {args.out} and {md_path} in {result['seconds']:.0f} s", flush=True)
+    print(f"wrote {args.out} and its .md in {time.perf_counter() - t0:.0f} s", flush=True)
     return 0
+
+
+def measure(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
+    """Every model at the current thread setting: one run's JSON."""
+    result: dict[str, Any] = {
+        "machine": machine_info(),
+        "config": {
+            "command": " ".join(["python", "benchmarks/collector_overhead.py", *sys.argv[1:]]),
+            "reps": {m: _reps(args, m) for m in args.models},
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "batch_size": {m: args.batch_size or BATCH_SIZE[m] for m in args.models},
+            "seed": SEED,
+            "optimizer": "Adam(lr=1e-3)",
+            "gradwatch_options": {"every": 1},
+            "alternate_triples": args.alternate,
+            "settle_steps": args.settle,
+            "alternate_turn": args.turn,
+            "goal": f"gradwatch added time <= {GOAL} x lower-bound added time",
+        },
+        "models": {},
+    }
+    t0 = time.perf_counter()
+    for name in args.models:
+        result["models"][name] = bench_model(
+            name,
+            _reps(args, name),
+            args.steps,
+            args.warmup,
+            args.batch_size or BATCH_SIZE[name],
+            data_dir,
+            args.alternate,
+            5 if args.quick else 50,
+            args.settle,
+            args.turn,
+        )
+    result["seconds"] = time.perf_counter() - t0
+    return result
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ import collector_overhead as core
 import peer_variants as pv
 import peers_report
 import proctree
+import thread_settings
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "peers.json"
 METRICS: tuple[str, ...] = ("wall", "thread_cpu", "process_cpu", "tree_cpu")
@@ -201,7 +202,8 @@ def rss_child(model: str, variant: str, steps: int, batch_size: int | None) -> N
 def _rss_of(model: str, name: str, args: argparse.Namespace) -> dict[str, Any]:
     """One ``--rss-child`` process; its output goes to files, not pipes (wandb-core would
     hold a pipe open, and the wait for its end, long after the child exits)."""
-    cmd = [sys.executable, __file__, "--rss-child", model, name, "--threads", str(args.threads)]
+    threads = str(torch.get_num_threads())  # the setting being measured
+    cmd = [sys.executable, __file__, "--rss-child", model, name, "--threads", threads]
     cmd += ["--rss-steps", str(args.rss_steps)]
     if args.batch_size:
         cmd += ["--batch-size", str(args.batch_size)]
@@ -260,7 +262,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--models", default=",".join(core.MODELS), help="comma-separated subset")
     p.add_argument("--variants", default=",".join(pv.VARIANTS), help="comma-separated subset")
     p.add_argument("--batch-size", type=int, default=None, help="override the model's batch")
-    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
+    p.add_argument("--threads", default="default,1,all", help=thread_settings.SPEC_HELP)
     p.add_argument("--rss-steps", type=int, default=20, help="steps of each peak-RSS process")
     p.add_argument("--no-rss", action="store_true", help="skip the peak-RSS processes")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON path (.md beside it)")
@@ -273,6 +275,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.reps, args.steps, args.warmup, args.rss_steps, args.settle = 2, 3, 2, 5, 1
     args.models = [m for m in args.models.split(",") if m]
     args.variants = ["plain"] + [v for v in args.variants.split(",") if v and v != "plain"]
+    try:
+        args.threads = thread_settings.parse(args.threads)
+    except ValueError as e:
+        p.error(str(e))
     bad = sorted(set(args.models) - set(core.MODELS))
     bad += sorted(set(args.variants) - set(pv.VARIANTS))
     if bad or args.reps < 1 or args.steps < 1:
@@ -281,13 +287,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark, print progress, write the JSON and the Markdown tables."""
+    """Run the benchmark at each thread setting, print progress, write the JSON and the
+    Markdown tables."""
     args = parse_args(argv)
-    torch.set_num_threads(args.threads)
     if args.rss_child:
+        torch.set_num_threads(args.threads[0])
         model, variant = args.rss_child
         rss_child(model, variant, args.rss_steps, args.batch_size)
         return 0
+    t0 = time.perf_counter()
+    runs = [measure(args) for n in args.threads if thread_settings.use(n)]
+    md = thread_settings.write(args.out, runs, peers_report.markdown)
+    print(md)
+    print(f"wrote {args.out} and its .md in {time.perf_counter() - t0:.0f} s", flush=True)
+    return 0
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Every model and variant at the current thread setting: one run's JSON."""
     unavailable: dict[str, str] = {}
     result: dict[str, Any] = {
         "machine": core.machine_info(),
@@ -308,13 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 entry["peak_rss"] = measure_rss(name, list(entry["variants"]), args)
             result["models"][name] = entry
     result["seconds"] = time.perf_counter() - t0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    md = peers_report.markdown(result)
-    args.out.with_suffix(".md").write_text(md)
-    print(md)
-    print(f"wrote {args.out} and its .md in {result['seconds']:.0f} s", flush=True)
-    return 0
+    return result
 
 
 if __name__ == "__main__":

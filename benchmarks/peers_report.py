@@ -32,7 +32,8 @@ def _header(result: dict[str, Any]) -> list[str]:
     load = f"{min(loads):.2f}–{max(loads):.2f}" if loads else "n/a"
     peers = ", ".join(f"{k} {v or 'not installed'}" for k, v in result["peers"].items())
     return [
-        "# gradwatch next to its peers: added time per training step",
+        "# gradwatch next to its peers: added time per training step at"
+        f" {result.get('threads_label', '?')} threads",
         "",
         f"{m['date']} · {m['cpu_model']} ({m['logical_cpus']} logical CPUs) · torch {m['torch']}"
         f" · gradwatch {m['gradwatch']} (sources {m['gradwatch_sources_sha256']})"

@@ -18,10 +18,13 @@ the stock ops (:func:`status` says which and why). Accelerators never use it.
 Arithmetic, so that results do not depend on the machine or the compiler: 16 float
 lanes per block of 2048 elements (no reassociation, no fused multiply-add:
 ``-ffp-contract=off``), block sums added in float64 in order; float64 tensors accumulate
-in float64 lanes. Work is split over ``torch.get_num_threads()`` threads (at most one per
-256K elements), each summing a fixed range of the concatenated tensors, and the partial
-sums are added in thread order, so a given thread count gives the same bits on every
-run. NaN and ±Inf propagate as in any sum of squares.
+in float64 lanes. Work is split into ``torch.get_num_threads()`` ranges of the
+concatenated tensors (at most one per 256K elements), each summed on its own, and the
+partial sums are added in range order, so a given thread count gives the same bits on
+every run. The ranges run on threads of their own only when each holds 4M elements or
+more; smaller ones run one after another on the calling thread (same bits), since a new
+thread must wait for a core that torch's intra-op workers are spinning on. NaN and ±Inf
+propagate as in any sum of squares.
 """
 
 from __future__ import annotations
@@ -47,7 +50,12 @@ __all__ = ["ENV", "Kernel", "cache_dir", "load", "status"]
 ENV = "GRADWATCH_CPU_KERNEL"
 """``0`` turns the kernel off (statistics then use stock torch ops)."""
 
-MIN_PER_THREAD = 1 << 18  # elements; below this a thread costs more than it saves
+MIN_PER_THREAD = 1 << 18  # elements per range: the split into ranges (fixes the bits)
+#: elements per range below which the ranges run one after another on the calling thread
+#: instead of on threads of their own (same ranges, same order of sums: the same bits). A
+#: new thread competes for a core with torch's intra-op workers, which spin after each op
+#: (``benchmarks/kernel_threads.py`` times both ways; figures in docs/cost.md)
+SPAWN_PER_THREAD = 1 << 22
 COMPILE_TIMEOUT_S = 60.0
 
 SOURCE = r"""
@@ -178,7 +186,7 @@ static void *work(void *arg) {
 }
 
 static int run(int64_t k, void *const *a, void *const *b, const int64_t *numel, int f64,
-               int copy, int threads, double *out_a, double *out_d) {
+               int copy, int threads, int spawn, double *out_a, double *out_d) {
     int64_t total = 0;
     for (int64_t t = 0; t < k; t++) total += numel[t];
     if (threads < 1) threads = 1;
@@ -198,7 +206,7 @@ static int run(int64_t k, void *const *a, void *const *b, const int64_t *numel, 
         j->sa = part + (int64_t)2 * w * k;
         j->sd = j->sa + k;
     }
-    for (int w = 1; w < threads; w++)
+    for (int w = 1; w < threads && spawn; w++)
         started[w] = pthread_create(&ids[w], NULL, work, &jobs[w]) == 0;
     work(&jobs[0]);
     for (int w = 1; w < threads; w++) {
@@ -221,14 +229,14 @@ static int run(int64_t k, void *const *a, void *const *b, const int64_t *numel, 
 /* out_a[t] = sum a_t^2; out_d[t] = sum (b_t - a_t)^2 when b is not NULL. Returns 0, or -1
    when memory for the partial sums could not be had (nothing written). */
 int gw_sumsq(int64_t k, void *const *a, void *const *b, const int64_t *numel, int f64,
-             int threads, double *out_a, double *out_d) {
-    return run(k, a, b, numel, f64, 0, threads, out_a, out_d);
+             int threads, int spawn, double *out_a, double *out_d) {
+    return run(k, a, b, numel, f64, 0, threads, spawn, out_a, out_d);
 }
 
 /* b_t = a_t, element for element. Returns 0, or -1 as gw_sumsq (nothing copied). */
 int gw_copy(int64_t k, void *const *a, void *const *b, const int64_t *numel, int f64,
-            int threads) {
-    return run(k, a, b, numel, f64, 1, threads, NULL, NULL);
+            int threads, int spawn) {
+    return run(k, a, b, numel, f64, 1, threads, spawn, NULL, NULL);
 }
 """
 
@@ -245,10 +253,10 @@ class Kernel:
         i64, ptr, i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
         self._sumsq = lib.gw_sumsq  # CDLL functions: the GIL is released while they run
         self._sumsq.restype = i32
-        self._sumsq.argtypes = [i64, ptr, ptr, ptr, i32, i32, ptr, ptr]
+        self._sumsq.argtypes = [i64, ptr, ptr, ptr, i32, i32, i32, ptr, ptr]
         self._copy = lib.gw_copy
         self._copy.restype = i32
-        self._copy.argtypes = [i64, ptr, ptr, ptr, i32, i32]
+        self._copy.argtypes = [i64, ptr, ptr, ptr, i32, i32, i32]
 
     @staticmethod
     def fits(tensors: Sequence[torch.Tensor], dtype: torch.dtype) -> bool:
@@ -272,9 +280,9 @@ class Kernel:
         out = torch.empty(2 * k if b is not None else k, dtype=torch.float64)
         if k == 0:
             return out
-        pa, pb, sizes, f64, threads = self._args(a, b, threads)
+        pa, pb, sizes, f64, threads, spawn = self._args(a, b, threads)
         base = out.data_ptr()
-        if self._sumsq(k, pa, pb, sizes, f64, threads, base, base + 8 * k if pb else None):
+        if self._sumsq(k, pa, pb, sizes, f64, threads, spawn, base, base + 8 * k if pb else None):
             raise MemoryError("gradwatch's CPU norm kernel could not allocate its partial sums")
         return out
 
@@ -284,14 +292,14 @@ class Kernel:
         """``dst[i] ← src[i]`` with streaming stores (callers check :meth:`fits`)."""
         if not src:
             return
-        pa, pb, sizes, f64, threads = self._args(src, dst, threads)
-        if self._copy(len(src), pa, pb, sizes, f64, threads):
+        pa, pb, sizes, f64, threads, spawn = self._args(src, dst, threads)
+        if self._copy(len(src), pa, pb, sizes, f64, threads, spawn):
             raise MemoryError("gradwatch's CPU copy kernel could not allocate its work list")
 
     @staticmethod
     def _args(
         a: Sequence[torch.Tensor], b: Sequence[torch.Tensor] | None, threads: int
-    ) -> tuple[Any, Any, Any, int, int]:
+    ) -> tuple[Any, Any, Any, int, int, int]:
         k = len(a)
         sizes = [t.numel() for t in a]
         if b is not None and (
@@ -302,8 +310,11 @@ class Kernel:
         ptr_array = ctypes.c_void_p * k
         pa = ptr_array(*[t.data_ptr() for t in a])
         pb = ptr_array(*[t.data_ptr() for t in b]) if b is not None else None
-        threads = max(1, min(threads, sum(sizes) // MIN_PER_THREAD))
-        return pa, pb, (ctypes.c_int64 * k)(*sizes), int(a[0].dtype is torch.float64), threads
+        total = sum(sizes)
+        threads = max(1, min(threads, total // MIN_PER_THREAD))
+        spawn = int(total // threads >= SPAWN_PER_THREAD)
+        f64 = int(a[0].dtype is torch.float64)
+        return pa, pb, (ctypes.c_int64 * k)(*sizes), f64, threads, spawn
 
 
 _lock = threading.Lock()

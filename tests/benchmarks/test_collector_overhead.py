@@ -14,5 +14,10 @@ def test_quick_run_writes_results_for_every_model(tmp_path: Path) -> None:
     quick_run("collector_overhead.py", out)
     text = out.read_text()
     assert {"mlp", "cnn", "transformer"} <= set(text.split('"'))
-    json.loads(text)
-    assert out.with_suffix(".md").read_text().startswith("# gradwatch collector overhead")
+    runs = json.loads(text)["runs"]  # torch's default thread count first, then 1 thread
+    counts = [r["machine"]["torch_num_threads"] for r in runs]
+    assert 1 in counts and len(counts) == len(set(counts))
+    md = out.with_suffix(".md").read_text()
+    assert md.startswith("# gradwatch collector overhead at")
+    assert md.count("# gradwatch collector overhead at") == len(runs)
+    assert "nonfinite_from_norms" in md and "nonfinite_fused_l0" not in md

@@ -76,6 +76,26 @@ def test_threads_and_runs_give_the_same_bits(
         assert torch.equal(first[:3], kernel.sumsq(a, None, threads))
 
 
+@pytest.mark.parametrize("spawn_at", [0, 1 << 40])
+def test_ranges_on_the_calling_thread_give_the_threads_bits(
+    kernel: hostnorms.Kernel, spawn_at: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranges summed one after another (small models) or on threads of their own (large
+    ones) are added in the same order: the same bits, sums and copy alike."""
+    monkeypatch.setattr(hostnorms, "MIN_PER_THREAD", 4096)
+    g = torch.Generator().manual_seed(2)
+    a = [torch.randn(n, generator=g) for n in (40_000, 5, 21_111)]
+    b = [x * 1.001 for x in a]
+    monkeypatch.setattr(hostnorms, "SPAWN_PER_THREAD", 0)
+    spawned = kernel.sumsq(a, b, 3)
+    monkeypatch.setattr(hostnorms, "SPAWN_PER_THREAD", spawn_at)
+    assert torch.equal(kernel.sumsq(a, b, 3), spawned)
+    assert not torch.equal(kernel.sumsq(a, b, 1), spawned)  # the split, not the threads, counts
+    dst = [torch.empty_like(x) for x in a]
+    kernel.copy(dst, a, threads=3)
+    assert all(torch.equal(d, x) for d, x in zip(dst, a, strict=True))
+
+
 def test_nan_and_inf_are_data(kernel: hostnorms.Kernel) -> None:
     a = [torch.tensor([1.0, float("nan"), 2.0]), torch.ones(40), torch.ones(3)]
     b = [torch.ones(3), torch.ones(40), torch.tensor([1.0, float("inf"), 1.0])]
