@@ -1,7 +1,7 @@
 # expect: stale-grad at step 2 role cause
-# expect: loss-diverging role consequence
-"""Bug: no zero_grad() in a regression loop. Gradients pile up, the effective step grows and
-the loss climbs: the loss warnings are consequences of the stale-gradient incident."""
+"""Bug: no zero_grad() in a regression loop over 200 steps. Gradients pile up and the
+effective step grows: the stale-gradient finding is the cause of the run's one incident
+(whatever the loss does after it is evidence under it, not an incident of its own)."""
 
 import torch
 from torch import nn
