@@ -158,6 +158,7 @@ def test_ids_shared_with_runtime_checks_name_the_same_bug() -> None:
     assert shared == {
         "stale-grad",
         "grad-zeroed-before-step",
+        "accumulation-wiped",
         "param-not-in-optimizer",
         "eval-mode-training",
     }
