@@ -31,26 +31,14 @@ def _plural(n: int, word: str) -> str:
 
 
 def finding_lines(findings: list[dict[str, Any]]) -> list[str]:
-    """The findings in words: one line per incident (its first finding, with how many
-    follow from it) or, without incidents, per error and warning."""
-    groups: dict[Any, list[dict[str, Any]]] = {}
-    for i, f in enumerate(findings):
-        incident = f.get("incident")
-        key = i if incident is None or _missing(incident) else ("incident", incident)
-        groups.setdefault(key, []).append(f)
-    lines = []
-    for members in groups.values():
-        first = members[0]
-        if first.get("severity") == "info" and len(members) == 1:
-            continue
-        step = first.get("step")
-        where = f" at step {int(step):,}" if step is not None and not _missing(step) else ""
-        more = f" (+{_plural(len(members) - 1, 'related finding')})" if len(members) > 1 else ""
-        param = first.get("param")
-        where += f" [{param}]" if isinstance(param, str) else ""
-        lines.append(
-            f"{first.get('severity')} {first.get('check')}{where}: {first['message']}{more}"
-        )
+    """The findings in words: one line per incident (:mod:`gradwatch.incidents`: its root
+    cause, then what followed), errors and warnings only."""
+    from gradwatch.incidents import views
+
+    clean = [{k: None if _missing(v) else v for k, v in f.items()} for f in findings]
+    lines = [
+        f"{view.severity} {view.sentence()}" for view in views(clean) if view.severity != "info"
+    ]
     if len(lines) > MAX_LINES:
         lines = [*lines[:MAX_LINES], f"… and {len(lines) - MAX_LINES:,} more"]
     return lines

@@ -21,7 +21,9 @@ def test_a_recorded_run_in_words(monkeypatch: pytest.MonkeyPatch) -> None:
     lines = text.splitlines()
     assert lines[0] == (f"gradwatch run {run.id} (project analysis): finished, 40 steps, 4 tensors")
     assert lines[1] == "findings: 3 errors"
-    assert lines[2].startswith(f"  error nonfinite-loss at step {BAD_STEP}: the loss is inf.")
+    # one line per incident: its root cause (here NaN provenance's), then what followed
+    assert lines[2].startswith(f"  error First non-finite value at step {BAD_STEP}:")
+    assert lines[2].endswith(f"then nonfinite-grad at step {BAD_STEP}, nonfinite-param at step 30.")
     good = gradwatch.open_run(train(bad=False).dir)
     assert repr(good).splitlines()[1] == "findings: no errors or warnings"
 
@@ -29,7 +31,7 @@ def test_a_recorded_run_in_words(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_notebook_html_has_the_words_a_loss_plot_and_a_heatmap() -> None:
     run = gradwatch.open_run(train(bad=True).dir)
     page = run._repr_html_()
-    assert html.escape("nonfinite-grad at step 30 [0.weight]") in page
+    assert html.escape("then nonfinite-grad at step 30, nonfinite-param at step 30.") in page
     assert page.count('class="plotly-graph-div"') == 2
     assert '"type":"heatmap"' in page and '"type":"scatter"' in page
     assert "<b>gradwatch run" in page and "finished" in page
@@ -37,18 +39,15 @@ def test_the_notebook_html_has_the_words_a_loss_plot_and_a_heatmap() -> None:
 
 def test_incidents_are_one_line_each() -> None:
     findings = [
-        {"check": "nonfinite-loss", "severity": "error", "step": 5, "message": "the loss is nan.",
-         "incident": 1, "role": "root"},
-        {"check": "nonfinite-grad", "severity": "error", "step": 5, "message": "grads.",
-         "incident": 1, "role": "effect"},
-        {"check": "lr-jump", "severity": "warning", "step": 9, "message": "lr jumped.",
-         "incident": 2, "role": "root"},
-    ]  # fmt: skip
-    assert display.finding_lines(findings) == [
-        "error nonfinite-loss at step 5: the loss is nan. (+1 related finding)",
-        "warning lr-jump at step 9: lr jumped.",
+        {"check": "nonfinite-loss", "severity": "error", "step": 5, "message": "the loss is nan."},
+        {"check": "nonfinite-grad", "severity": "error", "step": 5, "message": "grads."},
+        {"check": "lr-jump", "severity": "warning", "step": 90, "message": "lr jumped."},
     ]
-    many = [{**findings[2], "incident": i} for i in range(9)]
+    assert display.finding_lines(findings) == [
+        "error nonfinite-loss at step 5: the loss is nan; then nonfinite-grad at step 5.",
+        "warning lr-jump at step 90: lr jumped.",
+    ]
+    many = [{**findings[2], "step": 100 * i} for i in range(9)]
     assert display.finding_lines(many)[-1] == "… and 4 more"
 
 
