@@ -19,6 +19,7 @@ def test_docs_and_spec_are_served(client: TestClient) -> None:
         "/api/v1/runs/{run_id}",
         "/api/v1/runs/{run_id}/findings",
         "/api/v1/runs/{run_id}/incidents",
+        "/api/v1/runs/{run_id}/scalars",
         "/api/v1/runs/{run_id}/series",
         "/api/v1/runs/{run_id}/overview",
         "/api/v1/runs/{run_id}/lifecycle",
