@@ -53,7 +53,7 @@ def test_runs_page(browser: webdriver.Chrome, demo_url: str) -> None:
         lambda: browser.find_elements(By.ID, "run-explain") and text(browser, "run-explain"),
         "the run page",
     )
-    assert "Step 2: stale-grad" in header
+    assert "stale-grad at step 2:" in header  # one sentence per incident
     assert page_problems(browser) == []
 
 

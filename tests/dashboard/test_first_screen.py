@@ -68,7 +68,7 @@ def test_the_stale_gradient_run_names_the_bug_its_step_and_the_fix(
     ids = {r["name"]: r["id"] for r in Api(watched_url).get("/runs")["data"]}
     seen = first_screen(screen, f"{watched_url}/runs/{ids['stale-grad']}")
     assert "finished with errors" in seen
-    assert "Step 2: stale-grad — " in seen and "gradients are not being cleared" in seen
+    assert "stale-grad at step 2: " in seen and "gradients are not being cleared" in seen
     links = evidence(screen)
     assert links["see step 2 in every chart"].endswith(f"/runs/{ids['stale-grad']}?step=2")
 
@@ -92,7 +92,8 @@ def test_the_drifting_run_says_where_it_split_and_links_to_the_comparison(
     ids = {r["name"]: r["id"] for r in Api(watched_url).get("/runs")["data"]}
     seen = first_screen(screen, f"{watched_url}/runs/{ids['drifting']}")
     split = DEMO_STEPS // 3 + 1
-    assert f"Step {split}: repro-drift — this run diverged from its replicate" in seen
+    assert "repro-drift (0.weight): this run diverged from its replicate" in seen
+    assert f"at step {split} (batch; first differing tensor 0.weight)" in seen
     assert "cause: data-order" in seen and seen.count(f"step {split}") == 1  # said once
     screen.find_element(By.LINK_TEXT, "compare with its replicate").click()
     words = wait(screen, lambda: text(screen, "cmp-words"), "the comparison")
