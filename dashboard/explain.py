@@ -64,22 +64,21 @@ def lifecycle_anomalies(findings: Sequence[dict[str, Any]]) -> dict[int, list[st
 
 def explain(findings: Sequence[dict[str, Any]], first: tuple[int, str | None] | None) -> list[str]:
     """One sentence per incident (:mod:`gradwatch.incidents`) — its root cause, then what
-    followed — the worst ones when there are many, in step order after the first NaN/Inf;
-    a reassuring line when there is none."""
-    lines: list[str] = []
+    followed — the worst ones when there are many, and the first NaN/Inf, all in the order
+    they happened; a reassuring line when there is none."""
+    told: list[tuple[int | None, str]] = []
     if first is not None:
         step, tensor = first
-        lines.append(
-            f"First NaN/Inf at step {step}"
-            + (f" in {tensor}" if tensor else " (in the loss)")
-            + "."
-        )
-    # the worst incidents when there are many, told in the order they happened
+        where = f" in {tensor}" if tensor else " (in the loss)"
+        told.append((step, f"First NaN/Inf at step {step}{where}."))
+    # the worst incidents when there are many
     ranked = sorted(
         views(findings), key=lambda v: (RANK.get(v.severity, 3), v.cause.get("step") or 0)
-    )[: max(0, MAX_LINES - len(lines))]
-    ranked.sort(key=lambda v: (v.cause.get("step") is None, v.cause.get("step") or 0))
-    lines += [v.sentence() for v in ranked]
+    )[: max(0, MAX_LINES - len(told))]
+    told += [(v.cause.get("step"), v.sentence()) for v in ranked]
+    # in step order; at one step the NaN line (listed first) stays before the incidents
+    told.sort(key=lambda t: (t[0] is None, t[0] or 0))
+    lines = [text for _, text in told]
     if not lines:
         lines.append("No problems found: every integrity check stayed quiet.")
     return lines

@@ -125,10 +125,10 @@ def test_explain_says_one_sentence_per_incident_in_step_order() -> None:
         {"check": "loss-diverging", "severity": "warning", "step": 3, "message": "m3."},
         {"check": "loss-diverging", "severity": "warning", "step": 9, "message": "m4"},
     ]
-    assert explain(findings, (4, "w")) == [
-        "First NaN/Inf at step 4 in w.",
+    assert explain(findings, (4, "w")) == [  # in the order it happened
         "loss-diverging at step 1: m1.",
         "stale-grad at step 2: m2; then loss-diverging at steps 3–9 (2 findings).",
+        "First NaN/Inf at step 4 in w.",
     ]
     assert explain([], None) == ["No problems found: every integrity check stayed quiet."]
 
