@@ -43,8 +43,8 @@ def get(url: str) -> dict:  # type: ignore[type-arg]
 def shoot(driver, url: str, path: Path, graphs: int, ready: str) -> None:  # type: ignore[no-untyped-def]
     driver.set_window_size(WIDTH, 1000)
     driver.get(url)
-    wait(driver, lambda: driver.find_elements("id", ready) and driver.find_element("id", ready).text,
-         ready)  # fmt: skip
+    shown = lambda: driver.find_elements("id", ready) and driver.find_element("id", ready).text  # noqa: E731
+    wait(driver, shown, ready)
     if graphs:
         drawn(driver, graphs)
     height = driver.execute_script("return document.body.scrollHeight")

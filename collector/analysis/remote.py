@@ -17,10 +17,10 @@ from gradwatch.analysis.selection import (
     INCIDENT_KEYS,
     Selection,
     Series,
-    decode_floats,
     vector,
 )
 from gradwatch.commands.findings import UsageError, public, server_findings
+from gradwatch.wire import from_jsonable
 
 EVERY_POINT = 1_000_000  # the server's largest ``points``: no downsampling below that
 TENSORS_PER_REQUEST = 64  # keeps the query string short on models with many tensors
@@ -69,7 +69,7 @@ class ServerSource:
                 detail = get_json(self.server, self._path, self.token)
             except LookupError as exc:
                 raise LookupError(f"the server {self.server} has no run {self.run_id!r}") from exc
-            self._info = decode_floats(detail)
+            self._info = from_jsonable(detail)  # start/end/fingerprint tag NaN as {"$f": ...}
         return self._info
 
     def series(self, sel: Selection) -> list[Series]:
@@ -110,11 +110,8 @@ class ServerSource:
             found = server_findings(self.server, self.run_id, self.token)[self.run_id]
         except UsageError as exc:  # the CLI's "no such run"
             raise LookupError(str(exc)) from None
-        out = []
-        for f in found:
-            row = public(f) | {k: f[k] for k in INCIDENT_KEYS if k in f}
-            out.append(row | {"details": decode_floats(row["details"])})
-        return out
+        # details arrive decoded (NaN tags included) by the findings command's reader
+        return [public(f) | {k: f[k] for k in INCIDENT_KEYS if k in f} for f in found]
 
     def lifecycle(self, optimizer: int, start: int, end: int) -> list[dict[str, Any]]:
         """Lifecycle rows of ``[start, end]``, read in windows of 2000 steps."""
