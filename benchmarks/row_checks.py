@@ -38,9 +38,9 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.hooks.optimizer import StepMeta
 from gradwatch.stats.rows import LEADING
 from gradwatch.stats.tensors import GRAD, NONFINITE, PARAM, UPDATE
+from gradwatch.transport.record_builder import StepMeta
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import collector_overhead as core

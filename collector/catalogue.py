@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-Severity = Literal["info", "warning", "error"]
+from gradwatch.contract import Severity
+
 Policy = Literal["off", "record", "warn", "raise", "skip", "checkpoint"]
 
 POLICIES: Final[tuple[Policy, ...]] = ("off", "record", "warn", "raise", "skip", "checkpoint")
-SEVERITIES: Final[tuple[Severity, ...]] = ("info", "warning", "error")
 
 
 @dataclass(frozen=True)

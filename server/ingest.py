@@ -25,13 +25,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import ColumnElement
 from sqlmodel import Session, SQLModel, col
 
+from gradwatch.contract import DEFAULT_PROJECT
 from gradwatch.server.errors import RequestError
 from gradwatch.server.models import RUN_ID_MAX, Finding, IngestedFrame, Project, Run, RunTag
 from gradwatch.server.records import FrameRows, RunDelta, parse_frame
 from gradwatch.wire import Frame
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-DEFAULT_PROJECT = "default"
 
 
 @dataclass(frozen=True)

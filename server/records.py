@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from gradwatch.contract import DEFAULT_PROJECT, ROLES, SEVERITIES
 from gradwatch.server import validate as v
 from gradwatch.server.models import (
     INCIDENT_MAX,
@@ -28,8 +29,6 @@ from gradwatch.server.recordmeta import check_per_step, checked_tensors
 from gradwatch.server.summary import steps_blob, summary_blobs
 from gradwatch.wire import Array, Frame, Kind, to_jsonable
 
-SEVERITIES = ("info", "warning", "error")
-ROLES = ("cause", "consequence")
 TEXT_MAX = 4096  # a finding's message or hint: one screen of text at most
 PARAM_MAX = 1024  # a finding's parameter (one tensor name, or a few joined)
 SCALARS_OPTIMIZER = -1
@@ -125,7 +124,7 @@ def _start(where: v.Where, run_id: str, meta: dict[str, Any]) -> dict[str, Any]:
         )
     return {
         "project": v.text(
-            where, "meta.project", meta.get("project") or "default", max_len=NAME_MAX
+            where, "meta.project", meta.get("project") or DEFAULT_PROJECT, max_len=NAME_MAX
         ),
         "name": v.text(where, "meta.name", meta.get("name") or run_id, max_len=NAME_MAX),
         "tags": v.text_list(where, "meta.tags", meta.get("tags", []), max_len=NAME_MAX),

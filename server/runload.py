@@ -15,11 +15,11 @@ import torch
 from sqlalchemy import select
 from sqlmodel import Session, col
 
+from gradwatch.contract import STAT_NAMES
 from gradwatch.drift.verdict import RunData, Track
 from gradwatch.server import crud
 from gradwatch.server.models import Run, SeriesChunk
 from gradwatch.server.series import INT64_MAX, INT64_MIN, read_block, tensor_rows
-from gradwatch.stats.tensors import STAT_NAMES
 
 
 def optimizers(session: Session, run_id: str) -> list[int]:

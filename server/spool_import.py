@@ -23,10 +23,10 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from gradwatch import paths
+from gradwatch.contract import DEFAULT_PROJECT
 from gradwatch.server.db import write_session
 from gradwatch.server.errors import RequestError
 from gradwatch.server.ingest import (
-    DEFAULT_PROJECT,
     check_run_id,
     ingest_frames,
     insert_ignore,

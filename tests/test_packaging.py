@@ -30,6 +30,8 @@ SMOKE = textwrap.dedent("""
     kinds = [f.record.kind.name for f in read_spool(run.dir).frames]
     assert kinds[0] == "RUN_START" and kinds[-1] == "END", kinds
     assert [row.step for row in load_run(run.dir).steps[0]] == [1, 2, 3]
+    from gradwatch.stats import hostnorms
+    assert "gw_sumsq" in hostnorms.source()  # the kernel's source ships in every mode
     print("ok", gradwatch.__version__)
 """)
 
@@ -60,6 +62,7 @@ def test_wheel_sdist_and_editable_installs_work_in_a_clean_venv(tmp_path: Path) 
         if "__pycache__" not in p.parts
     }
     assert sources - set(names) == set()
+    assert "gradwatch/stats/hostnorms.c" in names  # the C kernel is package data
     work = tmp_path / "work"  # outside the source tree, so nothing is imported from it
     work.mkdir()
     (work / "smoke.py").write_text(SMOKE)

@@ -16,6 +16,7 @@ import numpy as np
 from gradwatch.analysis.downsample import Vector
 from gradwatch.analysis.selection import INCIDENT_KEYS, Selection, Series, tensor_rows, thinned
 from gradwatch.commands.findings import local_findings, public
+from gradwatch.contract import DEFAULT_PROJECT
 from gradwatch.transport.spool import read_spool
 from gradwatch.wire import Array, Kind, Record
 
@@ -108,7 +109,7 @@ class LocalSource:
         steps = [int(c.steps.max()) for c in self.chunks.get(0, [])]
         return {
             "id": self.run_id,
-            "project": self.start.get("project") or "default",
+            "project": self.start.get("project") or DEFAULT_PROJECT,
             "name": self.start.get("name") or self.run_id,
             "status": (self.end or {}).get("status", "unfinished"),
             "steps": max(steps, default=0),

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -32,7 +32,7 @@ from gradwatch.checks.view import StepView, Window
 from gradwatch.fingerprint.take import nondeterminism_risks
 
 if TYPE_CHECKING:
-    from gradwatch.hooks.optimizer import OptimizerWatch
+    from gradwatch.checks.view import WatchedOptimizer
 
 VALUE_CHECKS = (
     "nonfinite-loss",
@@ -78,7 +78,7 @@ class CheckEngine:
         self.models = dict(models)
         self.modes = {k: loss_checks.mode_dependent_modules(m) for k, m in models.items()}
         self.shape_skip = False
-        self.watches: list[OptimizerWatch] = []
+        self.watches: Sequence[WatchedOptimizer] = ()
         self._on: dict[str, bool] = {}
         self._values_now: bool | None = None
         #: check every collected row on its own (the reference path that windows of quiet
@@ -99,7 +99,7 @@ class CheckEngine:
         return self._values_now
 
     # -- at start ---------------------------------------------------------------------------
-    def at_start(self, fingerprint: dict[str, Any], watches: list[OptimizerWatch]) -> None:
+    def at_start(self, fingerprint: dict[str, Any], watches: Sequence[WatchedOptimizer]) -> None:
         """Checks that need only the fingerprint and the model/optimizer layout."""
         if self.on("nondeterminism-risk"):
             risks = nondeterminism_risks(fingerprint)
@@ -118,7 +118,7 @@ class CheckEngine:
         self.check_coverage(watches, 0)
         self.sink.flush()
 
-    def check_coverage(self, watches: list[OptimizerWatch], step: int) -> None:
+    def check_coverage(self, watches: Sequence[WatchedOptimizer], step: int) -> None:
         """``param-not-in-optimizer`` over every watched model."""
         if not self.on("param-not-in-optimizer"):
             return
@@ -132,7 +132,7 @@ class CheckEngine:
         self.coverage.not_in_optimizer(missing, step)
 
     # -- around the step --------------------------------------------------------------------
-    def quiet(self, w: OptimizerWatch, step: int, closure: bool) -> bool:
+    def quiet(self, w: WatchedOptimizer, step: int, closure: bool) -> bool:
         """Whether :meth:`pre_step` would find, clear and do nothing for ``w``'s step
         ``step`` — checked on the raw facts, so the common step builds no :class:`StepView`.
         Conservative: anything unusual takes the full path."""
@@ -149,7 +149,7 @@ class CheckEngine:
                     return False
         return True
 
-    def pre_step(self, w: OptimizerWatch, v: StepView) -> Action:
+    def pre_step(self, w: WatchedOptimizer, v: StepView) -> Action:
         """Before the update: lifecycle, modes, coverage, and values when on the host."""
         actions: list[Action] = []
         if any(self.on(c) for c in LIFECYCLE_IDS):
@@ -213,7 +213,7 @@ class CheckEngine:
     # other row goes through them. Policies that act (raise, skip, checkpoint) keep every
     # row on the reference path.
 
-    def quiet_rows(self, w: OptimizerWatch, win: Window, values_done: bool) -> list[bool]:
+    def quiet_rows(self, w: WatchedOptimizer, win: Window, values_done: bool) -> list[bool]:
         """Per row of ``win``: whether the row checks would report and clear nothing, and
         start no streak, provided the histories are idle (:meth:`rows_idle`)."""
         rows = len(win)
@@ -244,7 +244,7 @@ class CheckEngine:
         result: list[bool] = quiet.tolist()
         return result
 
-    def rows_idle(self, w: OptimizerWatch, values_done: bool) -> bool:
+    def rows_idle(self, w: WatchedOptimizer, values_done: bool) -> bool:
         """Whether every per-row history of ``w`` is in the state that quiet rows keep."""
         o = w.index
         if not values_done:
@@ -259,7 +259,7 @@ class CheckEngine:
         return not (updated and self.coverage.not_updated_streak(o))
 
     def take_rows(
-        self, w: OptimizerWatch, win: Window, start: int, end: int, values_done: bool
+        self, w: WatchedOptimizer, win: Window, start: int, end: int, values_done: bool
     ) -> int:
         """Check rows ``start:end`` (quiet, histories idle) at once; returns how many were
         taken — fewer when the gradient history flags a row, which then takes the

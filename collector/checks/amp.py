@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from gradwatch.catalogue import Severity
 from gradwatch.checks.findings import FindingSink, finding
+from gradwatch.contract import Severity
 
 CONSECUTIVE_WARN = 3
 RATE_WINDOW, RATE_WARN = 100, 0.05

@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gradwatch.catalogue import CHECKS, Policy, Severity
+from gradwatch.catalogue import CHECKS, Policy
 from gradwatch.checks.incidents import Grouper, Role, evidence
+from gradwatch.contract import FindingsMeta, Severity
 from gradwatch.errors import IntegrityError
 from gradwatch.wire import Kind, Record
 
@@ -195,7 +196,8 @@ class FindingSink:
         with self._lock:
             pending, self._pending = self._pending, []
         if pending:
-            self._submit(Record(Kind.FINDINGS, {"findings": [f.to_meta() for f in pending]}))
+            meta: FindingsMeta = {"findings": [f.to_meta() for f in pending]}
+            self._submit(Record(Kind.FINDINGS, dict(meta)))
 
     def _store(self, f: Finding) -> Finding:
         """Keep ``f`` with its incident (in arrival order; readers regroup in step order)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,7 @@ from gradwatch.checks.findings import FindingSink, finding
 from gradwatch.checks.fmt import num, times
 
 if TYPE_CHECKING:
-    from gradwatch.hooks.optimizer import OptimizerWatch
+    from gradwatch.checks.view import WatchedOptimizer
 
 JUMP_FACTOR = 10.0
 #: rows with a positive LR before a rise counts as a jump: a ramp from a tiny base
@@ -55,7 +56,7 @@ class LrChecks:
         self.sink = sink
         self._groups: dict[int, _Groups] = {}
         self._jumped: set[int] = set()  # optimizers whose previous row reported a jump
-        self.watches: list[OptimizerWatch] = []  # set at start: names the scheduler
+        self.watches: Sequence[WatchedOptimizer] = ()  # set at start: names the scheduler
         self._scheduler: dict[int, str | None] = {}
 
     def _of(self, o: int, step: int, lr: list[float]) -> _Groups:

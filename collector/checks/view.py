@@ -5,10 +5,43 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
+from gradwatch.stats.batch_checksum import Deferred
+
+if TYPE_CHECKING:
+    from gradwatch.stats.tensors import StepStats
+
 Event = tuple[str, float, str]  # (kind, seconds since the previous step ended, detail)
+MAX_EVENTS = 256  # lifecycle events kept per step
+
+
+@dataclass
+class Pending:
+    """What happened since the previous step of this optimizer."""
+
+    n_backward: int = 0
+    events: list[Event] = field(default_factory=list)
+    loss: torch.Tensor | None = None
+    batch: torch.Tensor | Deferred | None = (
+        None  # the batch checksum (gradwatch.stats.batch_checksum)
+    )
+    batch_sig: list[str] = field(default_factory=list)
+    forward_time: float = 0.0
+    backward_time: float = 0.0
+    dropped_events: int = 0
+
+    def add(self, event: Event, *, before_last: bool = False) -> None:
+        """Record an event; past ``MAX_EVENTS`` in one step (zero_grad in an evaluation loop,
+        say) they are only counted, so memory stays bounded without a step."""
+        if len(self.events) >= MAX_EVENTS:
+            self.dropped_events += 1
+        elif before_last and self.events:
+            self.events.insert(len(self.events) - 1, event)
+        else:
+            self.events.append(event)
 
 
 @dataclass
@@ -86,3 +119,41 @@ class Window:
 
     def __len__(self) -> int:
         return len(self.steps)
+
+
+class WatchedOptimizer(Protocol):
+    """One watched optimizer as the checks read it (implemented by
+    :class:`gradwatch.hooks.optimizer.OptimizerWatch`; the checks never import the hooks)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def optimizer(self) -> torch.optim.Optimizer: ...
+    @property
+    def params(self) -> list[torch.Tensor]: ...
+    @property
+    def names(self) -> list[str]: ...
+    @property
+    def numel(self) -> list[int]: ...
+    @property
+    def shapes(self) -> list[list[int]]: ...
+    @property
+    def group_of(self) -> list[int]: ...
+    @property
+    def model_keys(self) -> list[str]: ...
+    @property
+    def forward_order(self) -> list[int] | None: ...
+    @property
+    def since_clear(self) -> int: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def stats(self) -> StepStats: ...
+    @property
+    def pending(self) -> Pending: ...
+    @property
+    def manual(self) -> object | None:
+        """The driver of a loop that updates by hand, else None."""
+        ...
+
+    def learning_rates(self) -> list[float]: ...

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from gradwatch import paths
-from gradwatch.catalogue import SEVERITIES
 from gradwatch.checks.incidents import annotate, evidence, views
 from gradwatch.commands import Subparsers, data_dir_help
 from gradwatch.commands._crossrun import cross_run_findings
+from gradwatch.contract import SEVERITIES
 from gradwatch.transport import jobs, strictjson
 from gradwatch.transport.spool import list_segments, read_spool
 from gradwatch.wire import Kind, from_jsonable

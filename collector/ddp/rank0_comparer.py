@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING, Any
 from gradwatch.checks import ddp as checks
 from gradwatch.checks.findings import Finding
 from gradwatch.errors import IntegrityError
-from gradwatch.wire import Kind, Record
+from gradwatch.transport.record_builder import notice_record
 
 if TYPE_CHECKING:
-    from gradwatch.ddp.ranks import RankSync
+    from collections.abc import Callable
+
+    from gradwatch.hooks.context import HookContext
+    from gradwatch.hooks.optimizer import OptimizerWatch
 
 WAIT_SECONDS = 120.0
 POLL_SECONDS = 0.05
@@ -33,12 +36,22 @@ POLL_SECONDS = 0.05
 class Comparer(threading.Thread):
     """Compares the ranks' summaries of one run (rank 0 only)."""
 
-    def __init__(self, sync: RankSync) -> None:
+    def __init__(
+        self,
+        owner: HookContext[OptimizerWatch],
+        store: Any,
+        world_size: int,
+        key: Callable[..., str],
+        names: list[str],
+    ) -> None:
+        """``store``: the job's torch.distributed store (cloned here); ``key``: the store key
+        of one item of this run's exchange; ``names``: the compared parameters."""
         super().__init__(name="gradwatch-ddp", daemon=True)
-        self.sync = sync
-        self.owner = sync.run
-        self.store: Any = sync.info.store.clone()
-        self.world = sync.info.world_size
+        self.owner = owner
+        self.key = key
+        self.names = names
+        self.store: Any = store.clone()
+        self.world = world_size
         self.items: queue.SimpleQueue[tuple[str, object] | None] = queue.SimpleQueue()
         self.deadline: float | None = None  # set by finish(): the last moment to wait
         self.stopped = False
@@ -46,7 +59,7 @@ class Comparer(threading.Thread):
         self.nonfinite_done = False
         self.error: IntegrityError | None = None
         self._raise_hook = self.owner.watches[0].optimizer.register_step_pre_hook(
-            self.owner.guard(self._raise_pending, "cross-rank policy")
+            self.owner._guard(self._raise_pending, "cross-rank policy")
         )
 
     def expect(self, kind: str, index: object) -> None:
@@ -80,12 +93,12 @@ class Comparer(threading.Thread):
             except Exception as exc:  # never let the comparer die loudly
                 self.stopped = True
                 self.owner.internal_errors += 1
-                self.owner.report_once(
+                self.owner._report_once(
                     "ddp compare", f"cross-rank checks stopped (internal error: {exc})"
                 )
 
     def _gather(self, kind: str, index: object) -> list[dict[str, Any]] | None:
-        keys = [self.sync.key(kind, index, r) for r in range(self.world)]
+        keys = [self.key(kind, index, r) for r in range(self.world)]
         limit = time.monotonic() + WAIT_SECONDS
         while not self.store.check(keys):
             now = time.monotonic()
@@ -102,7 +115,7 @@ class Comparer(threading.Thread):
         missing = [r for r, key in enumerate(keys) if not self.store.check([key])]
         self.stopped = True
         what = "the end of the run" if kind == "end" else f"{kind}/{index}"
-        self.owner.report_once(
+        self.owner._report_once(
             "ddp silent",
             f"cross-rank checks stopped: rank(s) {missing} did not publish {what} in time "
             "(watch() must run on every rank; a rank may have crashed or be far behind)",
@@ -112,40 +125,38 @@ class Comparer(threading.Thread):
         if kind == "fp":
             self._fingerprints(values)
         elif kind == "c" and self.comparable:
-            self._report(checks.param_desync(int(str(index)), self.sync.names, values))
+            self._report(checks.param_desync(int(str(index)), self.names, values))
         elif kind == "w":
             self._report(checks.rank_spread(int(str(index)), values), clear="ddp-rank-spread")
             self._nonfinite(int(values[0]["last_step"]))
         elif kind == "end":
             steps = {int(v["step"]) for v in values}
             if self.comparable and len(steps) == 1:
-                self._report(checks.param_desync(steps.pop(), self.sync.names, values))
+                self._report(checks.param_desync(steps.pop(), self.names, values))
             self._nonfinite(max(int(v["step"]) for v in values))
 
     def _fingerprints(self, values: list[dict[str, Any]]) -> None:
         if checks.layouts_differ(values):
             self.comparable = False
-            self.owner.report_once(
+            self.owner._report_once(
                 "ddp layout",
                 "ranks hold different parameter layouts (sharded or tensor-parallel model): "
                 "ddp-param-desync is off for this run",
             )
         differ = checks.fingerprint_differences(values)
         if differ:
-            self.owner.io.submit(
-                Record(Kind.NOTICE, {"notice": "ddp-fingerprint", "differ": differ})
-            )
+            self.owner.io.submit(notice_record({"notice": "ddp-fingerprint", "differ": differ}))
             fields = ", ".join(sorted(differ))
-            self.owner.report_once(
+            self.owner._report_once(
                 "ddp fingerprint", f"the ranks' fingerprints differ in {fields}: {differ}"
             )
 
     def _nonfinite(self, upto: int) -> None:
         if self.nonfinite_done or not self.owner.sink.enabled("ddp-nonfinite-rank"):
             return
-        if int(self.store.add(self.sync.key("nf_count"), 0)) == 0:
+        if int(self.store.add(self.key("nf_count"), 0)) == 0:
             return
-        keys = [self.sync.key("nf", 0, r) for r in range(self.world)]
+        keys = [self.key("nf", 0, r) for r in range(self.world)]
         reports = [json.loads(self.store.get(k)) for k in keys if self.store.check([k])]
         found = checks.first_nonfinite(upto, reports)
         if found is not None:

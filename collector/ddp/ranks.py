@@ -39,13 +39,14 @@ from torch.utils.hooks import RemovableHandle
 
 from gradwatch import paths
 from gradwatch.checks.ddp import fingerprint_subset
+from gradwatch.ddp.rank0_comparer import Comparer
 from gradwatch.fingerprint.take import _device_sums
 from gradwatch.stats.tensors import GRAD, NONFINITE, PARAM
 
 if TYPE_CHECKING:
-    from gradwatch.ddp.rank0_comparer import Comparer
-    from gradwatch.hooks.optimizer import OptimizerWatch, StepMeta
-    from gradwatch.session.handle import Run
+    from gradwatch.hooks.context import HookContext
+    from gradwatch.hooks.optimizer import OptimizerWatch
+    from gradwatch.transport.record_builder import StepMeta
 
 _joins = itertools.count()
 _MASK64 = (1 << 64) - 1
@@ -144,7 +145,13 @@ def _checksums(params: Sequence[torch.Tensor]) -> list[tuple[list[int], Callable
 class RankSync:
     """Publishes this rank's summaries; on rank 0 also runs the comparer."""
 
-    def __init__(self, run: Run, info: RankInfo, every: int, fingerprint: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        run: HookContext[OptimizerWatch],
+        info: RankInfo,
+        every: int,
+        fingerprint: dict[str, Any],
+    ) -> None:
         self.run = run
         self.info = info
         self.every = every
@@ -174,7 +181,7 @@ class RankSync:
                 self.info.store.add(self.key("nf_count"), 1)
         except Exception as exc:  # the store went away (a rank exited): stop exchanging
             self._failed = True
-            self.run.report_once(
+            self.run._report_once(
                 "ddp store", f"cross-rank checks stopped: the store is unreachable ({exc})"
             )
             return
@@ -184,22 +191,23 @@ class RankSync:
     # -- attach / close ---------------------------------------------------------------------
     def attach(self) -> None:
         """Publish the fingerprint and layout, hook the first optimizer's steps."""
-        from gradwatch.ddp.rank0_comparer import Comparer
 
         if self.info.rank == 0:
-            self.comparer = Comparer(self)
+            self.comparer = Comparer(
+                self.run, self.info.store, self.info.world_size, self.key, self.names
+            )
             self.comparer.start()
         layout = [
             [n, list(p.shape), str(p.dtype)] for n, p in zip(self.names, self.params, strict=True)
         ]
         fields = {"fields": self._fp, "layout": layout}
         self.run.io.submit(lambda: self.publish("fp", 0, fields))
-        hook = self.run.guard(self._after_step, "cross-rank checksum")
+        hook = self.run._guard(self._after_step, "cross-rank checksum")
         self._handle = self.run.watches[0].optimizer.register_step_post_hook(hook)
 
     def _internal(self, where: str, exc: Exception) -> None:
         self.run.internal_errors += 1
-        self.run.report_once(
+        self.run._report_once(
             f"ddp {where}", f"internal error in the cross-rank {where} ({exc}); training goes on"
         )
 

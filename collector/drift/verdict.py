@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from gradwatch.contract import STAT_NAMES
 from gradwatch.drift.fingerprint_diff import (
     Tolerance,
     differing_sections,
@@ -31,7 +32,6 @@ from gradwatch.drift.fingerprint_diff import (
     first_init_difference,
     tolerance_for,
 )
-from gradwatch.stats.tensors import STAT_NAMES
 
 if TYPE_CHECKING:
     from gradwatch.transport.local_reader import LocalRun

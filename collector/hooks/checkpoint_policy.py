@@ -46,7 +46,8 @@ from gradwatch.stats.batch_checksum import resolve
 
 if TYPE_CHECKING:
     from gradwatch.checks.findings import Finding
-    from gradwatch.session.handle import Run
+    from gradwatch.hooks.context import HookContext
+    from gradwatch.hooks.optimizer import OptimizerWatch
 
 FORMAT = "gradwatch-checkpoint/1"
 #: checks whose values come from the parameters the previous update left
@@ -92,7 +93,7 @@ def set_rng_states(states: Mapping[str, Any]) -> None:
 class CheckpointSaver:
     """Writes the checkpoint of a run (``FindingSink.checkpoint``)."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: HookContext[OptimizerWatch]) -> None:
         self.run = run
         #: whether the state before each update is kept (see the module's docstring)
         self.keeping = any(run.options.policy(c) == "checkpoint" for c in LATE_CHECKS)

@@ -27,7 +27,8 @@ from gradwatch.checks.findings import finding
 from gradwatch.hooks.forward_order import Graph, forward_order, walk
 
 if TYPE_CHECKING:
-    from gradwatch.session.handle import Run
+    from gradwatch.hooks.context import HookContext
+    from gradwatch.hooks.optimizer import OptimizerWatch
 
 MAX_SHAPES = 64  # graph shapes remembered; past that, new shapes are no longer walked
 Shape = tuple[str, tuple[int, ...]]
@@ -62,7 +63,7 @@ def cut_description(root: torch.Tensor | None, graph: Graph | None) -> str:
 class GraphWatch:
     """The graph-shape cache and the findings it leads to, for one run."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: HookContext[OptimizerWatch]) -> None:
         self.run = run
         self._shapes: dict[Shape, str] = {}  # shape -> cut description ("" when connected)
         self._order_reach: dict[int, int] = {}  # watch index -> tensors its order covers

@@ -17,13 +17,31 @@ before the update (``skip``) cannot act here: the update is done.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 if TYPE_CHECKING:
-    from gradwatch.hooks.optimizer import OptimizerWatch
-    from gradwatch.stats.tensors import PreStep
+    import weakref
+
+    from gradwatch.checks import CheckEngine
+    from gradwatch.stats.tensors import PreStep, StepStats
+
+
+class UpdatedByHand(Protocol):
+    """What the driver reads of its optimizer watch
+    (:class:`gradwatch.hooks.optimizer.OptimizerWatch`)."""
+
+    @property
+    def params(self) -> list[torch.Tensor]: ...
+    @property
+    def model_keys(self) -> list[str]: ...
+    @property
+    def stats(self) -> StepStats: ...
+    @property
+    def _grads(self) -> list[tuple[weakref.ref[torch.Tensor], int] | None]: ...
+
+    def manual_step(self, pre: PreStep, cleared: bool) -> None: ...
 
 
 class ManualUpdates(torch.optim.Optimizer):
@@ -40,8 +58,9 @@ class ManualUpdates(torch.optim.Optimizer):
 class ManualDriver:
     """Finds the updates of one :class:`ManualUpdates` watch."""
 
-    def __init__(self, watch: OptimizerWatch) -> None:
+    def __init__(self, watch: UpdatedByHand, checks: CheckEngine) -> None:
         self.w = watch
+        self.checks = checks
         self._versions: list[int] | None = None  # as after the last backward pass
         self._norms: list[torch.Tensor] | None = None  # when there is no snapshot
         self._pre: PreStep | None = None
@@ -53,7 +72,7 @@ class ManualDriver:
         self._pre = stats.before_step(now=True)
         params = self.w.params
         self._versions = [p._version for p in params]
-        checks = self.w.run.checks
+        checks = self.checks
         self._modes = [
             (m, m.training)
             for key in self.w.model_keys

@@ -16,15 +16,18 @@ from gradwatch.session import portable
 from gradwatch.stats import batch_checksum as batch
 
 if TYPE_CHECKING:
+    from gradwatch.hooks.context import HookContext
     from gradwatch.hooks.optimizer import OptimizerWatch
-    from gradwatch.session.handle import Run
 
 
 class ModelHooks:
     """Forward pre/post hooks and a ``zero_grad`` wrapper on each watched root module."""
 
     def __init__(
-        self, run: Run, models: Mapping[str, torch.nn.Module], watches: list[OptimizerWatch]
+        self,
+        run: HookContext[OptimizerWatch],
+        models: Mapping[str, torch.nn.Module],
+        watches: list[OptimizerWatch],
     ) -> None:
         self.run = run
         self.models = dict(models)
@@ -38,7 +41,7 @@ class ModelHooks:
 
     def attach(self) -> None:
         """Register the hooks on every model."""
-        guard = self.run.guard
+        guard = self.run._guard
         for key, model in self.models.items():
             owners = self.owners[key]
             if not owners:
@@ -113,7 +116,7 @@ class ModelHooks:
             for watch in owners:
                 watch.see_grads()
 
-        before = self.run.guard(note, "zero_grad wrapper")
-        after = self.run.guard(seen, "zero_grad wrapper")
+        before = self.run._guard(note, "zero_grad wrapper")
+        after = self.run._guard(seen, "zero_grad wrapper")
         portable.watch_zero_grad(model, before, after)
         self._wrapped.append(model)

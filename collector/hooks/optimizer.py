@@ -15,72 +15,27 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from gradwatch.checks.view import Event
+from gradwatch.checks.view import Pending
 from gradwatch.hooks.manual_updates import ManualDriver, ManualUpdates
 from gradwatch.hooks.stepcheck import StepChecker
 from gradwatch.stats.batch_checksum import Deferred, combine
 from gradwatch.stats.rows import LEADING, HostStep, assemble, write_row
 from gradwatch.stats.tensors import PreStep, StepStats, StepValues, grads_untouched_by_step
 from gradwatch.stats.transfer import Reader, Transfer
+from gradwatch.transport.record_builder import StepMeta
 
 if TYPE_CHECKING:
-    from gradwatch.session.handle import Run
+    from gradwatch.hooks.context import HookContext
 
 
 def has_closure(args: Any, kwargs: Any) -> bool:
     """Whether ``step()`` was given a closure (it then computes gradients of its own)."""
     return any(callable(a) for a in (*args, *kwargs.values()))
-
-
-MAX_EVENTS = 256  # lifecycle events kept per step
-
-
-@dataclass
-class StepMeta:
-    """Host-side facts of one optimizer step (the device side is its transfer row)."""
-
-    step: int
-    n_backward: int
-    lr: list[float]
-    wall_time: float
-    phases: tuple[float, float, float]  # forward, backward, step seconds (host clock)
-    events: list[Event]
-    has_grad: list[bool]
-    has_loss: bool
-    batch: list[str]
-    requires_grad: list[bool] | None = None  # as at this step (checks run later)
-
-
-@dataclass
-class Pending:
-    """What happened since the previous step of this optimizer."""
-
-    n_backward: int = 0
-    events: list[Event] = field(default_factory=list)
-    loss: torch.Tensor | None = None
-    batch: torch.Tensor | Deferred | None = (
-        None  # the batch checksum (gradwatch.stats.batch_checksum)
-    )
-    batch_sig: list[str] = field(default_factory=list)
-    forward_time: float = 0.0
-    backward_time: float = 0.0
-    dropped_events: int = 0
-
-    def add(self, event: Event, *, before_last: bool = False) -> None:
-        """Record an event; past ``MAX_EVENTS`` in one step (zero_grad in an evaluation loop,
-        say) they are only counted, so memory stays bounded without a step."""
-        if len(self.events) >= MAX_EVENTS:
-            self.dropped_events += 1
-        elif before_last and self.events:
-            self.events.insert(len(self.events) - 1, event)
-        else:
-            self.events.append(event)
 
 
 def _closure(args: Any, kwargs: Any) -> Callable[[], Any] | None:
@@ -93,7 +48,11 @@ class OptimizerWatch:
     """Everything gradwatch attaches to one optimizer."""
 
     def __init__(
-        self, run: Run, index: int, optimizer: torch.optim.Optimizer, device: torch.device
+        self,
+        run: HookContext[OptimizerWatch],
+        index: int,
+        optimizer: torch.optim.Optimizer,
+        device: torch.device,
     ) -> None:
         self.run = run
         self.index = index
@@ -140,7 +99,9 @@ class OptimizerWatch:
         self._zero_grad: Callable[..., Any] | None = None
         self.checker = StepChecker(self, run.checks)
         #: a loop that updates the parameters by hand (gradwatch.hooks.manual_updates), else None
-        self.manual = ManualDriver(self) if isinstance(optimizer, ManualUpdates) else None
+        self.manual = (
+            ManualDriver(self, run.checks) if isinstance(optimizer, ManualUpdates) else None
+        )
         # on the CPU the NaN screen (gradwatch.nan.origin) looks at the gradient norms before
         # the update, so they are measured then
         self.screened = run.options.nan_origin and self.stats.on_host
@@ -148,7 +109,7 @@ class OptimizerWatch:
     # -- attach / detach -------------------------------------------------------------------
     def attach(self) -> None:
         """Register every hook; the caller removes them with :meth:`detach`."""
-        guard = self.run.guard
+        guard = self.run._guard
         self.see_grads()
         self.handles.append(
             self.optimizer.register_step_pre_hook(guard(self._before_step, "step pre-hook"))
@@ -180,7 +141,7 @@ class OptimizerWatch:
         followed."""
         held = sum(len(g["params"]) for g in self.optimizer.param_groups)
         if held != len(self.params):
-            self.run.report_once(
+            self.run._report_once(
                 f"groups{self.index}",
                 f"optimizer {self.index} now holds {held} tensors, {len(self.params)} when "
                 "watch() was called (add_param_group?); tensors added later are not followed: "
@@ -234,7 +195,7 @@ class OptimizerWatch:
         step follows, grad-zeroed-before-step says it."""
         unapplied, self.unapplied = self.unapplied, []
         if unapplied and not self.in_step:
-            self.discarded += sum(1 for n in unapplied if not self.run.applied_elsewhere(n, self))
+            self.discarded += sum(1 for n in unapplied if not self.run._applied_elsewhere(n, self))
 
     def note_applied(self) -> None:
         """The gradients were used (a step, or a GradScaler's decision to skip one)."""
@@ -339,7 +300,7 @@ class OptimizerWatch:
             return None
         # step(closure) (Lightning, LBFGS): the closure computes this step's gradients
         # inside step(), so the pre-step statistics and checks wait until it has returned
-        pre_step = self.run.guard(self._pre_step, "step pre-hook")
+        pre_step = self.run._guard(self._pre_step, "step pre-hook")
         pending = [True]
 
         def after_closure() -> Any:
@@ -402,7 +363,7 @@ class OptimizerWatch:
         self.pending = Pending()
         self._refresh_grads()
         self._t_last = end
-        self.run.after_step(self)
+        self.run._after_step(self)
         if self.run.nan_origin.on:
             self.run.nan_origin.stepped()
 
@@ -430,7 +391,7 @@ class OptimizerWatch:
             write_row(row, values, loss, batch, zeroed)
             reader = self.transfer.commit(meta)
         if reader is not None:
-            self.run.emit_steps(self, reader)
+            self.run._emit_steps(self, reader)
         return values
 
     def learning_rates(self) -> list[float]:

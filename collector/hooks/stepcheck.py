@@ -12,11 +12,12 @@ import torch
 
 from gradwatch.checks import CheckEngine
 from gradwatch.checks.findings import Action
-from gradwatch.checks.view import StepView, Window
+from gradwatch.checks.view import Pending, StepView, Window
 from gradwatch.stats.tensors import GRAD, NONFINITE, PARAM, UPDATE, PreStep, StepValues
 
 if TYPE_CHECKING:
-    from gradwatch.hooks.optimizer import OptimizerWatch, Pending, StepMeta
+    from gradwatch.checks.view import WatchedOptimizer
+    from gradwatch.transport.record_builder import StepMeta
 
 MUTATION_EVERY = 10  # collected steps between checks for edits outside step()
 
@@ -28,7 +29,7 @@ def _never() -> bool:
 class StepChecker:
     """The checks of one optimizer's steps."""
 
-    def __init__(self, watch: OptimizerWatch, engine: CheckEngine) -> None:
+    def __init__(self, watch: WatchedOptimizer, engine: CheckEngine) -> None:
         self.w = watch
         self.engine = engine
         self.live = watch.stats.device.type == "cpu"
@@ -193,7 +194,6 @@ class StepChecker:
 
     def _check_row(self, row: torch.Tensor, meta: StepMeta, values_done: bool) -> None:
         """The checks of one collected row (the reference path)."""
-        from gradwatch.hooks.optimizer import Pending
         from gradwatch.stats.rows import LEADING
 
         pending = Pending(n_backward=meta.n_backward, events=meta.events)

@@ -14,16 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 from gradwatch.errors import ConfigError
-from gradwatch.session.options import resolve
+from gradwatch.session.options import OPTIONS, resolve
 
 
 def checked_options(options: dict[str, Any]) -> dict[str, Any]:
     """Validate ``watch()`` options now, so a bad one fails where the callback is built."""
-    unknown = set(options) - set(resolve.__kwdefaults__ or {})
+    unknown = set(options) - OPTIONS
     if unknown:
         raise ConfigError(
-            f"GradwatchCallback got unknown option(s) {sorted(unknown)}; known: "
-            f"{sorted(resolve.__kwdefaults__ or {})}"
+            f"GradwatchCallback got unknown option(s) {sorted(unknown)}; known: {sorted(OPTIONS)}"
         )
     resolve(**options)
     return dict(options)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from gradwatch.catalogue import Severity
+from gradwatch.contract import Severity
 from gradwatch.lint.catalogue import BY_ID
 from gradwatch.lint.events import Collector
 from gradwatch.lint.facts import Event

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gradwatch.catalogue import CHECKS, Severity
+from gradwatch.catalogue import CHECKS
+from gradwatch.contract import Severity
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from gradwatch.catalogue import Severity
+from gradwatch.contract import Severity
 from gradwatch.lint.catalogue import BY_ID
 
 Confidence = Literal["high", "medium"]

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from torch import nn
 
     from gradwatch.checks.view import StepView
+    from gradwatch.hooks.context import HookContext
     from gradwatch.hooks.optimizer import OptimizerWatch
-    from gradwatch.session.handle import Run
 
 MAX_FORWARDS = 4  # forwards (inputs only) kept per model and step: gradient accumulation
 MAX_LOSSES = 4  # loss nodes kept per step (their saved tensors are freed by backward)
@@ -47,7 +47,7 @@ _RISKY = ("Log", "Div", "Exp", "Pow", "Sqrt", "Rsqrt", "Reciprocal", "Xlogy", "A
 class NanOrigin:
     """The provenance of the first non-finite value of each streak, per optimizer."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: HookContext[OptimizerWatch]) -> None:
         self.run = run
         self.on = run.options.nan_origin
         self.models: dict[str, nn.Module] = dict(run.model_hooks.models)
@@ -60,7 +60,7 @@ class NanOrigin:
         self.cache: dict[tuple[int, int], dict[str, Any]] = {}
         self.streak: dict[int, tuple[int, int]] = {}  # optimizer -> (first bad, last bad)
         self.replays = 0
-        self._listener = run.guard(self._after_backward, "NaN origin backward listener")
+        self._listener = run._guard(self._after_backward, "NaN origin backward listener")
 
     # -- hooks ------------------------------------------------------------------------------
     def attach(self) -> None:

@@ -59,7 +59,7 @@ def _adopt(scaler: torch.amp.GradScaler) -> None:
             if run.closed or run.scaler_watch is not None:
                 _waiting.discard(run)
             elif scaler.is_enabled():
-                run.guard(_attach, "GradScaler detection")(run, scaler)
+                run._guard(_attach, "GradScaler detection")(run, scaler)
                 _waiting.discard(run)
         if not _waiting and _original is not None:
             torch.amp.GradScaler.scale = _original  # type: ignore[method-assign]
@@ -73,8 +73,8 @@ def _attach(run: Run, scaler: torch.amp.GradScaler) -> None:
         [w.optimizer for w in run.watches],
         run.sink,
         lambda: run.step,
-        run.guard,
-        run.scaler_updated,
+        run._guard,
+        run._scaler_updated,
     )
     watch.attach()
     run.scaler_watch = watch

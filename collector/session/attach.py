@@ -7,13 +7,15 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, NoReturn, TypedDict
 
 import torch
 
 from gradwatch import paths
 from gradwatch._version import __version__
+from gradwatch.catalogue import Policy
+from gradwatch.contract import STAT_NAMES, OptimizerMeta, RunLayout, TensorMeta
 from gradwatch.ddp import ranks as ddp
 from gradwatch.errors import ConfigError
 from gradwatch.fingerprint import provenance
@@ -21,10 +23,11 @@ from gradwatch.fingerprint import take as fingerprint
 from gradwatch.hooks.manual_updates import ManualUpdates
 from gradwatch.session import ampdetect, options
 from gradwatch.session.handle import Run
+from gradwatch.session.options import OPTIONS
 from gradwatch.stats import hostnorms
-from gradwatch.stats.tensors import STAT_NAMES
 from gradwatch.transport import jobs
-from gradwatch.wire import SCHEMA_VERSION, Kind, Record
+from gradwatch.transport import record_builder as records
+from gradwatch.wire import SCHEMA_VERSION
 
 ModelArg = torch.nn.Module | Sequence[torch.nn.Module] | Mapping[str, torch.nn.Module]
 OptimizerArg = torch.optim.Optimizer | Sequence[torch.optim.Optimizer]
@@ -113,8 +116,17 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def _layout(optimizers: list[torch.optim.Optimizer], names: dict[int, str]) -> dict[str, Any]:
-    tensors, opts = [], []
+class _Kernel(TypedDict, total=False):
+    stats_kernel: str
+
+
+class _Ranks(TypedDict, total=False):
+    ddp: dict[str, Any]
+
+
+def _layout(optimizers: list[torch.optim.Optimizer], names: dict[int, str]) -> RunLayout:
+    tensors: list[TensorMeta] = []
+    opts: list[OptimizerMeta] = []
     for i, opt in enumerate(optimizers):
         groups = []
         for j, group in enumerate(opt.param_groups):
@@ -148,20 +160,60 @@ def _run_dir(root: Any, run_id: str) -> Any:
     return run_dir
 
 
-def watch(model: ModelArg, optimizer: OptimizerArg | None = None, **kwargs: Any) -> Run:
+def watch(
+    model: ModelArg,
+    optimizer: OptimizerArg | None = None,
+    *,
+    project: str | None = None,
+    name: str | None = None,
+    config: object = None,
+    tags: Iterable[str] | None = None,
+    accumulation_steps: int | None = None,
+    every: int = 1,
+    checks: Mapping[str, Policy] | None = None,
+    server: str | None = None,
+    token: str | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    transfer_every: int | None = None,
+    batch_checksum: bool = True,
+    allow_mutation: Iterable[str] | None = None,
+    scaler: torch.amp.GradScaler | None = None,
+    ddp_every: int | None = None,
+    stats: Literal["all", "grad-norms"] = "all",
+    **unknown: NoReturn,
+) -> Run:
     """Attach gradwatch to a model and its optimizer(s); returns the :class:`Run`.
 
-    Without an optimizer, the loop is taken to update the parameters by hand
-    (``p.data.add_(-lr * p.grad)``): each change of the trainable parameters after a
+    ``model``: a module, a list of modules or a ``{name: module}`` dict; ``optimizer``: one
+    optimizer or a list. Without an optimizer, the loop is taken to update the parameters by
+    hand (``p.data.add_(-lr * p.grad)``): each change of the trainable parameters after a
     backward pass is one step (:mod:`gradwatch.hooks.manual_updates`).
 
-    Options (all keyword-only): ``project``, ``name``, ``config`` (dict, argparse Namespace
-    or dataclass), ``tags``, ``accumulation_steps``, ``every`` (collect every N optimizer
-    steps), ``checks`` ({check id: policy}), ``server`` (URL; or ``$GRADWATCH_SERVER``),
-    ``token``, ``data_dir`` (or ``$GRADWATCH_DIR``), ``transfer_every`` (device-to-host
-    transfer period in steps; default 1 on CPU, 10 on accelerators), ``batch_checksum``,
-    ``stats`` (``"all"``, or ``"grad-norms"``: gradient norms and non-finite counts only — no
-    parameter snapshot, parameter or update norms, and the checks that need them are off).
+    Options, all keyword-only and validated at setup by
+    :func:`gradwatch.session.options.resolve` (a bad or unknown one raises
+    :class:`gradwatch.ConfigError`; nothing is created):
+
+    * ``project``: the project the run is filed under (``$GRADWATCH_PROJECT``, else
+      ``"default"``); ``name``: its display name (the run id); ``tags``: strings;
+    * ``config``: the training config (dict, ``argparse.Namespace`` or dataclass), hashed
+      to group replicates;
+    * ``accumulation_steps``: declared gradient accumulation (inferred otherwise);
+    * ``every``: collect statistics every N optimizer steps (1);
+    * ``checks``: ``{check id: policy}`` (off, record, warn, raise, skip, checkpoint), over
+      ``$GRADWATCH_CHECKS``;
+    * ``server``: URL to stream to (``$GRADWATCH_SERVER``); ``token``: its API token
+      (``$GRADWATCH_TOKEN``);
+    * ``data_dir``: where the spool lives (``$GRADWATCH_DIR``);
+    * ``transfer_every``: device-to-host transfer period in steps (10 on accelerators; on
+      the CPU rows go to the writer in groups at most 0.25 s old);
+    * ``batch_checksum``: checksum every training batch (data-order diagnosis; True);
+    * ``allow_mutation``: name patterns allowed to change outside ``step()`` (EMA);
+    * ``scaler``: the ``torch.amp.GradScaler`` (found by itself at its first ``scale()``);
+    * ``ddp_every``: DDP, steps between cross-rank parameter comparisons
+      (``$GRADWATCH_DDP_EVERY``, else 50);
+    * ``stats``: ``"all"``, or ``"grad-norms"``: gradient norms and non-finite counts only —
+      no parameter snapshot, parameter or update norms, and the checks that need them are
+      off.
 
     Example::
 
@@ -172,13 +224,28 @@ def watch(model: ModelArg, optimizer: OptimizerArg | None = None, **kwargs: Any)
             optimizer.step()
         run.close()
     """
-    unknown = set(kwargs) - set(options.resolve.__kwdefaults__ or {})
     if unknown:
         raise ConfigError(
-            f"watch() got unknown option(s) {sorted(unknown)}; known: "
-            f"{sorted(options.resolve.__kwdefaults__ or {})}"
+            f"watch() got unknown option(s) {sorted(unknown)}; known: {sorted(OPTIONS)}"
         )
-    opts = options.resolve(**kwargs)
+    opts = options.resolve(
+        project=project,
+        name=name,
+        config=config,
+        tags=tags,
+        accumulation_steps=accumulation_steps,
+        every=every,
+        checks=checks,
+        server=server,
+        token=token,
+        data_dir=data_dir,
+        transfer_every=transfer_every,
+        batch_checksum=batch_checksum,
+        allow_mutation=allow_mutation,
+        scaler=scaler,
+        ddp_every=ddp_every,
+        stats=stats,
+    )
     models = _models(model)
     optimizers: list[torch.optim.Optimizer] = (
         [_by_hand(models)] if optimizer is None else _optimizers(optimizer)
@@ -195,8 +262,9 @@ def watch(model: ModelArg, optimizer: OptimizerArg | None = None, **kwargs: Any)
     fast = fingerprint.collect_fast(
         params, config=opts.config, names=[names[id(p)] for p in params]
     )
-    start = Record(
-        Kind.RUN_START,
+    kernel: _Kernel = {} if kernel_line is None else {"stats_kernel": kernel_line}
+    ranks: _Ranks = {} if rank is None else {"ddp": rank.meta()}
+    start = records.run_start_record(
         {
             "run": run_id,
             "project": opts.project,
@@ -211,7 +279,7 @@ def watch(model: ModelArg, optimizer: OptimizerArg | None = None, **kwargs: Any)
             "schema": SCHEMA_VERSION,
             "gradwatch": __version__,
             "stats": list(STAT_NAMES),
-            **({} if kernel_line is None else {"stats_kernel": kernel_line}),
+            **kernel,
             "options": {
                 "every": opts.every,
                 "accumulation_steps": opts.accumulation_steps,
@@ -220,7 +288,7 @@ def watch(model: ModelArg, optimizer: OptimizerArg | None = None, **kwargs: Any)
                 "ddp_every": opts.ddp_every,
                 "stats": opts.stats,
             },
-            **({} if rank is None else {"ddp": rank.meta()}),
+            **ranks,
             "job": jobs.job_id(run_id, None if rank is None else rank.group),
             "models": [
                 {
@@ -231,7 +299,7 @@ def watch(model: ModelArg, optimizer: OptimizerArg | None = None, **kwargs: Any)
                 for k, m in models.items()
             ],
             **_layout(optimizers, names),
-        },
+        }
     )
     run = Run(
         run_id=run_id,
@@ -245,8 +313,8 @@ def watch(model: ModelArg, optimizer: OptimizerArg | None = None, **kwargs: Any)
     if rank is not None:
         run.ranks = ddp.RankSync(run, rank, opts.ddp_every, fast)
     if no_ranks:
-        run.report_once("ddp", f"cross-rank checks are off: {no_ranks}")
-    run.start([start, Record(Kind.FINGERPRINT, {"phase": "fast", **fast})], fast)
+        run._report_once("ddp", f"cross-rank checks are off: {no_ranks}")
+    run._start([start, records.fingerprint_record("fast", fast)], fast)
     if opts.scaler is None:
         ampdetect.install(run)
     _fingerprint_later(run)
@@ -262,9 +330,9 @@ def _fingerprint_later(run: Run) -> None:
         try:
             slow = provenance.collect_slow(script=script, cwd=cwd)
         except Exception as exc:  # the fingerprint is best effort, training goes on
-            run.report_once("fingerprint", f"fingerprint incomplete ({exc})")
+            run._report_once("fingerprint", f"fingerprint incomplete ({exc})")
             return
-        run.io.submit(Record(Kind.FINGERPRINT, {"phase": "slow", **slow}))
+        run.io.submit(records.fingerprint_record("slow", slow))
 
     thread = threading.Thread(target=collect, name="gradwatch-fingerprint", daemon=True)
     thread.start()

@@ -48,7 +48,7 @@ from gradwatch.hooks.forward_order import walk
 from gradwatch.hooks.manual_updates import ManualUpdates
 from gradwatch.session.attach import watch
 from gradwatch.session.handle import Run
-from gradwatch.wire import Kind, Record
+from gradwatch.transport import record_builder as records
 
 ENV_ON = "GRADWATCH_AUTOWATCH"
 ENV_MANIFEST = "GRADWATCH_RUN_MANIFEST"
@@ -321,7 +321,7 @@ def _attach_lint(run: Run) -> None:
         _say(f"cannot read the lint findings of this script ({exc}); not stored")
         return
     if isinstance(findings, list) and findings:
-        run.io.submit(Record(Kind.FINDINGS, {"findings": findings}))
+        run.io.submit(records.findings_record({"findings": findings}))
 
 
 def _refire(called: torch.nn.Module, before: set[int], args: tuple[Any, ...]) -> None:

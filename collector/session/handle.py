@@ -25,13 +25,14 @@ from gradwatch.hooks import lossguard
 from gradwatch.hooks.checkpoint_policy import CheckpointSaver
 from gradwatch.hooks.connectivity import GraphWatch
 from gradwatch.hooks.model import ModelHooks
-from gradwatch.hooks.optimizer import OptimizerWatch, StepMeta
+from gradwatch.hooks.optimizer import OptimizerWatch
 from gradwatch.nan.origin import NanOrigin
 from gradwatch.session.options import WatchOptions
 from gradwatch.stats.transfer import Reader
 from gradwatch.transport import record_builder as records
+from gradwatch.transport.record_builder import StepMeta
 from gradwatch.transport.writer import RunIO
-from gradwatch.wire import Kind, Record
+from gradwatch.wire import Record
 
 if TYPE_CHECKING:
     from gradwatch.ddp.ranks import RankSync
@@ -126,8 +127,8 @@ class Run:
         self.checks.numerics.origin = self.nan_origin.origin
         self.saver = CheckpointSaver(self)
         self.sink.checkpoint = self.saver.save
-        self._shape_listener = self.guard(self._loss_shape, "loss shape check")
-        self._backward_listener = self.guard(self._after_backward, "backward listener")
+        self._shape_listener = self._guard(self._loss_shape, "loss shape check")
+        self._backward_listener = self._guard(self._after_backward, "backward listener")
         self.scaler_watch = (
             None
             if options.scaler is None
@@ -136,8 +137,8 @@ class Run:
                 optimizers,
                 self.sink,
                 lambda: self.step,
-                self.guard,
-                self.scaler_updated,
+                self._guard,
+                self._scaler_updated,
             )
         )
 
@@ -168,7 +169,7 @@ class Run:
             elif isinstance(value, int | float):
                 self._scalars.append((self.step, str(key), float(value)))
             else:
-                self.report_once(
+                self._report_once(
                     f"log:{key}",
                     f"run.log({key!r}=...) needs a number or a "
                     f"one-element tensor, got {type(value).__name__}; dropped",
@@ -189,7 +190,7 @@ class Run:
     def _drain(self, watch: OptimizerWatch) -> None:
         reader = watch.drain()
         if reader is not None:
-            self.emit_steps(watch, reader)
+            self._emit_steps(watch, reader)
 
     def close(
         self, status: str = "finished", *, error: str | None = None, timeout: float = 10.0
@@ -220,8 +221,7 @@ class Run:
         self.flush(timeout)
         self.status = status
         self.io.submit(
-            Record(
-                Kind.END,
+            records.end_record(
                 {
                     "status": status,
                     "error": error,
@@ -229,14 +229,14 @@ class Run:
                     "steps": [w.step for w in self.watches],
                     "internal_errors": self.internal_errors,
                     "io": self.io.stats.__dict__.copy(),
-                },
+                }
             )
         )
         self.io.close(timeout)
         stats = self.io.stats
         lost = stats.dropped_queue + stats.dropped_disk
         if lost:
-            self.report_once(
+            self._report_once(
                 "lost",
                 f"{lost} records could not be written to {self.dir} "
                 f"({stats.last_error}); the run's data there is incomplete",
@@ -254,7 +254,7 @@ class Run:
             self.checks.close([watch.checker.finish() for watch in self.watches])
         except Exception as exc:  # never let a check break close()
             self.internal_errors += 1
-            self.report_once("final checks", f"internal error in the final checks ({exc})")
+            self._report_once("final checks", f"internal error in the final checks ({exc})")
 
     def __enter__(self) -> Run:
         return self
@@ -282,7 +282,7 @@ class Run:
         return live_html(self)
 
     # -- used by the hooks --------------------------------------------------------------------
-    def start(self, first_records: list[Record], fingerprint: dict[str, Any]) -> None:
+    def _start(self, first_records: list[Record], fingerprint: dict[str, Any]) -> None:
         """Register the hooks and queue the first records (called once by ``watch``)."""
         for record in first_records:
             self.io.submit(record)
@@ -301,7 +301,7 @@ class Run:
         _uncaught.install()
         atexit.register(self._at_exit)
 
-    def guard(self, fn: Callable[P, R], where: str) -> Callable[P, R | None]:
+    def _guard(self, fn: Callable[P, R], where: str) -> Callable[P, R | None]:
         """Wrap a hook so that nothing but a requested ``IntegrityError`` escapes it."""
 
         @functools.wraps(fn)
@@ -314,7 +314,7 @@ class Run:
                 raise
             except Exception as exc:
                 self.internal_errors += 1
-                self.report_once(
+                self._report_once(
                     where,
                     f"internal error in {where} ({type(exc).__name__}: "
                     f"{exc}); training continues, collection may be incomplete",
@@ -341,13 +341,13 @@ class Run:
             for watch in self.watches:
                 watch.pending.add(("backward-cut", watch._now(), cut))
 
-    def applied_elsewhere(self, n: int, watch: OptimizerWatch) -> bool:
+    def _applied_elsewhere(self, n: int, watch: OptimizerWatch) -> bool:
         """Whether backward pass ``n`` also reached another optimizer that has stepped
         since (a GAN's generator loss reaching the discriminator): its gradients were used
         there, so clearing them in ``watch`` discards nothing."""
         return any(v is not watch and v.stepped_at >= n for v in self._shared.get(n, ()))
 
-    def scaler_updated(self) -> None:
+    def _scaler_updated(self) -> None:
         """``GradScaler.update()``: this iteration's gradients were applied or skipped on
         purpose (inf/NaN), so clearing them next discards nothing."""
         for watch in self.watches:
@@ -356,22 +356,24 @@ class Run:
     def _loss_shape(self, fn: str, a: torch.Size, b: torch.Size, out: torch.Size) -> None:
         self.checks.loss_shape(self.step + 1, fn, a, b, out)
 
-    def report_once(self, key: str, message: str) -> None:
+    def _report_once(self, key: str, message: str) -> None:
         """One line on stderr per ``key`` for the life of the run."""
         if key not in self._reported:
             self._reported.add(key)
             sys.stderr.write(f"gradwatch: {message}\n")
 
-    def after_step(self, watch: OptimizerWatch) -> None:
+    def _after_step(self, watch: OptimizerWatch) -> None:
         """Called at the end of every optimizer step."""
         now = time.monotonic()
         if now - self._last_heartbeat >= HEARTBEAT_SECONDS:
             self._last_heartbeat = now
             self.io.submit(
-                Record(Kind.HEARTBEAT, {"t": time.time(), "steps": [w.step for w in self.watches]})
+                records.heartbeat_record(
+                    {"t": time.time(), "steps": [w.step for w in self.watches]}
+                )
             )
 
-    def emit_steps(self, watch: OptimizerWatch, reader: Reader[StepMeta]) -> None:
+    def _emit_steps(self, watch: OptimizerWatch, reader: Reader[StepMeta]) -> None:
         """Queue a STEPS record; the transfer is waited for on the I/O thread."""
         index, n_tensors = watch.index, len(watch.params)
 
@@ -399,9 +401,9 @@ class Run:
             self.unchecked_steps += len(metas)
             if "checks behind" not in self._reported:
                 self.io.submit(
-                    Record(Kind.NOTICE, {"notice": "checks-behind", "step": metas[0].step})
+                    records.notice_record({"notice": "checks-behind", "step": metas[0].step})
                 )
-            self.report_once(
+            self._report_once(
                 "checks behind",
                 f"the integrity checks fell behind training at step {metas[0].step} (more "
                 f"than {CHECKS_BACKLOG} records waiting); steps are still recorded, and while "
@@ -416,7 +418,7 @@ class Run:
             pass  # a raise policy acts in real time; here it is recorded already
         except Exception as exc:
             self.internal_errors += 1
-            self.report_once(
+            self._report_once(
                 "row checks",
                 f"internal error in the checks ({type(exc).__name__}"
                 f": {exc}); training continues, some checks may be incomplete",

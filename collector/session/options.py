@@ -16,6 +16,7 @@ import torch
 
 from gradwatch import paths
 from gradwatch.catalogue import CHECKPOINT_CHECKS, CHECKS, DEFAULT_POLICY, POLICIES, Policy
+from gradwatch.contract import DEFAULT_PROJECT
 from gradwatch.errors import ConfigError
 from gradwatch.fingerprint.user_config import config_hash, normalize_config
 
@@ -233,7 +234,9 @@ def resolve(
     return WatchOptions(
         project=_text(
             "project",
-            project if project is not None else os.environ.get("GRADWATCH_PROJECT", "default"),
+            project
+            if project is not None
+            else os.environ.get("GRADWATCH_PROJECT", DEFAULT_PROJECT),
             allow_none=False,
         )
         or "",
@@ -257,3 +260,7 @@ def resolve(
         ddp_every=_ddp_every(ddp_every),
         stats=mode,
     )
+
+
+#: the option names of ``watch()`` (its keyword-only parameters; a test keeps them equal)
+OPTIONS: frozenset[str] = frozenset(resolve.__kwdefaults__ or {})

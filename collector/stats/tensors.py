@@ -31,7 +31,6 @@ import torch
 
 from gradwatch.stats import hostnorms
 
-STAT_NAMES: tuple[str, ...] = ("grad_norm", "param_norm", "update_norm", "nonfinite_grad")
 GRAD, PARAM, UPDATE, NONFINITE = range(4)
 _CHUNK_BYTES = 256 << 20  # bounds the temporary memory of the on-device non-finite count
 

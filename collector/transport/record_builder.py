@@ -1,4 +1,6 @@
-"""Builds the wire records of a run (schema in :mod:`gradwatch.wire`).
+"""Builds the wire records of a run: framing in :mod:`gradwatch.wire`, the payload of each
+record kind typed in :mod:`gradwatch.contract` (every record the collector writes is made
+here, so the contract is checked by mypy where records are made).
 
 Each builder runs on the I/O thread where it can: turning device results into bytes
 happens there, after the batched transfer, never on the training thread.
@@ -10,13 +12,42 @@ import ctypes
 import hashlib
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 
-from gradwatch.hooks.optimizer import StepMeta
+from gradwatch.checks.view import Event
+from gradwatch.contract import (
+    STAT_NAMES,
+    EndMeta,
+    FindingsMeta,
+    FingerprintPhase,
+    HeartbeatMeta,
+    NoticeMeta,
+    RunStartMeta,
+    ScalarsMeta,
+    StepsMeta,
+)
 from gradwatch.stats.rows import LEADING
-from gradwatch.stats.tensors import STAT_NAMES
 from gradwatch.wire import Array, Kind, Record
+
+
+@dataclass
+class StepMeta:
+    """Host-side facts of one optimizer step (the device side is its transfer row)."""
+
+    step: int
+    n_backward: int
+    lr: list[float]
+    wall_time: float
+    phases: tuple[float, float, float]  # forward, backward, step seconds (host clock)
+    events: list[Event]
+    has_grad: list[bool]
+    has_loss: bool
+    batch: list[str]
+    requires_grad: list[bool] | None = None  # as at this step (checks run later)
+
 
 _DTYPES = {
     torch.float64: "f8",
@@ -57,15 +88,16 @@ def steps_record(
     ]
     lr_width = max((len(m.lr) for m in metas), default=0)
     lr = [m.lr + [float("nan")] * (lr_width - len(m.lr)) for m in metas]
+    meta: StepsMeta = {
+        "optimizer": optimizer,
+        "stats": list(STAT_NAMES),
+        "events": [[list(e) for e in m.events] for m in metas],
+        "batch_hash": hashes,
+        "batch_signature": [m.batch for m in metas],
+    }
     return Record(
         kind=Kind.STEPS,
-        meta={
-            "optimizer": optimizer,
-            "stats": list(STAT_NAMES),
-            "events": [[list(e) for e in m.events] for m in metas],
-            "batch_hash": hashes,
-            "batch_signature": [m.batch for m in metas],
-        },
+        meta=_plain(meta),
         arrays={
             "step": tensor_array(torch.tensor([m.step for m in metas], dtype=torch.int64)),
             "loss": tensor_array(data[:, 0]),
@@ -97,12 +129,48 @@ def scalars_record(entries: Sequence[tuple[int, str, float | torch.Tensor]]) -> 
         steps.append(step)
         idx.append(keys.setdefault(key, len(keys)))
         values.append(float(value))
+    meta: ScalarsMeta = {"keys": list(keys)}
     return Record(
         kind=Kind.SCALARS,
-        meta={"keys": list(keys)},
+        meta=_plain(meta),
         arrays={
             "step": tensor_array(torch.tensor(steps, dtype=torch.int64)),
             "key": tensor_array(torch.tensor(idx, dtype=torch.int32)),
             "value": tensor_array(torch.tensor(values, dtype=torch.float64)),
         },
     )
+
+
+def _plain(meta: Any) -> dict[str, Any]:
+    """A typed payload as the record's ``meta`` (the same dict: no copy, same key order)."""
+    return cast(dict[str, Any], meta)
+
+
+def run_start_record(meta: RunStartMeta) -> Record:
+    """RUN_START, the first record of a run."""
+    return Record(Kind.RUN_START, _plain(meta))
+
+
+def fingerprint_record(phase: FingerprintPhase, sections: dict[str, Any]) -> Record:
+    """FINGERPRINT: the fast part at start, the slow part (git, packages) later."""
+    return Record(Kind.FINGERPRINT, {"phase": phase, **sections})
+
+
+def findings_record(meta: FindingsMeta) -> Record:
+    """FINDINGS: the findings stored since the last such record."""
+    return Record(Kind.FINDINGS, _plain(meta))
+
+
+def heartbeat_record(meta: HeartbeatMeta) -> Record:
+    """HEARTBEAT: the run is alive (every few seconds of training)."""
+    return Record(Kind.HEARTBEAT, _plain(meta))
+
+
+def end_record(meta: EndMeta) -> Record:
+    """END, the last record of a run that closed."""
+    return Record(Kind.END, _plain(meta))
+
+
+def notice_record(meta: NoticeMeta) -> Record:
+    """NOTICE: something about the collection itself."""
+    return Record(Kind.NOTICE, _plain(meta))

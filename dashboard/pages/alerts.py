@@ -11,6 +11,7 @@ from typing import Any
 
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html
 
+from gradwatch.contract import SEVERITIES
 from gradwatch.dashboard import ids
 from gradwatch.dashboard.api import Api, ApiError, from_request
 from gradwatch.dashboard.compare_figures import deliveries_summary, rules_table
@@ -19,7 +20,6 @@ from gradwatch.dashboard.components import badge, card, empty_state, table
 PATH = r"/alerts"
 LIMIT = 200
 DELETE = "rule-delete"
-SEVERITIES = ("info", "warning", "error")
 
 
 def layout(**_params: str) -> html.Div:

@@ -14,12 +14,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Request
 from starlette.concurrency import run_in_threadpool
 
+from gradwatch.contract import DEFAULT_PROJECT
 from gradwatch.server.api.deps import EngineDep, SettingsDep, WriteAccess
 from gradwatch.server.auth import Access
 from gradwatch.server.db import write_session
 from gradwatch.server.errors import RequestError
 from gradwatch.server.ingest import (
-    DEFAULT_PROJECT,
     IngestResult,
     check_run_id,
     ingest_frames,

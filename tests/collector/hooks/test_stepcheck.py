@@ -22,9 +22,9 @@ from torch import nn
 
 import gradwatch
 from gradwatch.checks import CheckEngine
-from gradwatch.hooks.optimizer import StepMeta
 from gradwatch.stats.rows import LEADING
 from gradwatch.stats.tensors import GRAD, NONFINITE, PARAM, UPDATE
+from gradwatch.transport.record_builder import StepMeta
 
 NAN, INF = float("nan"), float("inf")
 NUMEL = [32, 8, 64, 8, 16, 2]  # Linear(4,8), Linear(8,8), Linear(8,2): weight, bias each

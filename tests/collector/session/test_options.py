@@ -100,3 +100,21 @@ def test_accumulation_steps_from_the_environment(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("GRADWATCH_ACCUMULATION_STEPS", "four")
     with pytest.raises(gradwatch.ConfigError, match="GRADWATCH_ACCUMULATION_STEPS"):
         gradwatch.watch(model, opt)
+
+
+def test_watch_takes_each_option_as_a_documented_keyword_with_resolves_default() -> None:
+    """One source: ``watch()``'s keyword-only parameters are exactly the options that
+    :func:`resolve` validates, with the same defaults, each named in the docstring."""
+    import inspect
+
+    from gradwatch.session.attach import watch
+    from gradwatch.session.options import OPTIONS, resolve
+
+    params = inspect.signature(watch).parameters
+    keywords = {n: p for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert set(keywords) == OPTIONS == set(resolve.__kwdefaults__ or {})
+    defaults = resolve.__kwdefaults__ or {}
+    assert {n: p.default for n, p in keywords.items()} == {n: defaults[n] for n in keywords}
+    assert all(p.annotation is not inspect.Parameter.empty for p in keywords.values())
+    doc = watch.__doc__ or ""
+    assert [n for n in sorted(OPTIONS) if f"``{n}``" not in doc] == []

@@ -1,0 +1,107 @@
+"""What the per-step hooks see of their run: a small protocol, so that the hook objects
+(optimizer lifecycle, model hooks, connectivity, NaN origin, checkpoint policy, rank sync)
+depend on this leaf module and never on :class:`gradwatch.session.handle.Run`, which owns
+them. ``W`` is the optimizer watch type (:class:`gradwatch.hooks.optimizer.OptimizerWatch`),
+kept generic so that this module imports no hook module.
+
+The methods are private on the run (``_guard``, ``_report_once``, ...): they are for its
+hooks, not for users. Only the layers below the hooks are imported here (options, checks,
+stats, transport)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    import torch
+
+    from gradwatch.checks import CheckEngine
+    from gradwatch.checks.findings import FindingSink
+    from gradwatch.session.options import WatchOptions
+    from gradwatch.stats.transfer import Reader
+    from gradwatch.transport.record_builder import StepMeta
+    from gradwatch.transport.writer import RunIO
+
+P = ParamSpec("P")
+R = TypeVar("R")
+W = TypeVar("W")
+W_contra = TypeVar("W_contra", contravariant=True)
+
+
+class NanScreen(Protocol[W_contra]):
+    """The NaN-provenance side the hooks call (:class:`gradwatch.nan.origin.NanOrigin`)."""
+
+    on: bool
+
+    def screen(self, w: W_contra) -> None: ...
+    def stepped(self) -> None: ...
+    def before_forward(self, key: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None: ...
+    def after_forward(self, key: str, output: Any) -> None: ...
+
+
+class PolicySaver(Protocol):
+    """The checkpoint policy (:class:`gradwatch.hooks.checkpoint_policy.CheckpointSaver`)."""
+
+    def keep(self, optimizer: int, step: int) -> None: ...
+
+
+class WatchedModels(Protocol):
+    """The watched models (:class:`gradwatch.hooks.model.ModelHooks`)."""
+
+    @property
+    def models(self) -> Mapping[str, torch.nn.Module]: ...
+
+
+class HookContext(Protocol[W]):
+    """The run as its hooks see it (implemented by the run handle)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def dir(self) -> Path: ...
+    @property
+    def options(self) -> WatchOptions: ...
+    @property
+    def names(self) -> dict[int, str]:
+        """id(parameter) -> its name."""
+        ...
+
+    @property
+    def transfer_every(self) -> int: ...
+    @property
+    def transfer_max_age(self) -> float | None: ...
+    @property
+    def passes(self) -> int:
+        """Backward passes seen."""
+        ...
+
+    internal_errors: int  # the run's count; a hook that fails adds one
+
+    @property
+    def checks(self) -> CheckEngine: ...
+    @property
+    def sink(self) -> FindingSink: ...
+    @property
+    def io(self) -> RunIO: ...
+    @property
+    def watches(self) -> list[W]: ...
+    @property
+    def nan_origin(self) -> NanScreen[W]: ...
+    @property
+    def saver(self) -> PolicySaver: ...
+    @property
+    def model_hooks(self) -> WatchedModels: ...
+
+    @property
+    def step(self) -> int: ...
+
+    def _guard(self, fn: Callable[P, R], where: str) -> Callable[P, R | None]:
+        """``fn`` wrapped so that nothing but a requested ``IntegrityError`` escapes it."""
+        ...
+
+    def _report_once(self, key: str, message: str) -> None: ...
+    def _applied_elsewhere(self, n: int, watch: W) -> bool: ...
+    def _after_step(self, watch: W) -> None: ...
+    def _emit_steps(self, watch: W, reader: Reader[StepMeta]) -> None: ...

@@ -1,0 +1,179 @@
+"""The shape of the code (docs/architecture.md): no import cycle among the project's modules,
+a small collector/ top level, and module names that say one thing.
+
+The import graph is read with ``ast``, not by importing: every ``import`` / ``from ... import``
+at module level counts, those under ``if TYPE_CHECKING:`` (and any other module-level
+``if``/``try``) included; imports inside a function or method body are ignored (they are how
+the collector keeps torch, http.client and pandas off ``import gradwatch``, never a way
+around a cycle). An import of a package counts as an edge to its ``__init__``; the implicit
+import of parent packages does not.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: source folder -> import name (pyproject's package-dir)
+TREES = {"collector": "gradwatch", "server": "gradwatch.server", "dashboard": "gradwatch.dashboard"}
+#: plain modules allowed directly in collector/ (issue 21: at most 12)
+MAX_TOP_LEVEL = 12
+#: parallel trees: one module per resource in each, so their modules may share basenames
+#: with each other and with the module of the resource they serve (e.g. commands/compare.py
+#: and drift/verdict.py's CLI; checks/ddp.py and the ddp/ package)
+PARALLEL = {
+    "gradwatch.commands",
+    "gradwatch.checks",
+    "gradwatch.lint.rules",
+    "gradwatch.server.api.routes",
+    "gradwatch.dashboard.pages",
+}
+#: the same role in two parallel trees, named once here: the catalogue of the run-time checks
+#: (gradwatch.catalogue) and that of the static lint rules that mirror them
+SAME_ROLE = {"catalogue": {"gradwatch.catalogue", "gradwatch.lint.catalogue"}}
+#: clashes between the server/dashboard and the collector that the server-side part of
+#: issue 21 (branch h21b) renames away; this list must shrink to empty, never grow
+SERVER_SIDE_PENDING = {
+    "api": ["gradwatch.analysis.api", "gradwatch.dashboard.api"],
+    "app": ["gradwatch.dashboard.app", "gradwatch.server.app"],
+    "errors": ["gradwatch.errors", "gradwatch.server.errors"],
+}
+
+
+def _module_name(path: Path) -> str:
+    for folder, name in TREES.items():
+        base = ROOT / folder
+        if path.is_relative_to(base):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            return ".".join([name, *parts])
+    raise AssertionError(path)
+
+
+def _sources() -> dict[str, Path]:
+    found = {}
+    for folder in TREES:
+        for path in (ROOT / folder).rglob("*.py"):
+            if "__pycache__" in path.parts or "migrations" in path.parts:
+                continue
+            found[_module_name(path)] = path
+    return found
+
+
+def _module_level(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Import statements outside function bodies (module level, ``if``/``try`` blocks and
+    class bodies included)."""
+    out: list[ast.Import | ast.ImportFrom] = []
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            out.append(node)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports at module level."""
+    sources = _sources()
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in sources.items():
+        is_package = path.name == "__init__.py"
+        for node in _module_level(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    anchor = name.split(".")
+                    anchor = anchor if is_package else anchor[:-1]
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in sources else base
+                    for alias in node.names
+                ]
+            graph[name].update(t for t in targets if t in sources and t != name)
+        graph.setdefault(name, set())
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_the_graph_reader_sees_type_checking_imports_and_skips_function_bodies() -> None:
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import a\n"
+        "def f():\n    import b\n"
+        "class C:\n    import c\n"
+    )
+    assert sorted(n.names[0].name for n in _module_level(tree)) == ["TYPE_CHECKING", "a", "c"]
+    assert cycles({"x": {"y"}, "y": {"x"}, "z": {"x"}}) == [["x", "y"]]
+
+
+def test_no_import_cycle() -> None:
+    graph = import_graph()
+    assert "gradwatch.session.handle" in graph  # the reader found the tree
+    assert cycles(graph) == []
+
+
+def test_collector_top_level_is_small() -> None:
+    plain = sorted(
+        p.name for p in (ROOT / "collector").glob("*.py") if p.name not in {"__init__.py"}
+    )
+    assert len(plain) <= MAX_TOP_LEVEL, plain
+
+
+def test_no_two_modules_share_a_name_outside_parallel_trees() -> None:
+    by_basename: dict[str, list[str]] = defaultdict(list)
+    for name, path in _sources().items():
+        if path.name == "__init__.py":
+            continue
+        by_basename[path.stem].append(name)
+    clashes = {}
+    for base, names in by_basename.items():
+        if base == "__main__" or set(names) == SAME_ROLE.get(base):
+            continue  # `python -m` entry points: the name is the protocol
+        outside = [n for n in names if n.rsplit(".", 1)[0] not in PARALLEL]
+        if len(names) > 1 and len(outside) > 1:
+            clashes[base] = sorted(names)
+    assert clashes == SERVER_SIDE_PENDING
