@@ -21,9 +21,9 @@ from sqlmodel import Session, col
 
 from gradwatch.server.crud import load_json, tagged
 from gradwatch.server.groups import group_key
-from gradwatch.server.incidents import regroup
-from gradwatch.server.ingest import insert_ignore
+from gradwatch.server.incident_regroup import regroup
 from gradwatch.server.models import Alert, AlertDelivery, AlertRule, Project, Run
+from gradwatch.server.store import insert_ignore
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 

@@ -24,8 +24,8 @@ from gradwatch.server.models import (
     SeriesBlob,
     SeriesChunk,
 )
+from gradwatch.server.overview import steps_blob, summary_blobs
 from gradwatch.server.recordmeta import check_per_step, checked_tensors
-from gradwatch.server.summary import steps_blob, summary_blobs
 from gradwatch.wire import Array, Frame, Kind, to_jsonable
 
 SEVERITIES = ("info", "warning", "error")
