@@ -36,7 +36,7 @@ from gradwatch.server.frame_ingest import (
 from gradwatch.server.frame_rows import FrameRows
 from gradwatch.server.models import SpoolImport
 from gradwatch.server.store import insert_ignore
-from gradwatch.spool import SpoolCursor, list_segments, read_batch, segment_path
+from gradwatch.transport.spool import SpoolCursor, list_segments, read_batch, segment_path
 from gradwatch.wire import Frame
 
 log = logging.getLogger("gradwatch.server")
