@@ -58,6 +58,9 @@ FRAME_CONTENT_TYPE = "application/vnd.gradwatch.frames"
 MAGIC = b"GW"
 MAX_PAYLOAD_BYTES = 64 << 20
 MAX_NDIM = 32
+STAT_NAMES: tuple[str, ...] = ("grad_norm", "param_norm", "update_norm", "nonfinite_grad")
+"""The per-tensor statistics of a STEPS record, in the order of its ``stats`` array's last
+axis (also listed in RUN_START's ``stats``); computed by :mod:`gradwatch.stats.tensors`."""
 
 _HEADER = struct.Struct("<2sBBQI")  # magic, version, kind, seq, payload length
 _CRC = struct.Struct("<I")

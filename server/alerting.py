@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.parse
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlmodel import Session, col
 
-from gradwatch.server.crud import load_json, tagged
+from gradwatch.catalogue import CHECKS
+from gradwatch.server.exceptions import RequestError
 from gradwatch.server.groups import group_key
 from gradwatch.server.incident_regroup import regroup
-from gradwatch.server.models import Alert, AlertDelivery, AlertRule, Project, Run
+from gradwatch.server.models import Alert, AlertDelivery, AlertRule, Run
+from gradwatch.server.schemas import AlertRuleFields
 from gradwatch.server.store import insert_ignore
+from gradwatch.server.targets import TargetRefusedError, check_target
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
@@ -102,87 +104,31 @@ def raise_alerts(session: Session, run_id: str, findings: list[dict[str, Any]]) 
     return created
 
 
-def redact_url(url: str | None) -> str | None:
-    """``scheme://host/…``: a webhook URL without what makes it a credential (for Slack,
-    Discord or Teams the path *is* the secret), for callers with a read token."""
-    if url is None:
-        return None
-    parts = urllib.parse.urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname or ''}/…"
+def _storable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return value.isprintable()
 
 
-def public_rule(rule: AlertRule, project: str, reveal: bool = True) -> dict[str, Any]:
-    """The ``AlertRule`` object of the API (the secret itself is never returned; the
-    webhook URL only when ``reveal``: to write tokens and on servers without tokens)."""
-    return {
-        "id": rule.id,
-        "project": project,
-        "check": rule.check,
-        "min_severity": rule.min_severity,
-        "group": rule.group_key,
-        "webhook_url": rule.webhook_url if reveal else redact_url(rule.webhook_url),
-        "has_secret": bool(rule.secret),
-        "enabled": rule.enabled,
-        "created_at": rule.created_at,
-    }
-
-
-def delivery_counts(session: Session, alert_ids: list[int]) -> dict[int, dict[str, int]]:
-    """Deliveries of each alert by status."""
-    out: dict[int, dict[str, int]] = {
-        a: {"delivered": 0, "failed": 0, "pending": 0} for a in alert_ids
-    }
-    if not alert_ids:
-        return out
-    query = (
-        select(col(AlertDelivery.alert_id), col(AlertDelivery.status), func.count())
-        .where(col(AlertDelivery.alert_id).in_(alert_ids))
-        .group_by(col(AlertDelivery.alert_id), col(AlertDelivery.status))
-    )
-    for alert_id, status, n in session.execute(query):
-        out[int(alert_id)][str(status)] = int(n)
-    return out
-
-
-def public_alerts(session: Session, rows: list[tuple[Alert, str, Run]]) -> list[dict[str, Any]]:
-    """``Alert`` objects of the API for ``(alert, project name, run)`` rows."""
-    counts = delivery_counts(session, [int(a.id or 0) for a, _, _ in rows])
-    return [
-        {
-            "id": a.id,
-            "project": project,
-            "run": a.run_id,
-            "group": group_key(run.config_hash, run.code_hash),
-            "check": a.check,
-            "severity": a.severity,
-            "step": a.step,
-            "param": a.param,
-            "message": a.message,
-            "details": tagged(load_json(a.details) or {}),
-            "created_at": a.created_at,
-            "rules": json.loads(a.rules),
-            "deliveries": counts[int(a.id or 0)],
-            "incident": a.incident,
-            "role": a.role,
-            "summary": a.summary,
-        }
-        for a, project, run in rows
-    ]
-
-
-def list_alerts(
-    session: Session, *, project: str | None, run: str | None, offset: int, limit: int
-) -> tuple[list[dict[str, Any]], int]:
-    """A page of alerts, newest first, and their count."""
-    query = (
-        select(Alert, col(Project.name), Run)
-        .join(Project, col(Project.id) == col(Alert.project_id))
-        .join(Run, col(Run.id) == col(Alert.run_id))
-    )
-    if project is not None:
-        query = query.where(col(Project.name) == project)
-    if run is not None:
-        query = query.where(col(Alert.run_id) == run)
-    total = session.execute(select(func.count()).select_from(query.subquery())).scalar_one()
-    page = session.execute(query.order_by(col(Alert.id).desc()).offset(offset).limit(limit)).all()
-    return public_alerts(session, [(a, str(p), r) for a, p, r in page]), int(total)
+def check_rule(fields: AlertRuleFields, allow_private: bool, project: str | None = None) -> None:
+    """``RequestError(422)`` saying what is wrong with a rule's fields: text that cannot be
+    stored, an unknown check id or severity, no condition at all, or a refused webhook host."""
+    texts = [project, fields.check, fields.min_severity, fields.group, fields.webhook_url]
+    for value in [*texts, fields.secret]:
+        if value is not None and not _storable(value):
+            raise RequestError(422, "rule fields must be printable UTF-8 text (no NUL)")
+    if fields.check is not None and fields.check not in CHECKS:
+        raise RequestError(422, f"unknown check id {fields.check!r}; see CHECKS.md for the ids")
+    if fields.min_severity is not None and fields.min_severity not in SEVERITY_RANK:
+        raise RequestError(
+            422, f"min_severity must be one of info, warning, error, got {fields.min_severity!r}"
+        )
+    if fields.check is None and fields.min_severity is None:
+        raise RequestError(422, "a rule needs a check id, a min_severity, or both")
+    if fields.webhook_url is not None:
+        try:
+            check_target(fields.webhook_url, allow_private=allow_private)
+        except TargetRefusedError as e:
+            raise RequestError(422, str(e)) from e

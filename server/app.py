@@ -29,7 +29,7 @@ from gradwatch.server.api.deps import ReadAccess
 from gradwatch.server.api.routes import api_router
 from gradwatch.server.bodylimit import BodyLimit
 from gradwatch.server.db import make_engine
-from gradwatch.server.errors import RequestError
+from gradwatch.server.exceptions import RequestError
 from gradwatch.server.guards import RejectNul
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.migrate import migrate
@@ -93,7 +93,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(OperationalError, _database_busy)  # type: ignore[arg-type]
     if settings.dashboard:
-        from gradwatch.dashboard.app import mount
+        from gradwatch.dashboard.dash_app import mount
 
         mount(app)
     return app

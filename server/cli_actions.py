@@ -12,7 +12,7 @@ from typing import Any
 from gradwatch.server import crud
 from gradwatch.server.auth import count_tokens, create_token, list_tokens, revoke_token
 from gradwatch.server.db import make_engine, read_session, write_session
-from gradwatch.server.errors import ServerConfigError
+from gradwatch.server.exceptions import ServerConfigError
 from gradwatch.server.migrate import migrate
 from gradwatch.server.settings import Settings, is_loopback
 from gradwatch.server.spool_import import SpoolImporter

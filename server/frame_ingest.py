@@ -25,7 +25,7 @@ from sqlalchemy.sql import ColumnElement
 from sqlmodel import Session, col
 
 from gradwatch.server.alerting import raise_alerts
-from gradwatch.server.errors import RequestError
+from gradwatch.server.exceptions import RequestError
 from gradwatch.server.frame_rows import FrameRows, RunDelta, parse_frame
 from gradwatch.server.models import RUN_ID_MAX, Finding, IngestedFrame, Project, Run, RunTag
 from gradwatch.server.store import ensure_project, insert_ignore

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, select
 from sqlmodel import Session, col
 
-from gradwatch.server.errors import RequestError
+from gradwatch.server.exceptions import RequestError
 from gradwatch.server.models import DriftState, Finding, GroupBaseline, Project, Run
 from gradwatch.server.store import insert_ignore
 

@@ -24,7 +24,7 @@ from sqlmodel import Session, col
 
 from gradwatch import paths
 from gradwatch.server.db import write_session
-from gradwatch.server.errors import RequestError
+from gradwatch.server.exceptions import RequestError
 from gradwatch.server.frame_ingest import (
     DEFAULT_PROJECT,
     check_run_id,

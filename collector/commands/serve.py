@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
     """Serve until interrupted, or create a token and exit."""
     try:
         from gradwatch.server.cli_actions import new_token, revoke, serve, tokens
-        from gradwatch.server.errors import ServerError
+        from gradwatch.server.exceptions import ServerError
         from gradwatch.server.settings import Settings
     except ImportError as e:
         print(

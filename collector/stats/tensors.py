@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import torch
 
 from gradwatch.stats import hostnorms
+from gradwatch.wire import STAT_NAMES as STAT_NAMES  # the wire contract; re-exported
 
-STAT_NAMES: tuple[str, ...] = ("grad_norm", "param_norm", "update_norm", "nonfinite_grad")
 GRAD, PARAM, UPDATE, NONFINITE = range(4)
 _CHUNK_BYTES = 256 << 20  # bounds the temporary memory of the on-device non-finite count
 

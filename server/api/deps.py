@@ -28,7 +28,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from gradwatch.server.auth import OPEN, Access, authenticate
-from gradwatch.server.errors import RequestError
+from gradwatch.server.exceptions import RequestError
 from gradwatch.server.settings import Settings
 from gradwatch.server.status import StatusPolicy
 

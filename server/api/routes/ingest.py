@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from gradwatch.server.api.deps import EngineDep, SettingsDep, WriteAccess
 from gradwatch.server.auth import Access
 from gradwatch.server.db import write_session
-from gradwatch.server.errors import RequestError
+from gradwatch.server.exceptions import RequestError
 from gradwatch.server.frame_ingest import (
     DEFAULT_PROJECT,
     IngestResult,
