@@ -32,8 +32,6 @@ from gradwatch.server.spool_import import import_run
 from tests.collector.drift_runs import BUGGY
 from tests.server.live import wait_for
 
-pytestmark = pytest.mark.slow
-
 NO_TORCH = textwrap.dedent(
     """
     import sys
@@ -108,6 +106,22 @@ def test_the_blocker_refuses_torch(tmp_path: Path) -> None:
     assert log.read_text() == "torch\n"
 
 
+def test_the_server_and_the_comparison_core_import_without_torch(tmp_path: Path) -> None:
+    """The quick check of the same premise (the test below is the end-to-end one)."""
+    log = tmp_path / "refused.log"
+    modules = "gradwatch.server.app, gradwatch.server.cli_actions, gradwatch.drift.verdict"
+    done = subprocess.run(
+        [sys.executable, "-c", f"{NO_TORCH}import {modules}\n", str(log)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not log.exists(), log.read_text()
+
+
+@pytest.mark.slow
 def test_a_server_without_torch_compares_groups_and_watches_drift(
     tmp_path: Path, drift_runs: tuple[Path, dict[str, str]]
 ) -> None:

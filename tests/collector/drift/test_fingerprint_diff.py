@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gradwatch.drift.envelope import leaving
 from gradwatch.drift.fingerprint_diff import expects_identical, fingerprint_diff, tolerance_for
-from gradwatch.drift.verdict import RunData, Track
-from tests.collector.drift.implementations import Implementation
+from gradwatch.drift.verdict import RunData, Track, compare
 
 FP: dict[str, Any] = {
     "seeds": {"torch_initial_seed": 0, "torch_seed_user_set": True},
@@ -73,10 +73,7 @@ def test_cpu_replicates_with_a_user_seed_expect_bits_else_a_dtype_tolerance() ->
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
-def test_the_same_non_finite_value_in_both_runs_is_no_difference(
-    impl: Implementation, value: float
-) -> None:
-    compare = impl.compare
+def test_the_same_non_finite_value_in_both_runs_is_no_difference(value: float) -> None:
     a = run("a", [1.0, value, value], [1.0, value, 2.0], FP)
     b = run("b", [1.0, value, value], [1.0, value, 2.0], fp())
     assert compare(a, b)["verdict"] == "identical"
@@ -86,10 +83,7 @@ def test_the_same_non_finite_value_in_both_runs_is_no_difference(
     assert res["cause"] == "forward-nondeterminism"
 
 
-def test_an_environment_difference_without_a_split_is_identical_within_tolerance(
-    impl: Implementation,
-) -> None:
-    compare = impl.compare
+def test_an_environment_difference_without_a_split_is_identical_within_tolerance() -> None:
     a = run("a", [1.0, 0.9], [2.0, 1.0], FP)
     b = run("b", [1.0, 0.9 * (1 + 1e-9)], [2.0, 1.0], fp(device__num_threads=2))
     res = compare(a, b)
@@ -98,8 +92,7 @@ def test_an_environment_difference_without_a_split_is_identical_within_tolerance
     assert compare(a, b, rtol=0.0)["cause"] == "environment"
 
 
-def test_different_tensors_are_not_comparable(impl: Implementation) -> None:
-    compare = impl.compare
+def test_different_tensors_are_not_comparable() -> None:
     a = run("a", [1.0], [1.0], FP)
     b = run("b", [1.0], [1.0], fp(code_hash="k2"))
     b.tracks[0].tensors = ["v"]
@@ -107,10 +100,10 @@ def test_different_tensors_are_not_comparable(impl: Implementation) -> None:
     assert (res["verdict"], res["cause"]) == ("not-comparable", "code")
 
 
-def test_a_run_whose_loss_turns_nan_leaves_the_envelope(impl: Implementation) -> None:
+def test_a_run_whose_loss_turns_nan_leaves_the_envelope() -> None:
     steps = np.arange(1, 41)
     losses = {f"r{i}": (steps, np.linspace(2, 1, 40) + 0.01 * i) for i in range(4)}
     bad = np.linspace(2, 1, 40)
     bad[10:] = math.nan
     losses["bad"] = (steps, bad)
-    assert impl.leaving(losses) == {"bad": 11, "r0": None, "r1": None, "r2": None, "r3": None}
+    assert leaving(losses) == {"bad": 11, "r0": None, "r1": None, "r2": None, "r3": None}

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from gradwatch import cli
-from gradwatch.drift.verdict import from_local
+from gradwatch.drift.envelope import leaving
+from gradwatch.drift.verdict import compare, from_local
 from gradwatch.paths import runs_dir
 from gradwatch.transport.local_reader import load_run
-from tests.collector.drift.implementations import Implementation
 from tests.collector.drift_runs import BUGGY, SWEEP
 
 pytestmark = pytest.mark.slow
@@ -23,12 +23,10 @@ def trained(drift_runs: tuple[Path, dict[str, str]]) -> tuple[Path, dict[str, st
     return drift_runs
 
 
-def result(
-    trained: tuple[Path, dict[str, str]], impl: Implementation, a: str, b: str, **kw: Any
-) -> dict[str, Any]:
+def result(trained: tuple[Path, dict[str, str]], a: str, b: str, **kw: Any) -> dict[str, Any]:
     root, ids = trained
     runs = [from_local(load_run(runs_dir(root) / ids[name])) for name in (a, b)]
-    out: dict[str, Any] = impl.compare(runs[0], runs[1], **kw)
+    out: dict[str, Any] = compare(runs[0], runs[1], **kw)
     return out
 
 
@@ -38,9 +36,8 @@ def sections(res: dict[str, Any]) -> set[str]:
 
 def test_identical_seeds_and_deterministic_settings_are_identical_bit_for_bit(
     trained: tuple[Path, dict[str, str]],
-    impl: Implementation,
 ) -> None:
-    res = result(trained, impl, "base", "same")
+    res = result(trained, "base", "same")
     assert res["verdict"] == "identical" and res["exact"] is True
     assert (res["step"], res["cause"], res["param"]) == (None, None, None)
     assert res["steps_compared"] == 30
@@ -49,9 +46,8 @@ def test_identical_seeds_and_deterministic_settings_are_identical_bit_for_bit(
 
 def test_a_different_shuffle_seed_is_data_order_at_the_first_step_whose_batch_differs(
     trained: tuple[Path, dict[str, str]],
-    impl: Implementation,
 ) -> None:
-    res = result(trained, impl, "base", "shuffle")
+    res = result(trained, "base", "shuffle")
     # Epochs are 8 steps and the variant shuffles differently from the third epoch on.
     assert (res["verdict"], res["cause"], res["step"], res["metric"]) == (
         "diverged",
@@ -65,9 +61,8 @@ def test_a_different_shuffle_seed_is_data_order_at_the_first_step_whose_batch_di
 
 def test_a_different_init_seed_is_init_naming_the_first_tensor(
     trained: tuple[Path, dict[str, str]],
-    impl: Implementation,
 ) -> None:
-    res = result(trained, impl, "base", "init")
+    res = result(trained, "base", "init")
     assert (res["verdict"], res["cause"], res["step"], res["param"]) == (
         "diverged",
         "init",
@@ -79,9 +74,8 @@ def test_a_different_init_seed_is_init_naming_the_first_tensor(
 
 def test_a_perturbed_gradient_is_backward_nondeterminism_at_that_step_and_tensor(
     trained: tuple[Path, dict[str, str]],
-    impl: Implementation,
 ) -> None:
-    res = result(trained, impl, "base", "perturb")
+    res = result(trained, "base", "perturb")
     assert (res["verdict"], res["cause"], res["step"], res["metric"], res["param"]) == (
         "diverged",
         "backward-nondeterminism",
@@ -99,18 +93,16 @@ def test_a_perturbed_gradient_is_backward_nondeterminism_at_that_step_and_tensor
     [("threads", 4, "device.num_threads"), ("version", 5, "versions.torch")],
 )
 def test_a_split_with_a_changed_environment_is_environment(
-    trained: tuple[Path, dict[str, str]], impl: Implementation, variant: str, step: int, field: str
+    trained: tuple[Path, dict[str, str]], variant: str, step: int, field: str
 ) -> None:
-    res = result(trained, impl, "base", variant)
+    res = result(trained, "base", variant)
     assert (res["verdict"], res["cause"], res["step"]) == ("diverged", "environment", step)
     assert field in res["message"]
     assert [d["section"] for d in res["fingerprint_diff"] if d["field"] == field] == ["environment"]
 
 
-def test_a_changed_hyperparameter_is_config(
-    trained: tuple[Path, dict[str, str]], impl: Implementation
-) -> None:
-    res = result(trained, impl, "base", "config")
+def test_a_changed_hyperparameter_is_config(trained: tuple[Path, dict[str, str]]) -> None:
+    res = result(trained, "base", "config")
     assert (res["verdict"], res["cause"], res["step"]) == ("diverged", "config", 1)
     # The loss and gradients of step 1 come before the learning rate acts.
     assert res["metric"] == "update_norm"
@@ -121,14 +113,13 @@ def test_a_changed_hyperparameter_is_config(
 
 def test_a_seed_sweep_flags_only_the_run_with_the_silent_bug(
     trained: tuple[Path, dict[str, str]],
-    impl: Implementation,
 ) -> None:
     root, ids = trained
     losses = {}
     for name in SWEEP:
         track = from_local(load_run(runs_dir(root) / ids[name])).tracks[0]
         losses[name] = (track.steps, track.loss)
-    flagged = impl.leaving(losses)
+    flagged = leaving(losses)
     assert [name for name, step in flagged.items() if step is not None] == [BUGGY]
 
 
