@@ -93,7 +93,7 @@ def render_times(url: str, run: str, reps: int) -> list[float]:
 
 def callback_times(url: str, run: str, reps: int) -> list[float]:
     """Seconds the run page's data requests take (the callback's work, no browser)."""
-    from gradwatch.dashboard.api import Api
+    from gradwatch.dashboard.api_client import Api
     from gradwatch.dashboard.pages.run import fetch, view
 
     api, out = Api(url), []

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, create_engine
 
-from gradwatch.server.errors import ServerConfigError
+from gradwatch.server.exceptions import ServerConfigError
 
 BUSY_TIMEOUT_MS = 30_000
 _IMMEDIATE = "gradwatch_immediate"

@@ -1,8 +1,8 @@
 """The server's background work for drift and alerts, on one daemon thread per process.
 
 Every ``interval`` seconds: the live comparison of runs with new steps
-(:func:`gradwatch.server.drift.drift_pass`), the seed envelopes of the groups whose runs
-received steps (:func:`gradwatch.server.drift.envelope_pass`), and the due webhook
+(:func:`gradwatch.server.live_drift.drift_pass`), the seed envelopes of the groups whose runs
+received steps (:func:`gradwatch.server.live_drift.envelope_pass`), and the due webhook
 deliveries (:func:`gradwatch.server.webhooks.deliver_pass`). A failing pass is logged and
 the loop goes on. Several processes may run it on one database: findings and alerts are
 stored once, deliveries are claimed before they are sent.
@@ -20,6 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from gradwatch.server.groups import group_key
+from gradwatch.server.live_drift import drift_pass, envelope_pass
 from gradwatch.server.models import Run
 from gradwatch.server.webhooks import WebhookPolicy, deliver_pass
 
@@ -34,8 +35,6 @@ class Monitor:
         self.policy = policy
         self.interval = interval
         self._steps: dict[str, int] = {}
-        self._drift: Any = None  # gradwatch.server.drift, once imported (it needs torch)
-        self._warned = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gradwatch-monitor", daemon=True)
 
@@ -55,23 +54,10 @@ class Monitor:
     def tick(self) -> None:
         """One round of every pass; never raises."""
         passes: list[tuple[str, Callable[[], Any]]] = [
-            ("webhooks", lambda: deliver_pass(self.engine, self.policy))
+            ("drift", lambda: drift_pass(self.engine)),
+            ("envelope", self._envelopes),
+            ("webhooks", lambda: deliver_pass(self.engine, self.policy)),
         ]
-        if self._drift is None:
-            try:  # the comparison computes with torch; a server without it skips drift
-                from gradwatch.server import drift
-
-                self._drift = drift
-            except ImportError as e:
-                if not self._warned:
-                    self._warned = True
-                    log.warning("monitor: no live drift comparison or seed envelopes: %s", e)
-        if self._drift is not None:
-            drift = self._drift
-            passes[:0] = [
-                ("drift", lambda: drift.drift_pass(self.engine)),
-                ("envelope", self._envelopes),
-            ]
         for name, work in passes:
             try:
                 work()
@@ -96,4 +82,4 @@ class Monitor:
                 self._steps[run_id] = int(steps)
                 dirty.add((int(project_id), str(group_key(config, code))))
         if dirty:
-            self._drift.envelope_pass(self.engine, dirty)
+            envelope_pass(self.engine, dirty)

@@ -1,4 +1,4 @@
-"""A stored run as the comparison core's :class:`gradwatch.drift.verdict.RunData`.
+"""A stored run as the comparison core's :class:`gradwatch.drift.verdict.RunData` (numpy).
 
 Reads the chunk store (``series_chunks`` / ``series_blobs``) for a step range: the loss,
 the per-tensor statistics and the batch hashes (kept in each STEPS chunk's meta), so the
@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 import numpy as np
-import torch
 from sqlalchemy import select
 from sqlmodel import Session, col
 
@@ -53,8 +52,11 @@ def _batch_hashes(
     return out
 
 
-def _tensor(values: np.ndarray[Any, Any]) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float64))
+Vector = np.ndarray[Any, Any]
+
+
+def _floats(values: Vector) -> Vector:
+    return np.ascontiguousarray(values, dtype=np.float64)
 
 
 def _track(
@@ -65,22 +67,20 @@ def _track(
         return None
     has = read_block(session, run_id, opt, "has_loss", None, lo, hi)
     n = loss.steps.size
-    stats: dict[str, torch.Tensor] = {}
+    stats: dict[str, Vector] = {}
     for name in STAT_NAMES:
         block = read_block(session, run_id, opt, f"stat:{name}", None, lo, hi)
         if block.steps.size != n:
             return None  # a chunk without statistics: not comparable step by step
-        stats[name] = _tensor(block.values)
+        stats[name] = _floats(block.values)
     width = int(stats["grad_norm"].shape[0])
     hashes = _batch_hashes(session, run_id, opt, lo, hi)
     steps = loss.steps.tolist()
     return Track(
         tensors=names[:width] if len(names) >= width else [str(i) for i in range(width)],
-        steps=torch.tensor(steps, dtype=torch.int64),
-        loss=_tensor(loss.values[0]),
-        has_loss=torch.from_numpy(has.values[0] != 0)
-        if has.steps.size == n
-        else torch.ones(n, dtype=torch.bool),
+        steps=np.array(steps, dtype=np.int64),
+        loss=_floats(loss.values[0]),
+        has_loss=has.values[0] != 0 if has.steps.size == n else np.ones(n, dtype=np.bool_),
         stats=stats,
         batch=[hashes.get(int(s)) for s in steps],
     )
@@ -107,11 +107,11 @@ def load_run_data(
     return data
 
 
-def loss_series(session: Session, run_id: str) -> tuple[torch.Tensor, torch.Tensor]:
+def loss_series(session: Session, run_id: str) -> tuple[Vector, Vector]:
     """(steps, loss) of optimizer 0 where a loss was logged."""
     loss = read_block(session, run_id, 0, "loss", None)
     if not loss.steps.size:  # a run of the sweep that has no steps yet
-        return torch.zeros(0, dtype=torch.int64), _tensor(np.zeros(0))
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
     has = read_block(session, run_id, 0, "has_loss", None)
     keep = has.values[0] != 0 if has.steps.size == loss.steps.size else slice(None)
-    return torch.from_numpy(loss.steps[keep].copy()), _tensor(loss.values[0][keep])
+    return loss.steps[keep].astype(np.int64), _floats(loss.values[0][keep])

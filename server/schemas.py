@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 JsonFloat = float | str
 
@@ -202,3 +202,190 @@ class LifecyclePublic(BaseModel):
     start: int
     end: int
     problems: list[str] = _problems()
+
+
+class AlertRuleFields(BaseModel):
+    """The changeable fields of an alert rule (a rule needs a check id, a min_severity or
+    both; ``group`` is a replicate group key)."""
+
+    check: str | None = Field(default=None, max_length=256)
+    min_severity: str | None = Field(default=None, max_length=16)
+    group: str | None = Field(default=None, max_length=600)
+    webhook_url: str | None = Field(default=None, max_length=2000)
+    secret: str | None = Field(default=None, max_length=1000)
+    enabled: bool = True
+
+
+class AlertRuleCreate(AlertRuleFields):
+    """A new alert rule of ``project``."""
+
+    project: str = Field(min_length=1, max_length=256)
+
+
+class AlertRulePatch(AlertRuleFields):
+    """Some fields of a rule: the fields sent replace the rule's, the others stay."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            known = sorted(AlertRuleFields.model_fields)
+            unknown = set(data) - set(known)
+            if unknown:
+                raise ValueError(f"unknown rule fields {sorted(unknown)}; see {known}")
+        return data
+
+
+class AlertRulePublic(BaseModel):
+    """An alert rule (the secret is never returned; the webhook URL is shortened to its host
+    for read tokens: a webhook URL is a credential)."""
+
+    id: int
+    project: str
+    check: str | None
+    min_severity: str | None
+    group: str | None
+    webhook_url: str | None
+    has_secret: bool
+    enabled: bool
+    created_at: float
+
+
+class AlertRulesPublic(BaseModel):
+    """Alert rules, by id."""
+
+    data: list[AlertRulePublic]
+    count: int
+
+
+class DeliveryCounts(BaseModel):
+    """An alert's webhook deliveries by status."""
+
+    delivered: int = 0
+    failed: int = 0
+    pending: int = 0
+
+
+class AlertPublic(BaseModel):
+    """A finding that matched alert rules of its project."""
+
+    id: int
+    project: str
+    run: str
+    group: str | None
+    check: str
+    severity: str
+    step: int | None
+    param: str | None
+    message: str
+    details: dict[str, Any]
+    created_at: float
+    rules: list[int] = Field(description="ids of the rules it matched")
+    deliveries: DeliveryCounts
+    incident: str | None
+    role: str | None
+    summary: str | None = Field(description="its incident's one sentence when it was raised")
+
+
+class AlertsPublic(BaseModel):
+    """A page of alerts, newest first."""
+
+    data: list[AlertPublic]
+    count: int
+
+
+class AlertDeliveryPublic(BaseModel):
+    """One webhook delivery of an alert, with every attempt in ``log``."""
+
+    id: int
+    alert: int
+    rule: int
+    url: str | None
+    status: str = Field(description="pending, delivered or failed")
+    attempts: int
+    http_status: int | None
+    error: str | None
+    created_at: float
+    updated_at: float
+    next_attempt_at: float | None
+    log: list[Any]
+
+
+class AlertDeliveriesPublic(BaseModel):
+    """A page of the delivery log, newest first."""
+
+    data: list[AlertDeliveryPublic]
+    count: int
+
+
+class GroupPublic(BaseModel):
+    """A replicate group: the runs of one config hash and code hash."""
+
+    key: str = Field(description="'<config_hash>:<code_hash>'")
+    project: str
+    config_hash: str
+    code_hash: str | None
+    runs: list[str]
+    count: int
+    baseline: str | None = Field(description="the pinned baseline run, if any")
+    reference: str | None = Field(description="what the newest run is compared with live")
+    seeds: list[int]
+    drifted: list[str] = Field(description="runs with a repro-drift finding")
+    outside_envelope: list[str] = Field(description="runs with a seed-envelope finding")
+    last_started: float | None
+
+
+class GroupsPublic(BaseModel):
+    """Replicate groups, most recently started first."""
+
+    data: list[GroupPublic]
+    count: int
+
+
+class EnvelopeRun(BaseModel):
+    """One run of a seed sweep and whether its loss left the envelope (from which step)."""
+
+    id: str
+    seed: int
+    outside: bool
+    first_step: int | None
+
+
+class EnvelopePublic(BaseModel):
+    """A seed sweep's loss envelope: median ± 4 robust standard deviations per step."""
+
+    key: str
+    steps: list[int]
+    median: list[JsonFloat]
+    low: list[JsonFloat]
+    high: list[JsonFloat]
+    runs: list[EnvelopeRun]
+
+
+class ComparePublic(BaseModel):
+    """Two runs compared (what ``gradwatch compare A B --json`` prints)."""
+
+    a: str
+    b: str
+    verdict: str = Field(description="identical, diverged or not-comparable")
+    step: int | None = Field(description="the first divergent step")
+    metric: str | None = Field(description="batch, loss or a per-tensor statistic")
+    param: str | None = Field(description="the first differing tensor")
+    optimizer: int | None
+    cause: str | None
+    difference: dict[str, Any] | None = Field(description="{a, b, abs, rel} at the split")
+    message: str
+    exact: bool = Field(description="compared bit for bit (no tolerance)")
+    tolerance: dict[str, JsonFloat]
+    steps_compared: int
+    fingerprint_diff: list[dict[str, Any]]
+    per_tensor: list[dict[str, Any]]
+    problems: list[str] = _problems()
+
+
+class HealthReply(BaseModel):
+    """The server is up: its version and the wire schema version it accepts."""
+
+    status: str = Field(description="always 'ok'")
+    version: str
+    schema_: int = Field(alias="schema", description="the wire schema version")

@@ -15,7 +15,7 @@ from sqlmodel import Session, col
 
 from gradwatch.analysis.downsample import downsample as downsample
 from gradwatch.analysis.selection import tensor_rows as _tensor_rows
-from gradwatch.server.errors import RequestError
+from gradwatch.server.exceptions import RequestError
 from gradwatch.server.models import SeriesBlob, SeriesChunk
 from gradwatch.server.problems import note
 

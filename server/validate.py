@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gradwatch.server.errors import RequestError
+from gradwatch.server.exceptions import RequestError
 
 INT64_MAX = (1 << 63) - 1
 MISSING: Any = object()

@@ -33,13 +33,6 @@ PARALLEL = {
 #: the same role in two parallel trees, named once here: the catalogue of the run-time checks
 #: (gradwatch.catalogue) and that of the static lint rules that mirror them
 SAME_ROLE = {"catalogue": {"gradwatch.catalogue", "gradwatch.lint.catalogue"}}
-#: clashes between the server/dashboard and the collector that the server-side part of
-#: issue 21 (branch h21b) renames away; this list must shrink to empty, never grow
-SERVER_SIDE_PENDING = {
-    "api": ["gradwatch.analysis.api", "gradwatch.dashboard.api"],
-    "app": ["gradwatch.dashboard.app", "gradwatch.server.app"],
-    "errors": ["gradwatch.errors", "gradwatch.server.errors"],
-}
 
 
 def _module_name(path: Path) -> str:
@@ -176,4 +169,4 @@ def test_no_two_modules_share_a_name_outside_parallel_trees() -> None:
         outside = [n for n in names if n.rsplit(".", 1)[0] not in PARALLEL]
         if len(names) > 1 and len(outside) > 1:
             clashes[base] = sorted(names)
-    assert clashes == SERVER_SIDE_PENDING
+    assert clashes == {}

@@ -21,7 +21,7 @@ from gradwatch.checks.incidents import RULES, UNBOUNDED
 
 #: the modules a threshold may name as ``{name.CONSTANT}``
 _CONSTANTS = {
-    "checks": "gradwatch.checks",
+    "checks": "gradwatch.checks.engine",
     "coverage": "gradwatch.checks.coverage",
     "numerics": "gradwatch.checks.numerics",
     "explode": "gradwatch.checks.explode",

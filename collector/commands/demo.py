@@ -23,7 +23,7 @@ from typing import Any
 
 from gradwatch import paths
 from gradwatch.commands import Subparsers, data_dir_help
-from gradwatch.server.config import DB_FILE, default_db_url
+from gradwatch.server.settings import DB_FILE, default_db_url
 
 PROJECT = "demo"  # gradwatch.demo.training.PROJECT, which imports torch
 
@@ -63,8 +63,8 @@ def _serve(args: argparse.Namespace, data_dir: Path) -> Any:
     import uvicorn
 
     from gradwatch.server.app import create_app
-    from gradwatch.server.config import Settings
-    from gradwatch.server.main import check_bind
+    from gradwatch.server.cli_actions import check_bind
+    from gradwatch.server.settings import Settings
 
     settings = Settings.from_env(db=args.db, data_dir=str(data_dir), host=args.host, port=args.port)
     check_bind(settings)
@@ -92,9 +92,9 @@ def alert_rule(db_url: str) -> bool:
         from sqlmodel import col
 
         from gradwatch.server.db import make_engine, write_session
-        from gradwatch.server.ingest import ensure_project
         from gradwatch.server.migrate import migrate
         from gradwatch.server.models import AlertRule
+        from gradwatch.server.store import ensure_project
     except ImportError:
         return False
     engine = make_engine(db_url)

@@ -66,8 +66,8 @@ def table(runs: list[dict[str, Any]]) -> str:
 
 
 def _local(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from gradwatch.server.config import Settings
-    from gradwatch.server.main import local_runs
+    from gradwatch.server.cli_actions import local_runs
+    from gradwatch.server.settings import Settings
 
     return local_runs(Settings.from_env(db=args.db, data_dir=args.data_dir), args.project)
 

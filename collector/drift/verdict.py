@@ -2,12 +2,14 @@
 
 Pure and local: works on two :class:`RunData` (built from the spool by :func:`from_local`,
 or from the server's store), so ``gradwatch compare`` needs no server and the server's
-live comparison uses the same code. The cause is decided in the order of ARCHITECTURE.md:
-environment → config → code → initial parameters (fingerprint sections, see
+live comparison uses the same code. It computes with numpy only (float64, element-wise
+IEEE comparisons: bit-identical runs compare identical), so a server without torch
+compares runs too. The cause is decided in the order of ARCHITECTURE.md: environment →
+config → code → initial parameters (fingerprint sections, see
 :mod:`gradwatch.drift.fingerprint_diff`) → the batch differs at the first divergent step
-(data order) →
-the loss differs (forward nondeterminism) → the gradients differ with an equal loss
-(backward nondeterminism) → only the update differs (optimizer nondeterminism).
+(data order) → the loss differs (forward nondeterminism) → the gradients differ with an
+equal loss (backward nondeterminism) → only the update differs (optimizer
+nondeterminism).
 
 Example::
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import torch
+import numpy as np
 
 from gradwatch.contract import STAT_NAMES
 from gradwatch.drift.fingerprint_diff import (
@@ -51,15 +53,19 @@ _CAUSE_OF_METRIC = {
 }
 
 
+Vector = np.ndarray[Any, Any]
+"""A numpy array: int64 steps, float64 values, bool masks."""
+
+
 @dataclass
 class Track:
     """The per-step series of one optimizer: ``stats[name]`` is ``(tensors, steps)``."""
 
     tensors: list[str]
-    steps: torch.Tensor
-    loss: torch.Tensor
-    has_loss: torch.Tensor
-    stats: dict[str, torch.Tensor]
+    steps: Vector  # int64, (steps,)
+    loss: Vector  # float64, (steps,): NaN where none was logged
+    has_loss: Vector  # bool, (steps,)
+    stats: dict[str, Vector]  # float64, (tensors, steps)
     batch: list[str | None]
 
 
@@ -82,37 +88,42 @@ def from_local(run: LocalRun) -> RunData:
         picked = [rows[i] for _, i in sorted(seen.items())]
         names = run.tensors_of(opt)
         width = len(picked[0].stats) if picked else len(names)
-        stats = torch.tensor([[s for s in r.stats] for r in picked], dtype=torch.float64).reshape(
+        stats = np.array([list(r.stats) for r in picked], dtype=np.float64).reshape(
             len(picked), width, len(STAT_NAMES)
         )
         tracks[opt] = Track(
             tensors=names[:width] if len(names) >= width else [str(i) for i in range(width)],
-            steps=torch.tensor([r.step for r in picked], dtype=torch.int64),
-            loss=torch.tensor(
+            steps=np.array([r.step for r in picked], dtype=np.int64),
+            loss=np.array(
                 [r.loss if r.loss is not None else float("nan") for r in picked],
-                dtype=torch.float64,
+                dtype=np.float64,
             ),
-            has_loss=torch.tensor([r.loss is not None for r in picked], dtype=torch.bool),
-            stats={n: stats[:, :, k].T.contiguous() for k, n in enumerate(STAT_NAMES)},
+            has_loss=np.array([r.loss is not None for r in picked], dtype=np.bool_),
+            stats={n: np.ascontiguousarray(stats[:, :, k].T) for k, n in enumerate(STAT_NAMES)},
             batch=[r.batch_hash for r in picked],
         )
     return RunData(run.id, dict(run.fingerprint), tracks)
 
 
-def _differs(a: torch.Tensor, b: torch.Tensor, tol: Tolerance) -> torch.Tensor:
+def _differs(a: Vector, b: Vector, tol: Tolerance) -> Vector:
     """Element-wise: do ``a`` and ``b`` disagree? NaN equals NaN, ±Inf equals itself."""
-    both_nan = a.isnan() & b.isnan()
+    both_nan = np.isnan(a) & np.isnan(b)
     same = (a == b) | both_nan
+    differs: Vector
     if tol.rtol == 0.0 and tol.atol == 0.0:
-        return ~same
-    finite = a.isfinite() & b.isfinite()
-    close = (a - b).abs() <= tol.atol + tol.rtol * torch.maximum(a.abs(), b.abs())
-    return ~(same | (finite & close))
+        differs = np.logical_not(same)
+        return differs
+    finite = np.isfinite(a) & np.isfinite(b)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN: never close
+        close = np.abs(a - b) <= tol.atol + tol.rtol * np.maximum(np.abs(a), np.abs(b))
+    differs = np.logical_not(same | (finite & close))
+    return differs
 
 
-def _first(mask: torch.Tensor) -> int | None:
-    hits = mask.nonzero()
-    return int(hits[0, -1]) if hits.numel() else None
+def _first(mask: Vector) -> int | None:
+    """The first index where a one-dimensional mask holds."""
+    hits = np.flatnonzero(mask)
+    return int(hits[0]) if hits.size else None
 
 
 @dataclass
@@ -135,11 +146,11 @@ def _difference(a: Any, b: Any) -> dict[str, Any]:
     return {"a": a, "b": b, "abs": gap, "rel": gap / scale if scale else gap}
 
 
-def _align(ta: Track, tb: Track) -> tuple[torch.Tensor, torch.Tensor]:
+def _align(ta: Track, tb: Track) -> tuple[Vector, Vector]:
     where = {int(s): i for i, s in enumerate(tb.steps.tolist())}
     pairs = [(i, where[s]) for i, s in enumerate(ta.steps.tolist()) if s in where]
-    ia = torch.tensor([p[0] for p in pairs], dtype=torch.int64)
-    ib = torch.tensor([p[1] for p in pairs], dtype=torch.int64)
+    ia = np.array([p[0] for p in pairs], dtype=np.int64)
+    ib = np.array([p[1] for p in pairs], dtype=np.int64)
     return ia, ib
 
 
@@ -147,16 +158,16 @@ def _split(
     opt: int, ta: Track, tb: Track, tol: Tolerance, per_tensor: list[dict[str, Any]]
 ) -> tuple[_Split | None, int]:
     ia, ib = _align(ta, tb)
-    n = int(ia.numel())
+    n = int(ia.size)
     batch_a = [ta.batch[i] for i in ia.tolist()]
     batch_b = [tb.batch[i] for i in ib.tolist()]
-    masks: dict[str, torch.Tensor] = {
-        "batch": torch.tensor(
+    masks: dict[str, Vector] = {
+        "batch": np.array(
             [
                 x is not None and y is not None and x != y
                 for x, y in zip(batch_a, batch_b, strict=True)
             ],
-            dtype=torch.bool,
+            dtype=np.bool_,
         ).reshape(n),
         "loss": (ta.has_loss[ia] != tb.has_loss[ib])
         | (ta.has_loss[ia] & _differs(ta.loss[ia], tb.loss[ib], tol)),
@@ -164,7 +175,7 @@ def _split(
     tensor_masks = {
         name: _differs(ta.stats[name][:, ia], tb.stats[name][:, ib], tol) for name in STAT_ORDER
     }
-    masks.update({name: m.any(0) for name, m in tensor_masks.items()})
+    masks.update({name: np.any(m, axis=0) for name, m in tensor_masks.items()})
     _per_tensor(opt, ta, tb, ia, ib, tensor_masks, per_tensor)
     firsts = {name: _first(m) for name, m in masks.items()}
     hits = [i for i in firsts.values() if i is not None]
@@ -194,23 +205,25 @@ def _per_tensor(
     opt: int,
     ta: Track,
     tb: Track,
-    ia: torch.Tensor,
-    ib: torch.Tensor,
-    masks: dict[str, torch.Tensor],
+    ia: Vector,
+    ib: Vector,
+    masks: dict[str, Vector],
     out: list[dict[str, Any]],
 ) -> None:
     """Per-layer evidence: the first step each tensor differs and its largest relative gap."""
-    any_mask = torch.zeros((len(ta.tensors), int(ia.numel())), dtype=torch.bool)
+    any_mask = np.zeros((len(ta.tensors), int(ia.size)), dtype=np.bool_)
     for m in masks.values():
         any_mask |= m
     rel: dict[str, list[float]] = {}
     for name in ("grad_norm", "update_norm", "param_norm"):
         a, b = ta.stats[name][:, ia], tb.stats[name][:, ib]
-        gap = (a - b).abs() / torch.maximum(a.abs(), b.abs()).clamp_min(1e-300)
-        gap = torch.where((a == b) | (a.isnan() & b.isnan()), torch.zeros_like(gap), gap)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            gap = np.abs(a - b) / np.maximum(np.maximum(np.abs(a), np.abs(b)), 1e-300)
+        gap = np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, gap)
+        # NaN (a gap involving ±Inf) counts as infinite; an overflowing gap as the largest float
         rel[name] = (
-            gap.nan_to_num(nan=float("inf")).amax(1).tolist()
-            if gap.numel()
+            np.nan_to_num(gap, nan=np.inf).max(axis=1).tolist()
+            if gap.size
             else [0.0] * len(ta.tensors)
         )
     for row, tensor in enumerate(ta.tensors):

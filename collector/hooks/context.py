@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 if TYPE_CHECKING:
     import torch
 
-    from gradwatch.checks import CheckEngine
+    from gradwatch.checks.engine import CheckEngine
     from gradwatch.checks.findings import FindingSink
     from gradwatch.session.options import WatchOptions
     from gradwatch.stats.transfer import Reader

@@ -24,7 +24,7 @@ import torch
 if TYPE_CHECKING:
     import weakref
 
-    from gradwatch.checks import CheckEngine
+    from gradwatch.checks.engine import CheckEngine
     from gradwatch.stats.tensors import PreStep, StepStats
 
 

@@ -1,4 +1,4 @@
-"""Connects one optimizer's hooks to the run's :class:`~gradwatch.checks.CheckEngine`:
+"""Connects one optimizer's hooks to the run's :class:`~gradwatch.checks.engine.CheckEngine`:
 builds the host-side view of each step and decides when device values are looked at."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from gradwatch.checks import CheckEngine
+from gradwatch.checks.engine import CheckEngine
 from gradwatch.checks.findings import Action
 from gradwatch.checks.view import Pending, StepView, Window
 from gradwatch.stats.tensors import GRAD, NONFINITE, PARAM, UPDATE, PreStep, StepValues

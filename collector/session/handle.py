@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import torch
 
-from gradwatch.checks import CheckEngine
 from gradwatch.checks.amp import ScalerWatch
+from gradwatch.checks.engine import CheckEngine
 from gradwatch.checks.findings import Finding, FindingSink
 from gradwatch.errors import IntegrityError
 from gradwatch.hooks import backward as backward_tap

@@ -13,7 +13,7 @@ from dash import ALL, Dash, Input, Output, State, ctx, dcc, html
 
 from gradwatch.contract import SEVERITIES
 from gradwatch.dashboard import ids
-from gradwatch.dashboard.api import Api, ApiError, from_request
+from gradwatch.dashboard.api_client import Api, ApiError, from_request
 from gradwatch.dashboard.compare_figures import deliveries_summary, rules_table
 from gradwatch.dashboard.components import badge, card, empty_state, table
 

@@ -8,7 +8,7 @@ from typing import Any
 from dash import Dash, Input, Output, dcc, html
 
 from gradwatch.dashboard import ids
-from gradwatch.dashboard.api import Api, ApiError, from_request
+from gradwatch.dashboard.api_client import Api, ApiError, from_request
 from gradwatch.dashboard.components import card, empty_state, health, status_badge, table
 from gradwatch.transport.jobs import by_job
 

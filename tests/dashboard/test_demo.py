@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from gradwatch.dashboard.api import Api
+from gradwatch.dashboard.api_client import Api
 from gradwatch.dashboard.values import floats
 from tests.dashboard.conftest import DEMO_STEPS
 

@@ -4,10 +4,36 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
+import fastapi.routing
+from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
+from gradwatch.server.app import API_PREFIX
 from gradwatch.server.jsonresp import decode_float, dumps, encode_floats
+
+NO_BODY = {("DELETE", "/api/v1/alert-rules/{rule_id}")}
+"""API routes that answer without a JSON body (204), so with no response model."""
+
+
+def test_every_api_route_declares_its_response_model(client: TestClient) -> None:
+    app: Any = client.app
+    contexts = list(fastapi.routing.iter_route_contexts(app.routes))  # routers flattened
+    api = {}
+    for ctx in contexts:
+        route = getattr(ctx, "original_route", ctx)
+        if isinstance(route, APIRoute) and str(ctx.path).startswith(API_PREFIX):
+            api.update({(m, str(ctx.path)): route for m in ctx.methods})
+    assert len(api) >= 20, sorted(api)  # the walk reaches the routers' routes
+    missing = sorted(k for k, r in api.items() if r.response_model is None and k not in NO_BODY)
+    assert missing == [], f"API routes without response_model: {missing}"
+    for key in NO_BODY:
+        assert api[key].status_code == 204 and api[key].response_model is None
+    # the catch-all for unknown /api/... paths is the server's, after every API route
+    routes = [getattr(c, "original_route", c) for c in contexts]
+    last = [r for r in routes if isinstance(r, APIRoute)][-1]
+    assert last.path == "/api/{rest:path}" and not last.include_in_schema
 
 
 def test_docs_and_spec_are_served(client: TestClient) -> None:

@@ -8,14 +8,19 @@ from fastapi import APIRouter, Body, Path, Query
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from gradwatch.server import crud, groups
+from gradwatch.server import comparison, crud, groups
 from gradwatch.server.api.deps import EngineDep, ReadAccess, SessionDep, WriteAccess, project_filter
 from gradwatch.server.auth import Access
 from gradwatch.server.db import write_session
-from gradwatch.server.errors import RequestError
+from gradwatch.server.exceptions import RequestError
 from gradwatch.server.jsonresp import GWJSONResponse
-from gradwatch.server.problems import collecting
-from gradwatch.server.schemas import ErrorReply
+from gradwatch.server.schemas import (
+    ComparePublic,
+    EnvelopePublic,
+    ErrorReply,
+    GroupPublic,
+    GroupsPublic,
+)
 
 router = APIRouter(tags=["drift"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -25,26 +30,7 @@ Tolerance = Annotated[float | None, Query(ge=0.0, le=1e6)]
 Key = Annotated[str, Path(max_length=600, description="group key '<config_hash>:<code_hash>'")]
 
 
-def _torch_parts() -> Any:
-    """The comparison code, which computes with torch: imported on first use, so that a
-    server installed without torch (the docker image) still starts and serves everything
-    else; there these routes answer 503 and say what to install."""
-    try:
-        import torch
-
-        from gradwatch.drift import envelope
-        from gradwatch.drift import verdict as compare
-        from gradwatch.server import runload
-    except ImportError as exc:
-        raise RequestError(
-            503,
-            f"cross-run comparison needs torch on the server ({exc}); install torch (the CPU "
-            "build is enough) beside gradwatch[server]",
-        ) from exc
-    return torch, compare, envelope, runload
-
-
-@router.get("/compare", responses=_ERRORS)
+@router.get("/compare", response_model=ComparePublic, responses=_ERRORS)
 def get_compare(
     session: SessionDep,
     access: ReadAccess,
@@ -55,22 +41,11 @@ def get_compare(
 ) -> GWJSONResponse:
     """The comparison of two runs (what ``gradwatch compare A B --json`` prints): verdict,
     first divergent step, metric and tensor, cause, difference, fingerprint difference."""
-    _torch, compare, _envelope, runload = _torch_parts()
     runs = [crud.get_run_row(session, run_id, access)[0] for run_id in (a, b)]
-    with collecting() as problems:
-        data = [runload.load_run_data(session, run) for run in runs]
-        try:
-            result = compare.compare(data[0], data[1], rtol=rtol, atol=atol)
-        except (ValueError, RuntimeError, IndexError, KeyError, TypeError) as e:
-            raise RequestError(
-                422,
-                f"the stored data of runs {a!r} and {b!r} cannot be compared "
-                f"({type(e).__name__}: {str(e)[:200]}); {'; '.join(problems) or 'see the logs'}",
-            ) from e
-    return GWJSONResponse({**result, "problems": problems})
+    return GWJSONResponse(comparison.compare_runs(session, runs[0], runs[1], rtol=rtol, atol=atol))
 
 
-@router.get("/groups", responses=_ERRORS)
+@router.get("/groups", response_model=GroupsPublic, responses=_ERRORS)
 def list_groups(
     session: SessionDep,
     access: ReadAccess,
@@ -91,13 +66,13 @@ def _group(session: SessionDep, access: Access, key: str, scope: str) -> dict[st
     return found
 
 
-@router.get("/groups/{key}", responses=_ERRORS)
+@router.get("/groups/{key}", response_model=GroupPublic, responses=_ERRORS)
 def get_group(key: Key, session: SessionDep, access: ReadAccess) -> GWJSONResponse:
     """One group: its runs, baseline, reference, seeds and flagged runs."""
     return GWJSONResponse(_group(session, access, key, "read"))
 
 
-@router.put("/groups/{key}/baseline", responses=_ERRORS)
+@router.put("/groups/{key}/baseline", response_model=GroupPublic, responses=_ERRORS)
 def pin_baseline(
     key: Key,
     session: SessionDep,
@@ -117,7 +92,7 @@ def pin_baseline(
     return _fresh(engine, key, found["project"])
 
 
-@router.delete("/groups/{key}/baseline", responses=_ERRORS)
+@router.delete("/groups/{key}/baseline", response_model=GroupPublic, responses=_ERRORS)
 def unpin_baseline(
     key: Key, session: SessionDep, engine: EngineDep, access: WriteAccess
 ) -> GWJSONResponse:
@@ -135,7 +110,7 @@ def _fresh(engine: Engine, key: str, project: str) -> GWJSONResponse:
         return GWJSONResponse(groups.describe(session, key, project))
 
 
-@router.get("/groups/{key}/envelope", responses=_ERRORS)
+@router.get("/groups/{key}/envelope", response_model=EnvelopePublic, responses=_ERRORS)
 def get_envelope(
     key: Key,
     session: SessionDep,
@@ -145,33 +120,4 @@ def get_envelope(
     """The loss envelope of the group's seed sweep (one run per seed): median ± 4 robust
     standard deviations per step, and which runs leave it."""
     found = _group(session, access, key, "read")
-    seeds = groups.seeds(session, found["runs"])
-    per_seed: dict[int, str] = {}
-    for run_id in found["runs"]:
-        seed = seeds.get(run_id)
-        if seed is not None:
-            per_seed.setdefault(seed, run_id)
-    torch, _compare, envelope, runload = _torch_parts()
-    losses = {run_id: runload.loss_series(session, run_id) for run_id in per_seed.values()}
-    out = envelope.leaving(losses) if losses else {}
-    curves: dict[str, list[Any]] = {"steps": [], "median": [], "low": [], "high": []}
-    env = envelope.envelope(losses) if losses else None
-    if env is not None and env.steps.numel():
-        n = int(env.steps.numel())
-        pick = torch.unique(torch.linspace(0, n - 1, min(n, points)).round().long())
-        curves = {
-            "steps": env.steps[pick].tolist(),
-            "median": env.median[pick].tolist(),
-            "low": (env.median - 4 * env.scale)[pick].tolist(),
-            "high": (env.median + 4 * env.scale)[pick].tolist(),
-        }
-    runs = [
-        {
-            "id": run_id,
-            "seed": seed,
-            "outside": out.get(run_id) is not None,
-            "first_step": out.get(run_id),
-        }
-        for seed, run_id in sorted(per_seed.items())
-    ]
-    return GWJSONResponse({"key": key, **curves, "runs": runs})
+    return GWJSONResponse(comparison.group_envelope(session, key, found["runs"], points))

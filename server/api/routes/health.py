@@ -8,12 +8,13 @@ from fastapi import APIRouter
 
 from gradwatch._version import __version__
 from gradwatch.server.api.deps import PUBLIC
+from gradwatch.server.schemas import HealthReply
 from gradwatch.wire import SCHEMA_VERSION
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/health", dependencies=PUBLIC)
+@router.get("/health", response_model=HealthReply, dependencies=PUBLIC)
 def health() -> dict[str, Any]:
     """Always 200 while the server runs."""
     return {"status": "ok", "version": __version__, "schema": SCHEMA_VERSION}

@@ -18,8 +18,8 @@ from gradwatch.contract import DEFAULT_PROJECT
 from gradwatch.server.api.deps import EngineDep, SettingsDep, WriteAccess
 from gradwatch.server.auth import Access
 from gradwatch.server.db import write_session
-from gradwatch.server.errors import RequestError
-from gradwatch.server.ingest import (
+from gradwatch.server.exceptions import RequestError
+from gradwatch.server.frame_ingest import (
     IngestResult,
     check_run_id,
     ingest_frames,

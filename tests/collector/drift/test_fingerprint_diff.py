@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pytest
-import torch
 
 from gradwatch.drift.envelope import leaving
 from gradwatch.drift.fingerprint_diff import expects_identical, fingerprint_diff, tolerance_for
@@ -38,14 +38,14 @@ def fp(**changes: Any) -> dict[str, Any]:
 
 def run(name: str, loss: list[float], grad: list[float], fingerprint: dict[str, Any]) -> RunData:
     n = len(loss)
-    stats = {s: torch.ones(1, n, dtype=torch.float64) for s in ("param_norm", "update_norm")}
-    stats["grad_norm"] = torch.tensor([grad], dtype=torch.float64)
-    stats["nonfinite_grad"] = torch.zeros(1, n, dtype=torch.float64)
+    stats = {s: np.ones((1, n), dtype=np.float64) for s in ("param_norm", "update_norm")}
+    stats["grad_norm"] = np.array([grad], dtype=np.float64)
+    stats["nonfinite_grad"] = np.zeros((1, n), dtype=np.float64)
     track = Track(
         tensors=["w"],
-        steps=torch.arange(1, n + 1),
-        loss=torch.tensor(loss, dtype=torch.float64),
-        has_loss=torch.ones(n, dtype=torch.bool),
+        steps=np.arange(1, n + 1, dtype=np.int64),
+        loss=np.array(loss, dtype=np.float64),
+        has_loss=np.ones(n, dtype=np.bool_),
         stats=stats,
         batch=["b"] * n,
     )
@@ -101,9 +101,9 @@ def test_different_tensors_are_not_comparable() -> None:
 
 
 def test_a_run_whose_loss_turns_nan_leaves_the_envelope() -> None:
-    steps = torch.arange(1, 41)
-    losses = {f"r{i}": (steps, torch.linspace(2, 1, 40) + 0.01 * i) for i in range(4)}
-    bad = torch.linspace(2, 1, 40)
+    steps = np.arange(1, 41)
+    losses = {f"r{i}": (steps, np.linspace(2, 1, 40) + 0.01 * i) for i in range(4)}
+    bad = np.linspace(2, 1, 40)
     bad[10:] = math.nan
     losses["bad"] = (steps, bad)
     assert leaving(losses) == {"bad": 11, "r0": None, "r1": None, "r2": None, "r3": None}

@@ -26,7 +26,8 @@ def trained(drift_runs: tuple[Path, dict[str, str]]) -> tuple[Path, dict[str, st
 def result(trained: tuple[Path, dict[str, str]], a: str, b: str, **kw: Any) -> dict[str, Any]:
     root, ids = trained
     runs = [from_local(load_run(runs_dir(root) / ids[name])) for name in (a, b)]
-    return compare(runs[0], runs[1], **kw)
+    out: dict[str, Any] = compare(runs[0], runs[1], **kw)
+    return out
 
 
 def sections(res: dict[str, Any]) -> set[str]:

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.checks import CheckEngine
+from gradwatch.checks.engine import CheckEngine
 from gradwatch.stats.rows import LEADING
 from gradwatch.stats.tensors import GRAD, NONFINITE, PARAM, UPDATE
 from gradwatch.transport.record_builder import StepMeta

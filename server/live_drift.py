@@ -22,12 +22,12 @@ from sqlmodel import Session, col
 from gradwatch.drift.envelope import leaving
 from gradwatch.drift.verdict import compare, divergence
 from gradwatch.server import crud, groups
-from gradwatch.server.alerts import raise_alerts
+from gradwatch.server.alerting import raise_alerts
 from gradwatch.server.db import write_session
-from gradwatch.server.ingest import insert_ignore
+from gradwatch.server.frame_rows import dump_json
 from gradwatch.server.models import DriftState, Finding, Run
-from gradwatch.server.records import dump_json
 from gradwatch.server.runload import load_run_data, loss_series
+from gradwatch.server.store import insert_ignore
 
 log = logging.getLogger("gradwatch.server")
 DRIFT_SEQ, ENVELOPE_SEQ = -1, -2

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from gradwatch.server import crud
 from gradwatch.server.auth import count_tokens, create_token, list_tokens, revoke_token
-from gradwatch.server.config import Settings, is_loopback
 from gradwatch.server.db import make_engine, read_session, write_session
-from gradwatch.server.errors import ServerConfigError
+from gradwatch.server.exceptions import ServerConfigError
 from gradwatch.server.migrate import migrate
+from gradwatch.server.settings import Settings, is_loopback
 from gradwatch.server.spool_import import SpoolImporter
 from gradwatch.server.status import StatusPolicy
 
@@ -47,7 +48,7 @@ def check_bind(settings: Settings) -> None:
 
 def serve(settings: Settings) -> None:
     """Run the API with uvicorn until interrupted."""
-    import uvicorn
+    import uvicorn  # the web stack only when serving (`gradwatch runs` needs none of it)
 
     from gradwatch.server.app import create_app
 
@@ -92,8 +93,6 @@ def revoke(settings: Settings, which: str) -> dict[str, Any]:
 
 def local_runs(settings: Settings, project: str | None) -> list[dict[str, Any]]:
     """Runs from the local database, after importing the data directory's spools."""
-    from gradwatch.server import crud
-
     engine = make_engine(settings.db_url)
     try:
         migrate(engine)

@@ -21,14 +21,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import case, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import ColumnElement
-from sqlmodel import Session, SQLModel, col
+from sqlmodel import Session, col
 
 from gradwatch.contract import DEFAULT_PROJECT
-from gradwatch.server.errors import RequestError
+from gradwatch.server.alerting import raise_alerts
+from gradwatch.server.exceptions import RequestError
+from gradwatch.server.frame_rows import FrameRows, RunDelta, parse_frame
 from gradwatch.server.models import RUN_ID_MAX, Finding, IngestedFrame, Project, Run, RunTag
-from gradwatch.server.records import FrameRows, RunDelta, parse_frame
+from gradwatch.server.store import ensure_project, insert_ignore
 from gradwatch.wire import Frame
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -117,35 +118,8 @@ def ingest_frames(
         if tags:
             insert_ignore(session, RunTag, tags)
     if by_model.get(Finding):
-        from gradwatch.server.alerts import raise_alerts  # alerts builds on this module
-
         raise_alerts(session, run_id, by_model[Finding])
     return IngestResult(run_id, len(fresh), len(parsed) - len(fresh), project)
-
-
-def ensure_project(session: Session, name: str) -> int:
-    """The id of project ``name``, creating it if needed (safe under concurrency)."""
-    insert_ignore(session, Project, [{"name": name}])
-    return int(
-        session.execute(select(col(Project.id)).where(col(Project.name) == name)).scalar_one()
-    )
-
-
-def insert_ignore(
-    session: Session,
-    model: type[SQLModel],
-    rows: list[dict[str, Any]],
-    returning: str | None = None,
-) -> list[Any]:
-    """``INSERT ... ON CONFLICT DO NOTHING`` (SQLite and PostgreSQL); inserted keys if asked."""
-    table = SQLModel.metadata.tables[str(model.__tablename__)]
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt = insert(table).on_conflict_do_nothing()
-    if returning is None:
-        session.execute(stmt, rows)
-        return []
-    return list(session.execute(stmt.returning(table.c[returning]), rows).scalars())
 
 
 def _greatest(column: Any, value: Any) -> ColumnElement[Any]:

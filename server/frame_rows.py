@@ -25,8 +25,8 @@ from gradwatch.server.models import (
     SeriesBlob,
     SeriesChunk,
 )
+from gradwatch.server.overview import steps_blob, summary_blobs
 from gradwatch.server.recordmeta import check_per_step, checked_tensors
-from gradwatch.server.summary import steps_blob, summary_blobs
 from gradwatch.wire import Array, Frame, Kind, to_jsonable
 
 TEXT_MAX = 4096  # a finding's message or hint: one screen of text at most

@@ -18,6 +18,7 @@ from sqlalchemy import and_, select
 from sqlmodel import Session, col
 
 from gradwatch.server.models import SeriesBlob, SeriesChunk
+from gradwatch.server.series import unpack
 
 BLOCK = 64
 Vector = np.ndarray[Any, Any]
@@ -71,8 +72,6 @@ def heatmap(
     session: Session, run_id: str, optimizer: int, stat: str, points: int
 ) -> tuple[Vector, Vector]:
     """(first step of each column, ``(tensors, columns)`` maxima), at most ``points`` columns."""
-    from gradwatch.server.series import unpack  # series builds on this module
-
     what = f"max:{stat} of run {run_id}"
     firsts = {}
     for seq, data, _, _ in _read(session, run_id, optimizer, "max:steps"):

@@ -1,0 +1,317 @@
+"""The check engine: runs the in-process checks of the catalogue (ids in
+:mod:`gradwatch.catalogue`) on one optimizer's steps.
+
+*When* each check runs:
+
+* host facts (lifecycle, coverage, modes) — in real time, in the step pre-hook, before the
+  update is applied, so ``raise`` and ``skip`` act on the bad update itself;
+* device values (loss, gradient norms and counts) — on the CPU in real time too; on an
+  accelerator they reach the host with the batched transfer and are checked one transfer
+  window later, unless a check that needs them has policy ``raise`` or ``skip``: then that
+  step's values are copied to the host at once (one synchronisation per step — the price
+  of acting before the update);
+* update-based checks (``update-ratio``, ``nonfinite-param``, …) after the step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from gradwatch.checks import loss as loss_checks
+from gradwatch.checks.coverage import CoverageChecks
+from gradwatch.checks.findings import Action, FindingSink, finding
+from gradwatch.checks.lifecycle import IDS as LIFECYCLE_IDS
+from gradwatch.checks.lifecycle import LifecycleChecks
+from gradwatch.checks.lr import LrChecks
+from gradwatch.checks.numerics import NumericsChecks
+from gradwatch.checks.view import StepView, Window
+from gradwatch.fingerprint.take import nondeterminism_risks
+
+if TYPE_CHECKING:
+    from gradwatch.checks.view import WatchedOptimizer
+
+VALUE_CHECKS = (
+    "nonfinite-loss",
+    "nonfinite-grad",
+    "exploding-grad",
+    "param-no-grad",
+    "vanishing-grad",
+)
+#: the checks :meth:`CheckEngine.pre_step` runs on every step (not the periodic ones)
+_REAL_TIME = frozenset({*LIFECYCLE_IDS, "eval-mode-training"})
+#: the checks that run on each collected row (:meth:`CheckEngine.values` and ``post_step``)
+ROW_CHECKS = (
+    *VALUE_CHECKS,
+    "nonfinite-param",
+    "update-ratio",
+    "param-not-updated",
+    "frozen-param-changed",
+    "loss-diverging",
+    "loss-plateau",
+    "lr-jump",
+    "lr-collapse",
+)
+COVERAGE_EVERY = 50  # steps between re-checks of optimizer coverage and frozen tensors
+
+
+class CheckEngine:
+    """Runs every enabled check of one run and applies the policies through its sink."""
+
+    def __init__(
+        self,
+        sink: FindingSink,
+        *,
+        accumulation_steps: int | None,
+        models: Mapping[str, nn.Module],
+        allow_mutation: tuple[str, ...] = (),
+    ) -> None:
+        self.sink = sink
+        self.lifecycle = LifecycleChecks(sink, accumulation_steps)
+        self.coverage = CoverageChecks(sink, allow_mutation)
+        self.numerics = NumericsChecks(sink)
+        self.losses = loss_checks.LossChecks(sink)
+        self.lr = LrChecks(sink)
+        self.models = dict(models)
+        self.modes = {k: loss_checks.mode_dependent_modules(m) for k, m in models.items()}
+        self.shape_skip = False
+        self.watches: Sequence[WatchedOptimizer] = ()
+        self._on: dict[str, bool] = {}
+        self._values_now: bool | None = None
+        #: check every collected row on its own (the reference path that windows of quiet
+        #: rows must agree with; tests and benchmarks/row_checks.py compare the two)
+        self.row_by_row = False
+
+    def on(self, check: str) -> bool:
+        """Whether ``check`` is evaluated (policies are fixed for the run: asked once)."""
+        found = self._on.get(check)
+        if found is None:
+            found = self._on[check] = self.sink.enabled(check)
+        return found
+
+    def needs_values_now(self) -> bool:
+        """Whether some value check must act before the update (raise/skip policy)."""
+        if self._values_now is None:
+            self._values_now = any(self.sink.wants_action(c) for c in VALUE_CHECKS)
+        return self._values_now
+
+    # -- at start ---------------------------------------------------------------------------
+    def at_start(self, fingerprint: dict[str, Any], watches: Sequence[WatchedOptimizer]) -> None:
+        """Checks that need only the fingerprint and the model/optimizer layout."""
+        if self.on("nondeterminism-risk"):
+            risks = nondeterminism_risks(fingerprint)
+            if risks:
+                self.sink.report(
+                    finding(
+                        "nondeterminism-risk",
+                        0,
+                        f"{len(risks)} settings make repeated runs differ, e.g. {risks[0]['why']}",
+                        risks[0]["fix"],
+                        details={"risks": risks},
+                    )
+                )
+        self.watches = watches
+        self.lr.watches = watches
+        self.check_coverage(watches, 0)
+        self.sink.flush()
+
+    def check_coverage(self, watches: Sequence[WatchedOptimizer], step: int) -> None:
+        """``param-not-in-optimizer`` over every watched model."""
+        if not self.on("param-not-in-optimizer"):
+            return
+        held = {id(p) for w in watches for g in w.optimizer.param_groups for p in g["params"]}
+        missing = [
+            f"{k}.{n}" if k else n
+            for k, m in self.models.items()
+            for n, p in m.named_parameters()
+            if p.requires_grad and id(p) not in held
+        ]
+        self.coverage.not_in_optimizer(missing, step)
+
+    # -- around the step --------------------------------------------------------------------
+    def quiet(self, w: WatchedOptimizer, step: int, closure: bool) -> bool:
+        """Whether :meth:`pre_step` would find, clear and do nothing for ``w``'s step
+        ``step`` — checked on the raw facts, so the common step builds no :class:`StepView`.
+        Conservative: anything unusual takes the full path."""
+        if self.shape_skip or step % COVERAGE_EVERY == 1 or self.needs_values_now():
+            return False
+        if self.sink.holds_any(_REAL_TIME):
+            return False  # a condition holds: the full path clears it when it ends
+        pending = w.pending
+        if not self.lifecycle.quiet(pending.n_backward, w.since_clear, pending.events, closure):
+            return False
+        if self.on("eval-mode-training"):
+            for key in w.model_keys:
+                if not loss_checks.all_training(self.models[key], self.modes[key]):
+                    return False
+        return True
+
+    def pre_step(self, w: WatchedOptimizer, v: StepView) -> Action:
+        """Before the update: lifecycle, modes, coverage, and values when on the host."""
+        actions: list[Action] = []
+        if any(self.on(c) for c in LIFECYCLE_IDS):
+            # a cut backward is reported as param-no-grad, under its own policy
+            actions += [
+                a
+                for a, c in zip(self.lifecycle.pre_step(v), LIFECYCLE_IDS, strict=True)
+                if self.on(c) or c == "step-without-backward"
+            ]
+        if self.on("eval-mode-training"):
+            for key in w.model_keys:
+                actions.append(
+                    loss_checks.eval_mode(self.sink, v.step, self.models[key], self.modes[key])
+                )
+        if v.step % COVERAGE_EVERY == 1:
+            if self.on("frozen-param-in-optimizer"):
+                self.coverage.frozen(v)
+            if v.optimizer == 0:  # layers replaced after watch(): a fresh look now and then
+                self.check_coverage(self.watches, v.step)
+        if v.has_values:
+            actions += self.values(v)
+        if self.shape_skip:
+            self.shape_skip = False
+            actions.append("skip")
+        self.sink.flush()
+        return "skip" if "skip" in actions else "none"
+
+    def learning_rates(self, v: StepView) -> None:
+        """``lr-jump`` and ``lr-collapse`` on one collected row (first: a jump is the cause
+        of what the other checks find at the same step)."""
+        if self.on("lr-jump") or self.on("lr-collapse"):
+            self.lr.observe(v.optimizer, v.step, v.lr)
+
+    def values(self, v: StepView) -> list[Action]:
+        """Checks of the pre-step device values (real time, or one window late)."""
+        actions: list[Action] = []
+        if self.on("nonfinite-loss"):
+            actions.append(self.numerics.loss(v))
+        if self.on("nonfinite-grad") or self.on("exploding-grad"):
+            actions += self.numerics.grads(v)
+        if self.on("param-no-grad"):
+            actions += self.coverage.no_grad(v)
+        return actions
+
+    def post_step(self, v: StepView) -> None:
+        """After the update: parameters, update sizes, the loss curve."""
+        if v.param_norm is not None and v.update_norm is not None and v.grad_norm is not None:
+            if self.on("nonfinite-param"):
+                self.numerics.params(v)
+            if self.on("update-ratio"):
+                self.numerics.update_ratio(v)
+            if self.on("param-not-updated") or self.on("frozen-param-changed"):
+                self.coverage.after_update(v)
+        if self.on("loss-diverging") or self.on("loss-plateau"):
+            self.losses.observe(v)
+        self.sink.flush()
+
+    # -- a window of rows at once (gradwatch.hooks.stepcheck) ------------------------------------
+    # values() and post_step() are the reference, one row at a time. Rows on which they
+    # would find nothing, only extending their histories, are taken many at once here; any
+    # other row goes through them. Policies that act (raise, skip, checkpoint) keep every
+    # row on the reference path.
+
+    def quiet_rows(self, w: WatchedOptimizer, win: Window, values_done: bool) -> list[bool]:
+        """Per row of ``win``: whether the row checks would report and clear nothing, and
+        start no streak, provided the histories are idle (:meth:`rows_idle`)."""
+        rows = len(win)
+        if self.row_by_row or any(self.sink.wants_action(c) for c in ROW_CHECKS):
+            return [False] * rows
+        quiet = torch.tensor(win.plain, dtype=torch.bool)
+        if not values_done:
+            if self.on("nonfinite-loss"):
+                finite = [x is None or math.isfinite(x) for x in win.loss]
+                quiet &= torch.tensor(finite, dtype=torch.bool)
+            if self.on("nonfinite-grad"):
+                quiet &= (win.nonfinite == 0).all(dim=1)
+            exploding, vanishing = self.on("exploding-grad"), self.on("vanishing-grad")
+            if exploding or vanishing or self.on("nonfinite-grad"):
+                order = w.forward_order or list(range(len(w.params)))
+                grads = self.numerics.quiet_rows(w.index, win, order, exploding, vanishing)
+                if grads is None:
+                    return [False] * rows
+                quiet &= grads
+            if self.on("param-no-grad"):
+                quiet &= (win.grad_norm != 0).all(dim=1)
+        if self.on("nonfinite-param"):
+            quiet &= torch.isfinite(win.param_norm).all(dim=1)
+        if self.on("param-not-updated") or self.on("frozen-param-changed"):
+            quiet &= (win.update_norm != 0).all(dim=1)
+        if self.on("update-ratio") and not self.numerics.has_history(w.index):
+            return [False] * rows
+        result: list[bool] = quiet.tolist()
+        return result
+
+    def rows_idle(self, w: WatchedOptimizer, values_done: bool) -> bool:
+        """Whether every per-row history of ``w`` is in the state that quiet rows keep."""
+        o = w.index
+        if not values_done:
+            numerics = self.on("nonfinite-grad") or self.on("exploding-grad")
+            vanishing = self.on("vanishing-grad")
+            exploding = self.on("exploding-grad")
+            if (numerics or vanishing) and not self.numerics.rows_idle(o, vanishing, exploding):
+                return False
+            if self.on("param-no-grad") and self.coverage.no_grad_streak(o):
+                return False
+        updated = self.on("param-not-updated") or self.on("frozen-param-changed")
+        return not (updated and self.coverage.not_updated_streak(o))
+
+    def take_rows(
+        self, w: WatchedOptimizer, win: Window, start: int, end: int, values_done: bool
+    ) -> int:
+        """Check rows ``start:end`` (quiet, histories idle) at once; returns how many were
+        taken — fewer when the gradient history flags a row, which then takes the
+        reference path."""
+        o = w.index
+        stop = end
+        if not values_done and self.on("exploding-grad"):
+            stop = start + self.numerics.exploding_rows(o, win, start, end)
+            if stop == start:
+                return 0
+        if self.on("lr-jump") or self.on("lr-collapse"):
+            self.lr.observe_rows(o, win.steps[start:stop], win.lr[start:stop])
+        if not values_done:  # what the reference does on a row with nothing to report
+            if self.on("nonfinite-loss"):
+                self.sink.clear("nonfinite-loss", None, o)
+            for check in ("nonfinite-grad", "exploding-grad", "param-no-grad"):
+                if self.on(check):
+                    self.sink.settle(check, o, set())
+        if self.on("update-ratio"):
+            self.numerics.update_ratio_rows(o, win, start, stop, w.names, w.group_of)
+        if self.on("loss-diverging") or self.on("loss-plateau"):
+            for r in range(start, stop):
+                self.losses.observe_loss(o, win.steps[r], win.loss[r])
+        self.sink.flush()
+        return stop - start
+
+    def loss_shape(self, step: int, fn: str, a: torch.Size, b: torch.Size, out: torch.Size) -> None:
+        """``loss-shape-mismatch`` (called from the loss function wrapper)."""
+        if not self.on("loss-shape-mismatch"):
+            return
+        action = self.sink.report(
+            finding(
+                "loss-shape-mismatch",
+                step,
+                f"{fn} got input {list(a)} and target {list(b)}, which broadcast to {list(out)}: "
+                "the loss compares every prediction with every target.",
+                "make the shapes equal, e.g. pred.squeeze(-1) or target.unsqueeze(-1).",
+                details={
+                    "function": fn,
+                    "input_shape": list(a),
+                    "target_shape": list(b),
+                    "broadcast_shape": list(out),
+                },
+            )
+        )
+        self.shape_skip = self.shape_skip or action == "skip"
+        self.sink.flush()
+
+    def close(self, views: list[StepView]) -> None:
+        """End of run: frozen tensors that never trained become warnings."""
+        if self.on("frozen-param-in-optimizer"):
+            for v in views:
+                self.coverage.frozen(v, final=True)
+        self.sink.flush()
