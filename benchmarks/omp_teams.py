@@ -34,15 +34,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import datetime as dt
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,7 +47,6 @@ from typing import Any
 import collector_overhead as core
 import torch
 
-import gradwatch
 from gradwatch.stats import intraop
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "omp_teams.json"
@@ -145,19 +141,21 @@ def bench(name: str, reps: int, steps: int, tmp: Path) -> dict[str, Any]:
         print(f"[{name}] rep {rep + 1}/{reps} wall ms: {line} (load {load[-1]:.1f})", flush=True)
     out: dict[str, Any] = {"model": name, "load": load, "variants": {}}
     for v in VARIANTS:
-        out["variants"][v] = {
-            k: statistics.median(r[k] for r in rows[v]) for k in rows[v][0]
-        } | {"wall_ms_all": [r["wall_ms"] for r in rows[v]]}
+        out["variants"][v] = {k: statistics.median(r[k] for r in rows[v]) for k in rows[v][0]} | {
+            "wall_ms_all": [r["wall_ms"] for r in rows[v]]
+        }
     return out
 
 
 def markdown(result: dict[str, Any]) -> str:
     m = result["machine"]
+    date, cpu, cpus = m["date"], m["cpu_model"], m["logical_cpus"]
     lines = [
         "# A second OpenMP team and the training step (torch's default threads)",
         "",
-        f"{m['date']} · {m['cpu']} ({m['cpus']} logical CPUs) · torch {m['torch']} · "
-        f"{m['threads']} intra-op threads · `{result['command']}` · {result['reps']} "
+        f"{date} · {cpu} ({cpus} logical CPUs) · torch {m['torch']} · gradwatch sources "
+        f"{m['gradwatch_sources_sha256']} · {m['torch_num_threads']} intra-op threads · "
+        f"`{result['command']}` · {result['reps']} "
         f"repetitions × {result['steps']} steps per variant, rotating order.",
         "",
         "Medians over repetitions. Sleeps: voluntary context switches per step.",
@@ -187,16 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         models = [bench(m, args.reps, args.steps, Path(tmp)) for m in args.models.split(",")]
     result = {
-        "command": "python benchmarks/omp_teams.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": " ".join(
+            ["python benchmarks/omp_teams.py", *(sys.argv[1:] if argv is None else argv)]
+        ),
         "reps": args.reps,
         "steps": args.steps,
-        "machine": {
-            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "cpu": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(),
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-        },
+        "machine": core.machine_info(),
         "models": models,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
