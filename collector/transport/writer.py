@@ -188,6 +188,12 @@ class RunIO:
     # --- writer thread -----------------------------------------------------------------
 
     def _write_loop(self) -> None:
+        # the rows' checks and the batch checksum run torch ops here: on one intra-op
+        # thread, so that they never start a second OpenMP team beside the training
+        # thread's (which slowed every training step; gradwatch.stats.intraop)
+        from gradwatch.stats import intraop
+
+        intraop.one_thread()
         while True:
             self._wake.wait(self._flush_interval)
             self._wake.clear()
