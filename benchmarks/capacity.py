@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -422,6 +423,10 @@ def level(n: int, replay: Replay, args: argparse.Namespace) -> dict[str, Any]:
                 profilers.append(
                     subprocess.Popen(
                         [
+                            "sh",
+                            "-c",
+                            f'sleep {args.warmup + 0.5} && exec "$@"',
+                            "sh",
                             args.py_spy,
                             "record",
                             "-p",
@@ -431,7 +436,7 @@ def level(n: int, replay: Replay, args: argparse.Namespace) -> dict[str, Any]:
                             "-t",
                             "--nonblocking",
                             "-d",
-                            str(int(args.warmup + args.seconds)),
+                            str(int(args.seconds)),
                             "-f",
                             "raw",
                             "-o",
@@ -561,7 +566,9 @@ def main() -> None:
     p.add_argument("--max", type=int, default=4000)
     p.add_argument("--refine", type=int, default=2)
     p.add_argument("--levels", default=None, help="comma-separated N to run (no search)")
-    p.add_argument("--profile", default=None, help="folder for py-spy raw profiles per level")
+    p.add_argument(
+        "--profile", default=None, help="folder for py-spy profiles of the counted window"
+    )
     p.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
     p.add_argument("--out", default=str(ROOT / "results" / "capacity.json"))
     p.add_argument("--record-only", default=None, help=argparse.SUPPRESS)
@@ -571,7 +578,7 @@ def main() -> None:
         return
     if args.servers > 1 and not args.db:
         p.error("--servers > 1 needs --db postgresql://... (SQLite is one process's file)")
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     with tempfile.TemporaryDirectory(prefix="gw-recording-") as rec_tmp:
         if args.recording:
@@ -616,10 +623,8 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"machine": machine(), "configs": []}
     if out.exists():
-        try:
+        with contextlib.suppress(ValueError):
             report = json.loads(out.read_text())
-        except ValueError:
-            pass
     report["machine"] = machine()
     report["configs"] = [c for c in report["configs"] if c["label"] != cfg["label"]] + [cfg]
     out.write_text(json.dumps(report, indent=2) + "\n")

@@ -40,8 +40,25 @@ class Monitor:
         self._thread = threading.Thread(target=self._loop, name="gradwatch-monitor", daemon=True)
 
     def start(self) -> None:
-        """Start the loop."""
+        """Load the drift comparison (torch) now, then start the loop.
+
+        Importing torch takes seconds of CPU under the GIL; on the monitor thread that
+        stalled every request for as long, so it happens here, before the server listens.
+        """
+        self._load_drift()
         self._thread.start()
+
+    def _load_drift(self) -> None:
+        if self._drift is not None:
+            return
+        try:  # the comparison computes with torch; a server without it skips drift
+            from gradwatch.server import drift
+
+            self._drift = drift
+        except ImportError as e:
+            if not self._warned:
+                self._warned = True
+                log.warning("monitor: no live drift comparison or seed envelopes: %s", e)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop after the current pass."""
@@ -57,15 +74,7 @@ class Monitor:
         passes: list[tuple[str, Callable[[], Any]]] = [
             ("webhooks", lambda: deliver_pass(self.engine, self.policy))
         ]
-        if self._drift is None:
-            try:  # the comparison computes with torch; a server without it skips drift
-                from gradwatch.server import drift
-
-                self._drift = drift
-            except ImportError as e:
-                if not self._warned:
-                    self._warned = True
-                    log.warning("monitor: no live drift comparison or seed envelopes: %s", e)
+        self._load_drift()
         if self._drift is not None:
             drift = self._drift
             passes[:0] = [
