@@ -92,7 +92,7 @@ def record(data_dir: Path, steps: int) -> Path:
 
 def read_recording(run_dir: Path) -> list[tuple[int, int, bytes]]:
     """(kind, seq, raw bytes) of every frame of a run folder's spool, in order."""
-    from gradwatch.spool import list_segments, segment_path
+    from gradwatch.transport.spool import list_segments, segment_path
     from gradwatch.wire import scan_frames
 
     data = b"".join(segment_path(run_dir, i).read_bytes() for i in list_segments(run_dir))

@@ -35,7 +35,7 @@ sys.path[:0] = [str(ROOT), str(ROOT.parent)]
 
 from ingest import Server, headers, start_record, steps_record  # noqa: E402
 
-from gradwatch.sender import INGEST_PATH, HTTPTransport  # noqa: E402
+from gradwatch.transport.sender import INGEST_PATH, HTTPTransport  # noqa: E402
 from gradwatch.wire import encode_frame  # noqa: E402
 from tests.dashboard.browser import chromium  # noqa: E402
 
@@ -93,7 +93,7 @@ def render_times(url: str, run: str, reps: int) -> list[float]:
 
 def callback_times(url: str, run: str, reps: int) -> list[float]:
     """Seconds the run page's data requests take (the callback's work, no browser)."""
-    from gradwatch.dashboard.api import Api
+    from gradwatch.dashboard.api_client import Api
     from gradwatch.dashboard.pages.run import fetch, view
 
     api, out = Api(url), []

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from dash import Dash, Input, Output, dcc, html
 
 from gradwatch.dashboard import ids
+from gradwatch.dashboard.bridge import bridge
 from gradwatch.dashboard.components import empty_state
 from gradwatch.dashboard.login import add_login
 from gradwatch.dashboard.pages import alerts, compare, run, runs
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
 PAGES: tuple[ModuleType, ...] = (runs, run, compare, alerts)
-METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 NAV = (("Runs", "/"), ("Compare", "/compare"), ("Alerts", "/alerts"))
 
 
@@ -81,19 +81,6 @@ def create_dash() -> Dash:
 
 
 def mount(api: FastAPI) -> None:
-    """Serve the dashboard at ``/`` of ``api`` (after the routes it already has).
-
-    An unknown ``/api/...`` path stays a JSON 404 instead of falling through to the pages.
-    """
-    from fastapi import Depends
-
-    from gradwatch.dashboard.bridge import bridge
-    from gradwatch.server.api.deps import read_access
-    from gradwatch.server.errors import RequestError
-
-    @api.api_route("/api/{rest:path}", methods=list(METHODS), include_in_schema=False)
-    def no_such_route(rest: str, _access: Any = Depends(read_access)) -> None:  # noqa: B008
-        """404 (after the same token check as every API route: 401 comes first)."""
-        raise RequestError(404, f"no API route /api/{rest[:200]}; the routes are listed at /docs")
-
+    """Serve the dashboard at ``/`` of ``api``, after the routes it already has (the server
+    registers its ``/api/...`` catch-all first, so an unknown API path never reaches a page)."""
     api.mount("/", bridge(create_dash().server))

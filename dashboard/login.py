@@ -17,7 +17,7 @@ import secrets
 import urllib.parse
 from typing import Any
 
-from gradwatch.dashboard.api import TOKEN_COOKIE
+from gradwatch.dashboard.api_client import TOKEN_COOKIE
 
 CSRF_COOKIE = "gradwatch_login_csrf"
 FORM = """<!doctype html><html><head><title>gradwatch: log in</title></head><body>

@@ -2,9 +2,9 @@
 
 Nothing is created at import time: the engine is built, migrated and disposed with the
 app. The Dash dashboard (:mod:`gradwatch.dashboard`) is mounted at ``/`` after the API
-routes, so one process serves both. The local spool import (see
-:mod:`gradwatch.server.spool_import`) runs on a thread for the app's lifetime when
-``settings.import_interval`` is set.
+routes and the ``/api/...`` catch-all (a JSON 404), so one process serves both. The local
+spool import (see :mod:`gradwatch.server.spool_import`) runs on a thread for the app's
+lifetime when ``settings.import_interval`` is set.
 
 Example::
 
@@ -25,9 +25,9 @@ from fastapi_offline import FastAPIOffline  # type: ignore[import-not-found,unus
 from sqlalchemy.exc import OperationalError
 
 from gradwatch._version import __version__
+from gradwatch.server.api.deps import ReadAccess
 from gradwatch.server.api.routes import api_router
 from gradwatch.server.bodylimit import BodyLimit
-from gradwatch.server.config import Settings
 from gradwatch.server.db import make_engine
 from gradwatch.server.errors import RequestError
 from gradwatch.server.guards import RejectNul
@@ -35,10 +35,12 @@ from gradwatch.server.ingest_writer import IngestWriter
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.migrate import migrate
 from gradwatch.server.monitor import Monitor
+from gradwatch.server.settings import Settings
 from gradwatch.server.spool_import import SpoolImporter
 from gradwatch.server.webhooks import WebhookPolicy
 
 API_PREFIX = "/api/v1"
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 log = logging.getLogger("gradwatch.server")
 
 
@@ -81,6 +83,9 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.engine = engine
     app.state.ingest_writer = writer
     app.include_router(api_router, prefix=API_PREFIX)
+    app.add_api_route(  # after every API route: an unknown /api/... path is a JSON 404
+        "/api/{rest:path}", _no_such_route, methods=list(METHODS), include_in_schema=False
+    )
     app.add_middleware(RejectNul)
     app.add_middleware(  # outermost: before routing, parsing and the token check
         BodyLimit,
@@ -106,6 +111,12 @@ def webhook_policy(settings: Settings) -> WebhookPolicy:
         backoff=settings.webhook_backoff,
         timeout=settings.webhook_timeout,
     )
+
+
+def _no_such_route(rest: str, _access: ReadAccess) -> None:
+    """404 for an unknown ``/api/...`` path (after the same token check as every API route:
+    401 comes first), so it never falls through to the dashboard's pages."""
+    raise RequestError(404, f"no API route /api/{rest[:200]}; the routes are listed at /docs")
 
 
 async def _request_error(_request: Request, exc: RequestError) -> Response:

@@ -24,8 +24,8 @@ from sqlalchemy import func, select
 from sqlmodel import Session, col
 
 from gradwatch.server.errors import RequestError
-from gradwatch.server.ingest import ensure_project
 from gradwatch.server.models import Project, Token
+from gradwatch.server.store import ensure_project
 
 SCOPES = ("read", "write")
 PREFIX = "gw_"

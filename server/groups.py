@@ -5,7 +5,7 @@ exist implicitly. The live comparison's *reference* for a run is the group's pin
 baseline (which itself is compared with nothing), else the oldest finished run of the
 group that started before it, in both cases with the same torch seed: runs with
 different seeds form a seed sweep, which the envelope watches instead (see
-:mod:`gradwatch.server.drift`).
+:mod:`gradwatch.server.live_drift`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from sqlalchemy import and_, delete, func, select
 from sqlmodel import Session, col
 
 from gradwatch.server.errors import RequestError
-from gradwatch.server.ingest import insert_ignore
 from gradwatch.server.models import DriftState, Finding, GroupBaseline, Project, Run
+from gradwatch.server.store import insert_ignore
 
 NONE = "none"
 

@@ -1,8 +1,8 @@
 """The server's background work for drift and alerts, on one daemon thread per process.
 
 Every ``interval`` seconds: the live comparison of runs with new steps
-(:func:`gradwatch.server.drift.drift_pass`), the seed envelopes of the groups whose runs
-received steps (:func:`gradwatch.server.drift.envelope_pass`), and the due webhook
+(:func:`gradwatch.server.live_drift.drift_pass`), the seed envelopes of the groups whose runs
+received steps (:func:`gradwatch.server.live_drift.envelope_pass`), and the due webhook
 deliveries (:func:`gradwatch.server.webhooks.deliver_pass`). A failing pass is logged and
 the loop goes on. Several processes may run it on one database: findings and alerts are
 stored once, deliveries are claimed before they are sent.
@@ -34,7 +34,7 @@ class Monitor:
         self.policy = policy
         self.interval = interval
         self._steps: dict[str, int] = {}
-        self._drift: Any = None  # gradwatch.server.drift, once imported (it needs torch)
+        self._drift: Any = None  # gradwatch.server.live_drift, once imported (it needs torch)
         self._warned = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gradwatch-monitor", daemon=True)
@@ -52,9 +52,9 @@ class Monitor:
         if self._drift is not None:
             return
         try:  # the comparison computes with torch; a server without it skips drift
-            from gradwatch.server import drift
+            from gradwatch.server import live_drift
 
-            self._drift = drift
+            self._drift = live_drift
         except ImportError as e:
             if not self._warned:
                 self._warned = True

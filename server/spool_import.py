@@ -25,18 +25,18 @@ from sqlmodel import Session, col
 from gradwatch import paths
 from gradwatch.server.db import write_session
 from gradwatch.server.errors import RequestError
-from gradwatch.server.ingest import (
+from gradwatch.server.frame_ingest import (
     DEFAULT_PROJECT,
     check_run_id,
     ingest_frames,
-    insert_ignore,
     parse_frames,
     start_project,
     stored_project,
 )
+from gradwatch.server.frame_rows import FrameRows
 from gradwatch.server.models import SpoolImport
-from gradwatch.server.records import FrameRows
-from gradwatch.spool import SpoolCursor, list_segments, read_batch, segment_path
+from gradwatch.server.store import insert_ignore
+from gradwatch.transport.spool import SpoolCursor, list_segments, read_batch, segment_path
 from gradwatch.wire import Frame
 
 log = logging.getLogger("gradwatch.server")

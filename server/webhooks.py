@@ -29,7 +29,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from gradwatch.server.alerts import public_alerts
+from gradwatch.server.alerting import public_alerts
 from gradwatch.server.db import write_session
 from gradwatch.server.models import Alert, AlertDelivery, AlertRule, Project, Run
 from gradwatch.server.targets import Target, TargetRefusedError, check_target, connection

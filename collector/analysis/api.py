@@ -106,8 +106,8 @@ def _local_runs(project: str | None, data_dir: str | os.PathLike[str] | None) ->
     """Runs of the data directory, summarised by the server's code into a local database
     (as ``gradwatch runs`` without ``--server`` does)."""
     try:
-        from gradwatch.server.config import Settings
-        from gradwatch.server.main import local_runs
+        from gradwatch.server.cli_actions import local_runs
+        from gradwatch.server.settings import Settings
     except ImportError as exc:
         raise ImportError(
             f"listing local runs needs the server package ({exc}); "

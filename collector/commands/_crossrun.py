@@ -22,7 +22,7 @@ def cross_run_findings(run_dir: Path) -> list[dict[str, Any]]:
     if run_dir.parent.name != paths.RUNS:
         return []
     try:
-        from gradwatch.server.config import DB_FILE, default_db_url
+        from gradwatch.server.settings import DB_FILE, default_db_url
     except ImportError:
         return []
     root = run_dir.parent.parent

@@ -3,7 +3,7 @@
 Starts ``gradwatch serve`` on SQLite in the data directory (the one ``gradwatch runs``,
 ``findings`` and ``compare`` read with no flags; the runs are in project ``demo``), creates
 a log-only alert rule for that project, prints the dashboard URL, then runs
-:mod:`gradwatch.demo` in subprocesses (two agreeing replicates, one that drifts, one with a
+:mod:`gradwatch.demo.training` in subprocesses (two agreeing replicates, one that drifts, one with a
 stale-gradient bug, one with a NaN onset), streaming to the server, and keeps serving until
 Ctrl-C. ``--no-serve`` only records the runs (spooled on disk; ``gradwatch serve`` shows
 them later).
@@ -23,9 +23,9 @@ from typing import Any
 
 from gradwatch import paths
 from gradwatch.commands import Subparsers, data_dir_help
-from gradwatch.server.config import DB_FILE, default_db_url
+from gradwatch.server.settings import DB_FILE, default_db_url
 
-PROJECT = "demo"  # gradwatch.demo.PROJECT, which imports torch
+PROJECT = "demo"  # gradwatch.demo.training.PROJECT, which imports torch
 
 STORY = (
     ("replicate-a", "a correct run"),
@@ -41,7 +41,7 @@ def train_all(data_dir: Path, steps: int, server: str | None, delay: float, jobs
     env = {**os.environ, "GRADWATCH_DIR": str(data_dir), "GRADWATCH_PROJECT": "demo"}
 
     def one(variant: str) -> int:
-        cmd = [sys.executable, "-m", "gradwatch.demo", variant, "--steps", str(steps)]
+        cmd = [sys.executable, "-m", "gradwatch.demo.training", variant, "--steps", str(steps)]
         cmd += ["--step-delay", str(delay)] + (["--server", server] if server else [])
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         state = "done" if done.returncode == 0 else f"FAILED ({done.returncode})"
@@ -63,8 +63,8 @@ def _serve(args: argparse.Namespace, data_dir: Path) -> Any:
     import uvicorn
 
     from gradwatch.server.app import create_app
-    from gradwatch.server.config import Settings
-    from gradwatch.server.main import check_bind
+    from gradwatch.server.cli_actions import check_bind
+    from gradwatch.server.settings import Settings
 
     settings = Settings.from_env(db=args.db, data_dir=str(data_dir), host=args.host, port=args.port)
     check_bind(settings)
@@ -92,9 +92,9 @@ def alert_rule(db_url: str) -> bool:
         from sqlmodel import col
 
         from gradwatch.server.db import make_engine, write_session
-        from gradwatch.server.ingest import ensure_project
         from gradwatch.server.migrate import migrate
         from gradwatch.server.models import AlertRule
+        from gradwatch.server.store import ensure_project
     except ImportError:
         return False
     engine = make_engine(db_url)

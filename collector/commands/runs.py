@@ -12,9 +12,9 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from gradwatch import strictjson
 from gradwatch.commands import Subparsers, data_dir_help
-from gradwatch.jobs import by_job
+from gradwatch.transport import strictjson
+from gradwatch.transport.jobs import by_job
 
 PAGE = 1000
 
@@ -66,8 +66,8 @@ def table(runs: list[dict[str, Any]]) -> str:
 
 
 def _local(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from gradwatch.server.config import Settings
-    from gradwatch.server.main import local_runs
+    from gradwatch.server.cli_actions import local_runs
+    from gradwatch.server.settings import Settings
 
     return local_runs(Settings.from_env(db=args.db, data_dir=args.data_dir), args.project)
 

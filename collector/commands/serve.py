@@ -17,9 +17,9 @@ from gradwatch.commands import Subparsers, data_dir_help
 def run(args: argparse.Namespace) -> int:
     """Serve until interrupted, or create a token and exit."""
     try:
-        from gradwatch.server.config import Settings
+        from gradwatch.server.cli_actions import new_token, revoke, serve, tokens
         from gradwatch.server.errors import ServerError
-        from gradwatch.server.main import new_token, revoke, serve, tokens
+        from gradwatch.server.settings import Settings
     except ImportError as e:
         print(
             f"gradwatch serve: the server is not installed ({e}); pip install 'gradwatch[server]'",

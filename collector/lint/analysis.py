@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from gradwatch.catalogue import Severity
 from gradwatch.lint.catalogue import BY_ID
-from gradwatch.lint.events import Collector
+from gradwatch.lint.events import EventCollector
 from gradwatch.lint.facts import Event
 from gradwatch.lint.kinds import Scope, class_scope, function_scope, module_scope, own_nodes
 from gradwatch.lint.result import Confidence, LintFinding, fingerprint
@@ -46,7 +46,7 @@ class Analysis:
         self.cls_scopes = {
             name: class_scope(src, cls, self.module) for name, cls in src.classes.items()
         }
-        self.collector = Collector(src, self.module, self.cls_scopes)
+        self.collector = EventCollector(src, self.module, self.cls_scopes)
         self.units = self._units()
         self.findings: dict[tuple[str, int, int], LintFinding] = {}
         self._events: dict[int, list[Event]] = {}

@@ -85,7 +85,7 @@ class Ctx:
         return dotted
 
 
-class Collector:
+class EventCollector:
     """Builds the event list of a block of code in one file."""
 
     def __init__(self, src: Source, module: Scope, cls_scopes: dict[str, Scope]) -> None:

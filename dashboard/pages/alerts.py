@@ -12,7 +12,7 @@ from typing import Any
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html
 
 from gradwatch.dashboard import ids
-from gradwatch.dashboard.api import Api, ApiError, from_request
+from gradwatch.dashboard.api_client import Api, ApiError, from_request
 from gradwatch.dashboard.compare_figures import deliveries_summary, rules_table
 from gradwatch.dashboard.components import badge, card, empty_state, table
 

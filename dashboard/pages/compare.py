@@ -14,7 +14,7 @@ from dash import Dash, Input, Output, dcc, html
 
 from gradwatch.dashboard import compare_figures as cf
 from gradwatch.dashboard import ids
-from gradwatch.dashboard.api import Api, ApiError, from_request
+from gradwatch.dashboard.api_client import Api, ApiError, from_request
 from gradwatch.dashboard.components import card, empty_state, graph
 from gradwatch.dashboard.figures import empty
 from gradwatch.dashboard.pages.runs import LIMIT, group_of

@@ -18,7 +18,7 @@ from typing import Any
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from gradwatch.dashboard import figures, ids
-from gradwatch.dashboard.api import Api, ApiError, from_request
+from gradwatch.dashboard.api_client import Api, ApiError, from_request
 from gradwatch.dashboard.components import (
     card,
     empty_state,

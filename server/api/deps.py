@@ -28,8 +28,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from gradwatch.server.auth import OPEN, Access, authenticate
-from gradwatch.server.config import Settings
 from gradwatch.server.errors import RequestError
+from gradwatch.server.settings import Settings
 from gradwatch.server.status import StatusPolicy
 
 

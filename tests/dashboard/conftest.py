@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from selenium import webdriver
 
-from gradwatch.dashboard.api import Api
-from gradwatch.server.config import Settings
+from gradwatch.dashboard.api_client import Api
 from gradwatch.server.db import make_engine
 from gradwatch.server.migrate import migrate
+from gradwatch.server.settings import Settings
 from gradwatch.server.spool_import import SpoolImporter
 from tests.dashboard.browser import chromium
 from tests.server.live import live_server

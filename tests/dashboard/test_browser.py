@@ -15,7 +15,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 
-from gradwatch.dashboard.api import Api
+from gradwatch.dashboard.api_client import Api
 from gradwatch.wire import FRAME_CONTENT_TYPE
 from tests.dashboard.browser import console, drawn, text, wait
 from tests.dashboard.conftest import DEMO_STEPS
@@ -140,7 +140,7 @@ def test_run_page_follows_a_live_run_within_two_seconds(
         [
             sys.executable,
             "-m",
-            "gradwatch.demo",
+            "gradwatch.demo.training",
             "replicate-a",
             "--steps",
             "3000",

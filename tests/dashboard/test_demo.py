@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from gradwatch.dashboard.api import Api
+from gradwatch.dashboard.api_client import Api
 from gradwatch.dashboard.values import floats
 from tests.dashboard.conftest import DEMO_STEPS
 
@@ -51,7 +51,7 @@ def test_demo_help_and_bad_variant() -> None:
     ).stdout
     assert "--no-serve" in out and "dashboard" in out
     bad = subprocess.run(
-        [sys.executable, "-m", "gradwatch.demo", "no-such"],
+        [sys.executable, "-m", "gradwatch.demo.training", "no-such"],
         capture_output=True,
         text=True,
         check=False,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gradwatch import cli
-from gradwatch.dashboard.api import Api
+from gradwatch.dashboard.api_client import Api
 from tests.dashboard.served_demo import alerted, watched_demo
 
 

@@ -11,12 +11,12 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.dashboard.api import Api
+from gradwatch.dashboard.api_client import Api
 from gradwatch.dashboard.components import findings_list
 from gradwatch.dashboard.pages import runs
-from gradwatch.server.config import Settings
 from gradwatch.server.db import make_engine
 from gradwatch.server.migrate import migrate
+from gradwatch.server.settings import Settings
 from gradwatch.server.spool_import import import_run
 from tests.dashboard.test_components import texts
 from tests.server.live import live_server

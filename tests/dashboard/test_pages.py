@@ -8,7 +8,7 @@ import pytest
 from dash import html, no_update
 
 from gradwatch.dashboard import ids
-from gradwatch.dashboard.api import Api, ApiError
+from gradwatch.dashboard.api_client import Api, ApiError
 from gradwatch.dashboard.app import route
 from gradwatch.dashboard.pages import alerts, compare, run, runs
 from tests.dashboard.conftest import DEMO_STEPS

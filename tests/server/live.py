@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import uvicorn
 
 from gradwatch.server.app import create_app
-from gradwatch.server.config import Settings
+from gradwatch.server.settings import Settings
 
 
 @contextmanager

@@ -21,10 +21,10 @@ from torch import nn
 import gradwatch
 from gradwatch.paths import runs_dir
 from gradwatch.server.app import create_app, webhook_policy
-from gradwatch.server.config import Settings
 from gradwatch.server.db import make_engine
-from gradwatch.server.drift import drift_pass
+from gradwatch.server.live_drift import drift_pass
 from gradwatch.server.migrate import migrate
+from gradwatch.server.settings import Settings
 from gradwatch.server.spool_import import import_run
 from gradwatch.server.webhooks import SIGNATURE_HEADER, deliver_pass
 from tests.collector.drift_runs import SCRIPT

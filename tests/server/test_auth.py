@@ -8,10 +8,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gradwatch.server.app import create_app
-from gradwatch.server.config import Settings
+from gradwatch.server.cli_actions import check_bind, new_token
 from gradwatch.server.db import make_engine
 from gradwatch.server.errors import ServerConfigError
-from gradwatch.server.main import check_bind, new_token
+from gradwatch.server.settings import Settings
 from gradwatch.wire import Kind, Record
 from tests.server import frames as f
 

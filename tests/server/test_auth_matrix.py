@@ -30,9 +30,9 @@ from gradwatch.server.api.deps import (
 )
 from gradwatch.server.app import create_app
 from gradwatch.server.auth import Access
-from gradwatch.server.config import Settings
+from gradwatch.server.cli_actions import new_token, revoke
 from gradwatch.server.db import make_engine
-from gradwatch.server.main import new_token, revoke
+from gradwatch.server.settings import Settings
 from gradwatch.wire import Kind, Record, encode_frame
 from tests.server import frames as f
 

@@ -12,10 +12,10 @@ from fastapi.testclient import TestClient
 from sqlmodel import SQLModel
 
 from gradwatch.server.app import create_app
-from gradwatch.server.config import Settings
 from gradwatch.server.db import make_engine, normalize_url
 from gradwatch.server.errors import ServerConfigError
 from gradwatch.server.migrate import migrate
+from gradwatch.server.settings import Settings
 from tests.server import frames as f
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import gradwatch
-from gradwatch.server.config import Settings
 from gradwatch.server.jsonresp import decode_float
+from gradwatch.server.settings import Settings
 from tests.server.live import live_server, wait_for
 from tests.server.training import make, spooled, train
 

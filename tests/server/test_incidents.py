@@ -13,10 +13,10 @@ from sqlalchemy.engine import Connection
 from torch import nn
 
 import gradwatch
-from gradwatch.findings import finding
+from gradwatch.checks.findings import finding
 from gradwatch.server.app import create_app, webhook_policy
-from gradwatch.server.config import Settings
 from gradwatch.server.db import make_engine
+from gradwatch.server.settings import Settings
 from gradwatch.server.spool_import import import_run
 from gradwatch.server.webhooks import deliver_pass
 from tests.server.receiver import receiver

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gradwatch.server.app import create_app
-from gradwatch.server.config import Settings
+from gradwatch.server.settings import Settings
 from gradwatch.wire import Array, Kind, Record, encode_frame, from_jsonable
 from tests.server import frames as f
 

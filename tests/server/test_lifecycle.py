@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from fastapi.testclient import TestClient
 
-from gradwatch.server.lifecycle import window
+from gradwatch.server.step_events import window
 from gradwatch.wire import Array
 from tests.server import frames as f
 

@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 
 import gradwatch
 from gradwatch.server.app import create_app
-from gradwatch.server.config import Settings
+from gradwatch.server.settings import Settings
 from tests.collector.scripts import nan_train
 from tests.server.live import wait_for
 

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 
 from gradwatch.server.app import create_app
-from gradwatch.server.config import Settings
+from gradwatch.server.settings import Settings
 from gradwatch.wire import FRAME_CONTENT_TYPE
 from tests.server import frames as f
 

@@ -8,7 +8,7 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from gradwatch.server.jsonresp import decode_float
-from gradwatch.server.summary import BLOCK
+from gradwatch.server.overview import BLOCK
 from tests.server import frames as f
 
 

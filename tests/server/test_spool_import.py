@@ -8,9 +8,9 @@ from fastapi.testclient import TestClient
 
 import gradwatch
 from gradwatch.server.app import create_app
-from gradwatch.server.config import Settings
 from gradwatch.server.db import make_engine
 from gradwatch.server.migrate import migrate
+from gradwatch.server.settings import Settings
 from gradwatch.server.spool_import import SpoolImporter, import_run
 from tests.server.live import wait_for
 from tests.server.training import make, spooled, train

@@ -15,10 +15,10 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from gradwatch.dashboard import ids
-from gradwatch.dashboard.api import Api
+from gradwatch.dashboard.api_client import Api
 from gradwatch.dashboard.pages import run as run_page
-from gradwatch.server.config import Settings
 from gradwatch.server.db import make_engine
+from gradwatch.server.settings import Settings
 from gradwatch.wire import FRAME_CONTENT_TYPE, Array, Kind, Record
 from tests.server import frames as f
 from tests.server.live import live_server

@@ -12,7 +12,7 @@ from sqlalchemy import delete, func, select, update
 from sqlmodel import col
 
 from gradwatch.catalogue import CHECKS
-from gradwatch.server import alerts
+from gradwatch.server import alerting as alerts
 from gradwatch.server.api.deps import (
     EngineDep,
     ReadAccess,
@@ -24,10 +24,10 @@ from gradwatch.server.api.deps import (
 from gradwatch.server.auth import Access
 from gradwatch.server.db import write_session
 from gradwatch.server.errors import RequestError
-from gradwatch.server.ingest import ensure_project
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.models import Alert, AlertDelivery, AlertRule, Project
 from gradwatch.server.schemas import ErrorReply
+from gradwatch.server.store import ensure_project
 from gradwatch.server.targets import TargetRefusedError, check_target
 
 router = APIRouter(tags=["alerts"])

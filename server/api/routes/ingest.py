@@ -1,4 +1,5 @@
-"""``POST /api/v1/ingest``: the collector's batches of frames (protocol in gradwatch.sender).
+"""``POST /api/v1/ingest``: the collector's batches of frames (protocol in
+gradwatch.transport.sender).
 
 Checks, in order, each with a clear 4xx: run id header (400), schema version header (400),
 content type (415), body size (413), frame integrity (400), token (401/403), record
@@ -19,7 +20,7 @@ from sqlmodel import Session
 from gradwatch.server.api.deps import SettingsDep, WriteAccess
 from gradwatch.server.auth import Access
 from gradwatch.server.errors import RequestError
-from gradwatch.server.ingest import (
+from gradwatch.server.frame_ingest import (
     DEFAULT_PROJECT,
     IngestResult,
     check_run_id,
@@ -28,9 +29,9 @@ from gradwatch.server.ingest import (
     start_project,
     stored_project,
 )
+from gradwatch.server.frame_rows import FrameRows
 from gradwatch.server.ingest_writer import IngestJob, IngestWriter
 from gradwatch.server.jsonresp import GWJSONResponse
-from gradwatch.server.records import FrameRows
 from gradwatch.server.schemas import ErrorReply, IngestReply
 from gradwatch.wire import FRAME_CONTENT_TYPE, MAGIC, SCHEMA_VERSION, Frame, scan_frames
 

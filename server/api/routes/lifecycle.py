@@ -9,9 +9,9 @@ from fastapi import APIRouter, Query
 from gradwatch.server import crud
 from gradwatch.server.api.deps import ReadAccess, SessionDep
 from gradwatch.server.jsonresp import GWJSONResponse
-from gradwatch.server.lifecycle import lifecycle, window
 from gradwatch.server.problems import collecting
 from gradwatch.server.schemas import ErrorReply, LifecyclePublic
+from gradwatch.server.step_events import lifecycle, window
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 _ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorReply} for code in (401, 403, 404)}

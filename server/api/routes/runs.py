@@ -11,6 +11,7 @@ from gradwatch.server.api.deps import PolicyDep, ReadAccess, SessionDep
 from gradwatch.server.auth import Access
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.models import Run
+from gradwatch.server.overview import heatmap
 from gradwatch.server.problems import collecting
 from gradwatch.server.schemas import (
     ErrorReply,
@@ -23,7 +24,6 @@ from gradwatch.server.schemas import (
 )
 from gradwatch.server.series import Selection, check_budget, metric, select_series, tensor_rows
 from gradwatch.server.status import STATUSES
-from gradwatch.server.summary import heatmap
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 _ERRORS: dict[int | str, dict[str, Any]] = {

@@ -14,9 +14,9 @@ from sqlmodel import col, select
 
 from gradwatch.server import crud
 from gradwatch.server.api.deps import ReadAccess, SessionDep
+from gradwatch.server.frame_rows import SCALARS_OPTIMIZER
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.models import SeriesChunk
-from gradwatch.server.records import SCALARS_OPTIMIZER
 from gradwatch.server.schemas import ErrorReply
 
 router = APIRouter(prefix="/runs", tags=["runs"])

@@ -19,8 +19,8 @@ from torch import nn
 
 import gradwatch
 from gradwatch import cli
-from gradwatch.findings import finding
-from tests.collector.test_ddp import SCRIPT, TORCHRUN
+from gradwatch.checks.findings import finding
+from tests.collector.ddp.test_ranks import SCRIPT, TORCHRUN
 
 TWO_PROCESSES = """
 import subprocess, sys
@@ -165,7 +165,7 @@ def test_the_server_gate_covers_every_run_of_the_newest_job(
     data_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from gradwatch.server.config import Settings
+    from gradwatch.server.settings import Settings
     from tests.server.live import live_server
 
     monkeypatch.setenv("GRADWATCH_JOB", "job-ci")

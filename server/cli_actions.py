@@ -1,0 +1,105 @@
+"""Entry points used by the CLI: serve, create a token, list runs locally.
+
+Example::
+
+    serve(Settings.from_env(host="127.0.0.1", port=8765))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gradwatch.server import crud
+from gradwatch.server.auth import count_tokens, create_token, list_tokens, revoke_token
+from gradwatch.server.db import make_engine, read_session, write_session
+from gradwatch.server.errors import ServerConfigError
+from gradwatch.server.migrate import migrate
+from gradwatch.server.settings import Settings, is_loopback
+from gradwatch.server.spool_import import SpoolImporter
+from gradwatch.server.status import StatusPolicy
+
+
+def check_bind(settings: Settings) -> None:
+    """Refuse a non-loopback bind while no token exists (anyone could read and write), and
+    a server that requires tokens while none exists (no one could)."""
+    if is_loopback(settings.host) and not settings.require_tokens:
+        return
+    engine = make_engine(settings.db_url)
+    try:
+        migrate(engine)
+        with read_session(engine) as session:
+            tokens = count_tokens(session)
+    finally:
+        engine.dispose()
+    if tokens == 0 and is_loopback(settings.host):
+        raise ServerConfigError(
+            "refusing to start: tokens are required (--require-tokens) but none exists; "
+            "create them first, e.g. `gradwatch serve --create-token PROJECT --scope read` "
+            "with the same --db"
+        )
+    if tokens == 0:
+        raise ServerConfigError(
+            f"refusing to listen on {settings.host}: a server reachable from other machines "
+            "needs API tokens. Create them first, e.g. `gradwatch serve --create-token "
+            "PROJECT --scope write` (collectors) and `--scope read` (dashboards), with the "
+            "same --db, or bind to 127.0.0.1"
+        )
+
+
+def serve(settings: Settings) -> None:
+    """Run the API with uvicorn until interrupted."""
+    import uvicorn  # the web stack only when serving (`gradwatch runs` needs none of it)
+
+    from gradwatch.server.app import create_app
+
+    check_bind(settings)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+
+
+def new_token(settings: Settings, project: str, scope: str) -> str:
+    """Create a token in the settings' database and return its secret."""
+    engine = make_engine(settings.db_url)
+    try:
+        migrate(engine)
+        with write_session(engine) as session:
+            return create_token(session, project=project, scope=scope)
+    finally:
+        engine.dispose()
+
+
+def tokens(settings: Settings, project: str | None = None) -> list[dict[str, Any]]:
+    """The tokens in the settings' database (no secrets: they are never stored)."""
+    engine = make_engine(settings.db_url)
+    try:
+        migrate(engine)
+        with read_session(engine) as session:
+            return list_tokens(session, project)
+    finally:
+        engine.dispose()
+
+
+def revoke(settings: Settings, which: str) -> dict[str, Any]:
+    """Revoke a token by id or secret; ``ServerConfigError`` if there is none."""
+    engine = make_engine(settings.db_url)
+    try:
+        migrate(engine)
+        with write_session(engine) as session:
+            return revoke_token(session, which)
+    except LookupError as e:
+        raise ServerConfigError(str(e)) from e
+    finally:
+        engine.dispose()
+
+
+def local_runs(settings: Settings, project: str | None) -> list[dict[str, Any]]:
+    """Runs from the local database, after importing the data directory's spools."""
+    engine = make_engine(settings.db_url)
+    try:
+        migrate(engine)
+        SpoolImporter(engine, settings.data_dir, 0.0).import_all()
+        with read_session(engine) as session:
+            policy = StatusPolicy(settings.stalled_after, settings.crashed_after)
+            runs, _ = crud.list_runs(session, policy=policy, project=project, limit=1 << 30)
+        return [r.model_dump() for r in runs]
+    finally:
+        engine.dispose()

@@ -1,0 +1,251 @@
+"""Live drift detection: each run is compared, as its steps arrive, with its reference.
+
+``drift_pass`` looks at every run in a replicate group with steps it has not compared yet
+(table ``drift_states``), compares only those new steps with the reference (see
+:func:`gradwatch.server.groups.reference`) using the collector's comparison core, and on
+the first divergence stores one ``repro-drift`` finding and raises its alerts.
+``envelope_pass`` recomputes the seed envelope of each group that received steps (one
+run per seed, at least three seeds) and stores one ``seed-envelope`` finding for a run
+that stays outside it. Both are idempotent: the server's findings use fixed negative
+sequence numbers, so two server processes store each once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
+
+from gradwatch.drift.envelope import leaving
+from gradwatch.drift.verdict import compare, divergence
+from gradwatch.server import crud, groups
+from gradwatch.server.alerting import raise_alerts
+from gradwatch.server.db import write_session
+from gradwatch.server.frame_rows import dump_json
+from gradwatch.server.models import DriftState, Finding, GroupBaseline, Run
+from gradwatch.server.runload import load_run_data, loss_series
+from gradwatch.server.store import insert_ignore
+
+log = logging.getLogger("gradwatch.server")
+DRIFT_SEQ, ENVELOPE_SEQ = -1, -2
+_HINTS = {
+    "environment": "run both with the same library versions, devices and thread count "
+    "(see the fingerprint difference), or compare with a tolerance",
+    "config": "the runs are not replicates: compare runs of one config",
+    "code": "the code changed between the runs: commit it and compare runs of one commit",
+    "init": "seed every RNG before building the model (torch.manual_seed)",
+    "data-order": "seed the DataLoader (generator=torch.Generator().manual_seed(...)) and "
+    "its workers (worker_init_fn), and keep augmentations seeded",
+    "forward-nondeterminism": "call torch.use_deterministic_algorithms(True) and set "
+    "torch.backends.cudnn.benchmark = False",
+    "backward-nondeterminism": "call torch.use_deterministic_algorithms(True) (atomic adds "
+    "in backward kernels sum in a different order on every run)",
+    "optimizer-nondeterminism": "use a deterministic optimizer implementation "
+    "(foreach=False / fused=False) and deterministic algorithms",
+}
+
+
+def _seed(fingerprint: dict[str, Any]) -> int | None:
+    seeds = fingerprint.get("seeds") or {}
+    seed = seeds.get("torch_initial_seed")
+    return int(seed) if seeds.get("torch_seed_user_set") and isinstance(seed, int) else None
+
+
+def _store(session: Session, run_id: str, seq: int, finding: dict[str, Any]) -> None:
+    row = {"run_id": run_id, "seq": seq, "idx": 0, "source": "server", "t": "null", **finding}
+    if insert_ignore(session, Finding, [row], returning="seq"):
+        raise_alerts(session, run_id, [row])
+
+
+def _drift_finding(result: dict[str, Any], reference: str) -> dict[str, Any]:
+    d = result["difference"] or {}
+    size = f", relative difference {d['rel']:.3g}" if isinstance(d.get("rel"), float) else ""
+    details = {k: v for k, v in result.items() if k != "per_tensor"} | {
+        "reference": reference,
+        "per_tensor": [t for t in result["per_tensor"] if t["first_step"] is not None][:50],
+    }
+    where, why = divergence(result, result["fingerprint_diff"])
+    return {
+        "check": "repro-drift",
+        "severity": "warning",
+        "step": result["step"],
+        "optimizer": result["optimizer"],
+        "param": result["param"],
+        "message": f"this run diverged from its replicate {reference} at step "
+        f"{result['step']} ({where}{size}): {why} (cause: {result['cause']}).",
+        "hint": _HINTS.get(result["cause"], ""),
+        "details": dump_json(details),
+    }
+
+
+def check_run(engine: Engine, run_id: str) -> str | None:
+    """Compare the run's new steps with its reference; the verdict when one was reached.
+
+    Reads in a plain session and writes only when there is something to store, so runs
+    still waiting for a reference cost a few reads per pass and take no write lock.
+    """
+    with Session(engine) as session:
+        run = session.get(Run, run_id)
+        if run is None or groups.group_key(run.config_hash, run.code_hash) is None:
+            return None
+        state = session.get(DriftState, run.id)
+        if state is not None and (
+            state.verdict in ("diverged", "not-comparable") or run.steps <= state.checked_step
+        ):
+            return None
+        seed = state.seed if state is not None else _seed(crud.fingerprint(session, run_id=run.id))
+        checked = 0 if state is None else state.checked_step
+        ref_id = groups.reference(session, run, seed)
+        ref = None if ref_id is None else session.get(Run, ref_id)
+        result, compared = None, checked
+        if ref is not None:
+            mine = load_run_data(session, run, checked + 1)
+            result = compare(load_run_data(session, ref, checked + 1, run.steps), mine)
+            loaded = [s for t in mine.tracks.values() for s in t.steps.tolist()]
+            compared = max((s for s in loaded if s <= ref.steps), default=checked)
+            if ref.end_status is not None:  # nothing loaded can pair with a finished run later
+                compared = max([compared, *loaded])
+    if state is not None and ref is None:
+        return None
+    verdict = _verdict(result, compared > checked, "" if state is None else state.verdict)
+    with write_session(engine) as session:
+        insert_ignore(session, DriftState, [{"run_id": run_id, "seed": seed}])
+        if result is not None and ref is not None:
+            if verdict == "diverged":
+                _store(session, run_id, DRIFT_SEQ, _drift_finding(result, ref.id))
+            session.execute(
+                update(DriftState)
+                .where(col(DriftState.run_id) == run_id)
+                .values(checked_step=compared, reference=ref.id, verdict=verdict)
+            )
+    return verdict or None
+
+
+def _verdict(result: dict[str, Any] | None, progressed: bool, before: str) -> str:
+    if result is None:
+        return before
+    if result["verdict"] == "not-comparable" and progressed and not result["steps_compared"]:
+        return "not-comparable"
+    if result["verdict"] in ("diverged", "identical"):
+        return str(result["verdict"])
+    return before
+
+
+def drift_pass(engine: Engine) -> list[str]:
+    """``check_run`` for every grouped run with uncompared steps; the runs that diverged.
+
+    A run already looked at (it has a drift state) is skipped while it cannot have a
+    reference: no seed, or no finished run with a drift state and no pinned baseline in
+    its group. ``check_run`` would find none and return; skipping it here keeps a pass
+    over many live runs of unfinished groups to two queries instead of three per run.
+    """
+    with Session(engine) as session:
+        query = (
+            select(
+                col(Run.id),
+                col(Run.project_id),
+                col(Run.config_hash),
+                col(Run.code_hash),
+                col(DriftState.run_id).is_not(None),
+                col(DriftState.seed),
+            )
+            .outerjoin(DriftState, col(DriftState.run_id) == col(Run.id))
+            .where(
+                col(Run.config_hash).is_not(None),
+                (col(DriftState.run_id).is_(None))
+                | (
+                    col(DriftState.verdict).not_in(["diverged", "not-comparable"])
+                    & (col(Run.steps) > col(DriftState.checked_step))
+                ),
+            )
+            .order_by(col(Run.started_at), col(Run.id))
+        )
+        rows = session.execute(query).all()
+        referable = _groups_with_references(session) if any(r[4] for r in rows) else set()
+    candidates = [
+        str(run_id)
+        for run_id, project_id, config, code, has_state, seed in rows
+        if not has_state
+        or (seed is not None and (project_id, groups.group_key(config, code)) in referable)
+    ]
+    diverged = []
+    for run_id in candidates:
+        try:
+            if check_run(engine, run_id) == "diverged":
+                diverged.append(run_id)
+        except Exception as e:  # one bad run must not stop the others
+            log.warning("drift: run %s: %s: %s", run_id, type(e).__name__, e)
+    return diverged
+
+
+def _groups_with_references(session: Session) -> set[tuple[int, str | None]]:
+    """(project id, group key) of the groups where a run could find a reference."""
+    finished = session.execute(
+        select(col(Run.project_id), col(Run.config_hash), col(Run.code_hash))
+        .join(DriftState, col(DriftState.run_id) == col(Run.id))
+        .where(col(Run.end_status) == "finished", col(Run.config_hash).is_not(None))
+        .distinct()
+    ).all()
+    out: set[tuple[int, str | None]] = {
+        (int(p), groups.group_key(config, code)) for p, config, code in finished
+    }
+    pinned = session.execute(select(col(GroupBaseline.project_id), col(GroupBaseline.group_key)))
+    out.update((int(p), str(k)) for p, k in pinned)
+    return out
+
+
+def envelope_pass(engine: Engine, keys: set[tuple[int, str]] | None = None) -> list[str]:
+    """Seed envelopes of the given (project id, group key)s (all groups when None)."""
+    with Session(engine) as session:
+        query = select(Run).where(col(Run.config_hash).is_not(None))
+        runs = list(session.execute(query).scalars())
+    by_group: dict[tuple[int, str], list[Run]] = {}
+    for run in runs:
+        key = (run.project_id, str(groups.group_key(run.config_hash, run.code_hash)))
+        if keys is None or key in keys:
+            by_group.setdefault(key, []).append(run)
+    flagged: list[str] = []
+    for (project_id, group), members in by_group.items():
+        try:
+            flagged += _envelope(engine, members)
+        except Exception as e:  # one bad group must not stop the groups after it
+            log.warning(
+                "envelope: group %s of project %s: %s: %s", group, project_id, type(e).__name__, e
+            )
+    return flagged
+
+
+def _envelope(engine: Engine, members: list[Run]) -> list[str]:
+    with write_session(engine) as session:
+        seeds = groups.seeds(session, [r.id for r in members])
+        one_per_seed: dict[int, Run] = {}
+        for run in sorted(members, key=lambda r: (r.started_at or 0.0, r.id)):
+            seed = seeds.get(run.id)
+            if seed is not None:
+                one_per_seed.setdefault(seed, run)
+        if len(one_per_seed) < 3:
+            return []
+        losses = {run.id: loss_series(session, run.id) for run in one_per_seed.values()}
+        out = []
+        for run_id, step in leaving(losses).items():
+            if step is None:
+                continue
+            finding = {
+                "check": "seed-envelope",
+                "severity": "warning",
+                "step": step,
+                "optimizer": 0,
+                "param": None,
+                "message": f"this run's loss left the envelope of its {len(losses)}-seed sweep "
+                f"at step {step} (robust z-score > 4 for 20 steps): the other seeds agree "
+                "with each other but not with it.",
+                "hint": "look for what differs in this run besides the seed (data, code "
+                "paths taken, a silent bug); compare it with a sibling: gradwatch compare",
+                "details": dump_json({"seeds": sorted(one_per_seed), "runs": sorted(losses)}),
+            }
+            _store(session, run_id, ENVELOPE_SEQ, finding)
+            out.append(run_id)
+        return out
