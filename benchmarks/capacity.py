@@ -185,10 +185,10 @@ def free_port() -> int:
 class Server:
     """``gradwatch serve`` in a subprocess on a free loopback port."""
 
-    def __init__(self, db: str | None, data_dir: Path, log: Path) -> None:
+    def __init__(self, db: str | None, data_dir: Path, log: Path, python: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "gradwatch", "serve", "--port", str(self.port)]
+        cmd = [python, "-m", "gradwatch", "serve", "--port", str(self.port)]
         if db:
             cmd += ["--db", db]
         env = {**os.environ, "GRADWATCH_DIR": str(data_dir)}
@@ -415,7 +415,7 @@ def level(n: int, replay: Replay, args: argparse.Namespace) -> dict[str, Any]:
         if args.db:
             db, drop = pg_database(args.db)
         for i in range(args.servers):
-            servers.append(Server(db, tmp / "data", tmp / f"server{i}.log"))
+            servers.append(Server(db, tmp / "data", tmp / f"server{i}.log", args.server_python))
         if args.profile:
             Path(args.profile).mkdir(parents=True, exist_ok=True)
             for i, s in enumerate(servers):
@@ -461,6 +461,8 @@ def level(n: int, replay: Replay, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def label(args: argparse.Namespace) -> str:
+    if args.label:
+        return str(args.label)
     db = "postgresql" if args.db else "sqlite"
     return f"{db}-{args.servers}proc"
 
@@ -570,6 +572,13 @@ def main() -> None:
         "--profile", default=None, help="folder for py-spy profiles of the counted window"
     )
     p.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
+    p.add_argument(
+        "--server-python",
+        default=sys.executable,
+        help="the interpreter that runs gradwatch serve (e.g. another checkout's venv, for "
+        "a before/after comparison under the same load)",
+    )
+    p.add_argument("--label", default=None, help="the configuration's name in the results")
     p.add_argument("--out", default=str(ROOT / "results" / "capacity.json"))
     p.add_argument("--record-only", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
