@@ -31,6 +31,7 @@ from gradwatch.server.bodylimit import BodyLimit
 from gradwatch.server.db import make_engine
 from gradwatch.server.exceptions import RequestError
 from gradwatch.server.guards import RejectNul
+from gradwatch.server.ingest_writer import IngestWriter
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.migrate import migrate
 from gradwatch.server.monitor import Monitor
@@ -47,6 +48,7 @@ def create_app(settings: Settings) -> FastAPI:
     """Build the app for ``settings`` (migrates the database first)."""
     engine = make_engine(settings.db_url)
     migrate(engine)
+    writer = IngestWriter(engine)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -64,6 +66,7 @@ def create_app(settings: Settings) -> FastAPI:
                 monitor.stop()
             if importer is not None:
                 importer.stop()
+            writer.stop()
             engine.dispose()
 
     # Swagger UI and ReDoc from assets bundled in fastapi-offline, not a CDN: /docs works
@@ -78,6 +81,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.state.settings = settings
     app.state.engine = engine
+    app.state.ingest_writer = writer
     app.include_router(api_router, prefix=API_PREFIX)
     app.add_api_route(  # after every API route: an unknown /api/... path is a JSON 404
         "/api/{rest:path}", _no_such_route, methods=list(METHODS), include_in_schema=False

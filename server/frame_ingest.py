@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import case, select, update
+from sqlalchemy import bindparam, case, select, update
 from sqlalchemy.sql import ColumnElement
 from sqlmodel import Session, col
 
@@ -77,14 +77,16 @@ def start_project(parsed: list[FrameRows]) -> str | None:
     return None
 
 
+_STORED_PROJECT = (
+    select(col(Project.name))
+    .join(Run, col(Run.project_id) == col(Project.id))
+    .where(col(Run.id) == bindparam("run_id"))
+)
+
+
 def stored_project(session: Session, run_id: str) -> str | None:
     """The project of the stored run, or None for a new run."""
-    query = (
-        select(col(Project.name))
-        .join(Run, col(Run.project_id) == col(Project.id))
-        .where(col(Run.id) == run_id)
-    )
-    found = session.execute(query).scalar_one_or_none()
+    found = session.execute(_STORED_PROJECT, {"run_id": run_id}).scalar_one_or_none()
     return None if found is None else str(found)
 
 

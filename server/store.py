@@ -19,6 +19,10 @@ from sqlmodel import Session, SQLModel, col
 
 from gradwatch.server.models import Project
 
+# Built once per (dialect, table, returning): an INSERT statement is immutable, and reusing
+# it skips its construction and the computing of its cache key on every ingest request.
+_STATEMENTS: dict[tuple[str, str, str | None], Any] = {}
+
 
 def ensure_project(session: Session, name: str) -> int:
     """The id of project ``name``, creating it if needed (safe under concurrency)."""
@@ -35,11 +39,18 @@ def insert_ignore(
     returning: str | None = None,
 ) -> list[Any]:
     """``INSERT ... ON CONFLICT DO NOTHING`` (SQLite and PostgreSQL); inserted keys if asked."""
-    table = SQLModel.metadata.tables[str(model.__tablename__)]
+    name = str(model.__tablename__)
     dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt = insert(table).on_conflict_do_nothing()
+    key = (dialect, name, returning)
+    stmt = _STATEMENTS.get(key)
+    if stmt is None:
+        table = SQLModel.metadata.tables[name]
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        stmt = insert(table).on_conflict_do_nothing()
+        if returning is not None:
+            stmt = stmt.returning(table.c[returning])
+        _STATEMENTS[key] = stmt
     if returning is None:
         session.execute(stmt, rows)
         return []
-    return list(session.execute(stmt.returning(table.c[returning]), rows).scalars())
+    return list(session.execute(stmt, rows).scalars())

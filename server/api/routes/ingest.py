@@ -4,20 +4,22 @@ gradwatch.transport.sender).
 Checks, in order, each with a clear 4xx: run id header (400), schema version header (400),
 content type (415), body size (413), frame integrity (400), token (401/403), record
 contents (422), run (404: a run of a project this token cannot see). A batch is stored
-all or nothing, exactly once per ``(run, seq)``.
+all or nothing, exactly once per ``(run, seq)``. Decoding, validation and storing run on
+the app's ingest writer thread, which commits many requests per transaction and answers
+each after the commit (:mod:`gradwatch.server.ingest_writer`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
-from starlette.concurrency import run_in_threadpool
+from sqlmodel import Session
 
 from gradwatch.contract import DEFAULT_PROJECT
-from gradwatch.server.api.deps import EngineDep, SettingsDep, WriteAccess
+from gradwatch.server.api.deps import SettingsDep, WriteAccess
 from gradwatch.server.auth import Access
-from gradwatch.server.db import write_session
 from gradwatch.server.exceptions import RequestError
 from gradwatch.server.frame_ingest import (
     IngestResult,
@@ -27,6 +29,8 @@ from gradwatch.server.frame_ingest import (
     start_project,
     stored_project,
 )
+from gradwatch.server.frame_rows import FrameRows
+from gradwatch.server.ingest_writer import IngestJob, IngestWriter
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.schemas import ErrorReply, IngestReply
 from gradwatch.wire import FRAME_CONTENT_TYPE, MAGIC, SCHEMA_VERSION, Frame, scan_frames
@@ -91,21 +95,27 @@ def decode_body(body: bytes) -> list[Frame]:
     return scan.frames
 
 
-def store(engine: EngineDep, access: Access, run_id: str, frames: list[Frame]) -> IngestResult:
-    """Validate, authorise and store one batch (runs in a worker thread)."""
-    parsed = parse_frames(run_id, frames)
+def store_in(
+    session: Session, access: Access, run_id: str, parsed: list[FrameRows]
+) -> IngestResult:
+    """Authorise and store one validated batch inside the writer's transaction."""
     named = start_project(parsed)
-    with write_session(engine) as session:
-        stored = stored_project(session, run_id)
-        if stored is not None and not access.sees(stored):  # says nothing of its project
-            raise RequestError(
-                404, f"no run {run_id!r} that this token may write to; use another run id"
-            )
-        project = named or stored or access.project or DEFAULT_PROJECT
-        access.check(project, "write")
-        if stored is not None and stored != project:
-            access.check(stored, "write")
-        return ingest_frames(session, run_id, parsed, project)
+    stored = stored_project(session, run_id)
+    if stored is not None and not access.sees(stored):  # says nothing of its project
+        raise RequestError(
+            404, f"no run {run_id!r} that this token may write to; use another run id"
+        )
+    project = named or stored or access.project or DEFAULT_PROJECT
+    access.check(project, "write")
+    if stored is not None and stored != project:
+        access.check(stored, "write")
+    return ingest_frames(session, run_id, parsed, project)
+
+
+def ingest_writer(request: Request) -> IngestWriter:
+    """The app's group-commit writer (see gradwatch.server.ingest_writer)."""
+    writer: IngestWriter = request.app.state.ingest_writer
+    return writer
 
 
 @router.post(
@@ -117,7 +127,6 @@ def store(engine: EngineDep, access: Access, run_id: str, frames: list[Frame]) -
 async def ingest(
     request: Request,
     settings: SettingsDep,
-    engine: EngineDep,
     access: WriteAccess,
     x_gradwatch_run: Annotated[str | None, Header()] = None,
     x_gradwatch_schema: Annotated[str | None, Header()] = None,
@@ -130,8 +139,14 @@ async def ingest(
         raise RequestError(
             415, f"content type {content_type[:60]!r} not accepted; use {FRAME_CONTENT_TYPE}"
         )
-    frames = decode_body(await read_body(request, settings.max_body_bytes))
-    result = await run_in_threadpool(store, engine, access, run_id, frames)
+    body = await read_body(request, settings.max_body_bytes)
+    job = IngestJob(
+        run_id,
+        len(body),
+        prepare=lambda: parse_frames(run_id, decode_body(body)),
+        store=lambda session, parsed: store_in(session, access, run_id, parsed),
+    )
+    result: IngestResult = await asyncio.wrap_future(ingest_writer(request).submit(job))
     return GWJSONResponse(
         {"run": result.run, "accepted": result.accepted, "duplicates": result.duplicates}
     )

@@ -1,0 +1,94 @@
+"""Group commit: one transaction for many requests, each failing or succeeding alone."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+from sqlmodel import Session
+
+from gradwatch.server.api.routes.ingest import decode_body, store_in
+from gradwatch.server.auth import Access
+from gradwatch.server.db import make_engine
+from gradwatch.server.errors import RequestError
+from gradwatch.server.frame_ingest import parse_frames
+from gradwatch.server.ingest_writer import IngestJob, IngestWriter
+from gradwatch.server.migrate import migrate
+from gradwatch.server.models import IngestedFrame, Run
+from tests.server.frames import simple_run
+
+OPEN = Access(None, None)
+
+
+def _job(run: str, body: bytes, access: Access = OPEN) -> IngestJob:
+    return IngestJob(
+        run,
+        len(body),
+        prepare=lambda: parse_frames(run, decode_body(body)),
+        store=lambda session, parsed: store_in(session, access, run, parsed),
+    )
+
+
+def _frames(session: Session, run: str) -> int:
+    query = select(func.count()).select_from(IngestedFrame).where(IngestedFrame.run_id == run)  # type: ignore[arg-type]
+    return int(session.execute(query).scalar_one())
+
+
+def _error(future: Future[Any]) -> BaseException | None:
+    return future.exception(timeout=0)
+
+
+def test_one_group_stores_the_good_requests_and_fails_the_bad_alone(db_url: str) -> None:
+    engine = make_engine(db_url)
+    migrate(engine)
+    writer = IngestWriter(engine)
+    a, b = simple_run("run-a"), simple_run("run-b")
+    jobs = [
+        _job("run-a", b"".join(a)),
+        _job("run-b", b"".join(b[:2])),
+        _job("run-b", b"".join(b)),  # overlaps the one before it in the same transaction
+        _job("run-c", b"GW\x01garbage"),  # fails in prepare: 400
+        _job("run-d", b"".join(simple_run("run-d")), Access("elsewhere", "write")),  # 403
+    ]
+    writer.store_group(jobs)
+    assert jobs[0].future.result(timeout=0).accepted == 5
+    assert jobs[1].future.result(timeout=0).accepted == 2
+    assert (jobs[2].future.result(timeout=0).accepted, jobs[2].future.result().duplicates) == (
+        3,
+        2,
+    )
+    bad_body, forbidden = _error(jobs[3].future), _error(jobs[4].future)
+    assert isinstance(bad_body, RequestError) and bad_body.status == 400
+    assert isinstance(forbidden, RequestError) and forbidden.status == 403
+    with Session(engine) as session:
+        assert (_frames(session, "run-a"), _frames(session, "run-b")) == (5, 5)
+        assert session.get(Run, "run-d") is None  # rolled back to its savepoint
+        assert session.get(Run, "run-a") is not None
+    writer.stop()
+    engine.dispose()
+
+
+def test_the_thread_answers_every_request_after_its_commit(db_url: str) -> None:
+    engine = make_engine(db_url)
+    migrate(engine)
+    writer = IngestWriter(engine)
+
+    async def send_all() -> list[Any]:
+        futures = [
+            asyncio.wrap_future(writer.submit(_job(f"run-{i}", b"".join(simple_run(f"run-{i}")))))
+            for i in range(30)
+        ]
+        return await asyncio.gather(*futures)
+
+    results = asyncio.run(send_all())
+    assert [r.accepted for r in results] == [5] * 30
+    assert writer.jobs == 30 and 1 <= writer.groups <= 30
+    with Session(engine) as session:
+        assert all(_frames(session, f"run-{i}") == 5 for i in range(30))
+    writer.stop()
+    with pytest.raises(RequestError):  # a restarted writer still answers with the error
+        writer.submit(_job("x", b"")).result(timeout=30)
+    engine.dispose()
