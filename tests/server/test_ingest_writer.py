@@ -13,7 +13,7 @@ from sqlmodel import Session
 from gradwatch.server.api.routes.ingest import decode_body, store_in
 from gradwatch.server.auth import Access
 from gradwatch.server.db import make_engine
-from gradwatch.server.errors import RequestError
+from gradwatch.server.exceptions import RequestError
 from gradwatch.server.frame_ingest import parse_frames
 from gradwatch.server.ingest_writer import IngestJob, IngestWriter
 from gradwatch.server.migrate import migrate
