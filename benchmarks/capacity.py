@@ -230,18 +230,9 @@ class Server:
 
 def pg_database(admin: str) -> tuple[str, Any]:
     """A fresh database next to the admin URL's, and a function that drops it."""
-    import psycopg
+    from ingest import database  # the ingest benchmark's, a sibling script
 
-    name = f"gradwatch_capacity_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-    def drop() -> None:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-
-    parts = urllib.parse.urlsplit(admin)
-    return urllib.parse.urlunsplit(parts._replace(path="/" + name)), drop
+    return database("postgresql", Path(tempfile.gettempdir()), admin)
 
 
 # --- the load --------------------------------------------------------------------------
