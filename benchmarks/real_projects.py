@@ -86,7 +86,8 @@ def run_case(
     with tempfile.TemporaryDirectory(prefix="gw-real-") as tmp:
         copy = prepare(case, source_tree(case.project, trees), Path(tmp) / "project")
         data = Path(tmp) / "gw"
-        env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONUNBUFFERED": "1"}
+        path = os.pathsep.join(x for x in (str(copy), os.environ.get("PYTHONPATH")) if x)
+        env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
         env.pop("GRADWATCH_DIR", None)
         if threads is not None:  # an environment setting, as on a shared machine; no code change
             env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
