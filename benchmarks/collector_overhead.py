@@ -62,8 +62,8 @@ import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 import gradwatch
-from gradwatch.batch import checksum as batch_checksum
-from gradwatch.stats import StepStats
+from gradwatch.stats.batch_checksum import checksum as batch_checksum
+from gradwatch.stats.tensors import StepStats
 
 VARIANTS: tuple[str, ...] = ("plain", "lower_bound", "gradwatch")
 MODELS: tuple[str, ...] = ("mlp", "cnn", "transformer")

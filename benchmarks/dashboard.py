@@ -35,7 +35,7 @@ sys.path[:0] = [str(ROOT), str(ROOT.parent)]
 
 from ingest import Server, headers, start_record, steps_record  # noqa: E402
 
-from gradwatch.sender import INGEST_PATH, HTTPTransport  # noqa: E402
+from gradwatch.transport.sender import INGEST_PATH, HTTPTransport  # noqa: E402
 from gradwatch.wire import encode_frame  # noqa: E402
 from tests.dashboard.browser import chromium  # noqa: E402
 

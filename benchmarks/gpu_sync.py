@@ -46,7 +46,7 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.transfer import Transfer
+from gradwatch.stats.transfer import Transfer
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -1,4 +1,4 @@
-"""The step statistics on the CPU with the fused kernel (gradwatch.hostnorms) and with the
+"""The step statistics on the CPU with the fused kernel (gradwatch.stats.hostnorms) and with the
 stock ``torch._foreach_*`` ops, timed inside a real training loop.
 
 One process, one seeded model per variant (collector_overhead's models and batches), Adam,
@@ -33,8 +33,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import collector_overhead as core
 
-from gradwatch import hostnorms
-from gradwatch.stats import StepStats
+from gradwatch.stats import hostnorms
+from gradwatch.stats.tensors import StepStats
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "host_norms.json"
 VARIANTS = ("kernel", "stock_ops")

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from gradwatch.sender import INGEST_PATH, HTTPTransport
+from gradwatch.transport.sender import INGEST_PATH, HTTPTransport
 from gradwatch.wire import FRAME_CONTENT_TYPE, SCHEMA_VERSION, Array, Kind, Record, encode_frame
 
 STATS = ["grad_norm", "param_norm", "update_norm", "nonfinite_grad", "grad_max"]

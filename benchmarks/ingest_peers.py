@@ -50,7 +50,7 @@ import collector_overhead as core
 import ingest
 import proctree
 
-from gradwatch.sender import INGEST_PATH, HTTPTransport
+from gradwatch.transport.sender import INGEST_PATH, HTTPTransport
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "ingest_peers.json"
 MLFLOW_MAX_METRICS = 1000  # MLflow's limit of metrics per log_batch call

@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from gradwatch import hostnorms
+from gradwatch.stats import hostnorms
 
 
 def main(argv: list[str] | None = None) -> int:

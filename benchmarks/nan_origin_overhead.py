@@ -1,7 +1,7 @@
 """Steady-state cost of NaN provenance (nothing non-finite): gradwatch with it on vs off.
 
 One gradwatch run is attached to one copy of the model for the whole measurement; its
-NaN-provenance hooks (:mod:`gradwatch.nanorigin`) are attached or detached *between* timed
+NaN-provenance hooks (:mod:`gradwatch.nan.origin`) are attached or detached *between* timed
 steps, so the same run, model and data are timed with and without them. Four variants
 alternate step by step in a rotating order:
 

@@ -38,9 +38,9 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.lifecycle import StepMeta
-from gradwatch.rows import LEADING
-from gradwatch.stats import GRAD, NONFINITE, PARAM, UPDATE
+from gradwatch.hooks.optimizer import StepMeta
+from gradwatch.stats.rows import LEADING
+from gradwatch.stats.tensors import GRAD, NONFINITE, PARAM, UPDATE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import collector_overhead as core

@@ -13,8 +13,6 @@ spool reader and the CLI with the collector) runs in an image without torch.
 """
 
 import importlib
-import sys
-import types
 import typing
 
 from gradwatch._version import __version__
@@ -22,8 +20,8 @@ from gradwatch.errors import ConfigError, GradwatchError, IntegrityError, WireEr
 
 if typing.TYPE_CHECKING:
     from gradwatch.analysis import open_run, runs
-    from gradwatch.run import Run
-    from gradwatch.watch import watch
+    from gradwatch.session.attach import watch
+    from gradwatch.session.handle import Run
 
 __all__ = [
     "ConfigError",
@@ -39,20 +37,12 @@ __all__ = [
 
 
 # name -> the module that defines it; each is imported on first use
-_LAZY = {"Run": "run", "watch": "watch", "open_run": "analysis", "runs": "analysis"}
-
-
-class _Package(types.ModuleType):
-    """Keeps ``gradwatch.watch`` the function: importing the submodule of the same name
-    (which Python binds on its package) must not replace it."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name in _LAZY and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+_LAZY = {
+    "Run": "session.handle",
+    "watch": "session.attach",
+    "open_run": "analysis",
+    "runs": "analysis",
+}
 
 
 def __dir__() -> list[str]:

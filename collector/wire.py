@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import WireError
+from gradwatch.errors import WireError
 
 SCHEMA_VERSION: int = 1
 FRAME_CONTENT_TYPE = "application/vnd.gradwatch.frames"

@@ -7,8 +7,8 @@ from typing import Any
 
 from dash import dcc, html
 
+from gradwatch.checks.incidents import View, evidence, views
 from gradwatch.dashboard.values import fmt
-from gradwatch.incidents import View, evidence, views
 
 SEVERITY_ORDER = ("error", "warning", "info")
 
@@ -69,7 +69,7 @@ def graph(graph_id: str) -> dcc.Graph:
 
 
 def findings_list(run_id: str, findings: Sequence[dict[str, Any]]) -> html.Div | html.Table:
-    """Findings by incident (:mod:`gradwatch.incidents`): a row with the sentence naming
+    """Findings by incident (:mod:`gradwatch.checks.incidents`): a row with the sentence naming
     the root cause, then its findings, the cause first; each step links to the run page
     focused on it. Lint findings (``gradwatch lint`` of the script, before the run) come
     last, with their file line and whether a runtime finding confirmed them; a

@@ -13,8 +13,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from gradwatch.checks.incidents import views
 from gradwatch.dashboard.values import matrix
-from gradwatch.incidents import views
 
 NONFINITE_CHECKS = ("nonfinite-grad", "nonfinite-loss", "nonfinite-param")
 LIFECYCLE_CHECKS = ("stale-grad", "grad-zeroed-before-step", "step-without-backward")
@@ -63,7 +63,7 @@ def lifecycle_anomalies(findings: Sequence[dict[str, Any]]) -> dict[int, list[st
 
 
 def explain(findings: Sequence[dict[str, Any]], first: tuple[int, str | None] | None) -> list[str]:
-    """One sentence per incident (:mod:`gradwatch.incidents`) — its root cause, then what
+    """One sentence per incident (:mod:`gradwatch.checks.incidents`) — its root cause, then what
     followed — the worst ones when there are many, and the first NaN/Inf, all in the order
     they happened; a reassuring line when there is none."""
     told: list[tuple[int | None, str]] = []

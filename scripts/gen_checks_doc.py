@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gradwatch.checksdoc import render
+from gradwatch.checks.catalogue_doc import render
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "checks.md"
 

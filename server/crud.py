@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlmodel import Session, col
 
-from gradwatch.incidents import views
+from gradwatch.checks.incidents import views
 from gradwatch.lint.confirm import confirmation, confirming_checks
 from gradwatch.server import groups
 from gradwatch.server.auth import Access
@@ -255,7 +255,7 @@ def _finding(f: Finding) -> FindingPublic:
 
 
 def incidents(session: Session, run_id: str) -> list[dict[str, Any]]:
-    """The run's findings as incidents (:func:`gradwatch.incidents.views`), each with its
+    """The run's findings as incidents (:func:`gradwatch.checks.incidents.views`), each with its
     sentence; every finding of the run is read (findings are onsets, so they are few)."""
     found, _ = findings(session, run_id=run_id, limit=1 << 30)
     return [

@@ -19,8 +19,8 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from gradwatch.compare import compare, divergence
-from gradwatch.envelope import leaving
+from gradwatch.drift.envelope import leaving
+from gradwatch.drift.verdict import compare, divergence
 from gradwatch.server import crud, groups
 from gradwatch.server.alerts import raise_alerts
 from gradwatch.server.db import write_session

@@ -2,7 +2,7 @@
 
 The collector sends each finding's incident as it saw it live (in arrival order); the
 server regroups all of the run's findings with the same pure function
-(:func:`gradwatch.incidents.group`, in step order), so a cause that arrived after its
+(:func:`gradwatch.checks.incidents.group`, in step order), so a cause that arrived after its
 consequences still leads its incident, and every reader gets the same ids.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from gradwatch.incidents import annotate, views
+from gradwatch.checks.incidents import annotate, views
 from gradwatch.server.crud import load_json
 from gradwatch.server.models import Finding
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from gradwatch.strictjson import encode_floats
+from gradwatch.transport.strictjson import encode_floats
 
 __all__ = ["NONFINITE", "GWJSONResponse", "decode_float", "dumps", "encode_floats"]
 

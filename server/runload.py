@@ -1,4 +1,4 @@
-"""A stored run as the comparison core's :class:`gradwatch.compare.RunData`.
+"""A stored run as the comparison core's :class:`gradwatch.drift.verdict.RunData`.
 
 Reads the chunk store (``series_chunks`` / ``series_blobs``) for a step range: the loss,
 the per-tensor statistics and the batch hashes (kept in each STEPS chunk's meta), so the
@@ -15,11 +15,11 @@ import torch
 from sqlalchemy import select
 from sqlmodel import Session, col
 
-from gradwatch.compare import RunData, Track
+from gradwatch.drift.verdict import RunData, Track
 from gradwatch.server import crud
 from gradwatch.server.models import Run, SeriesChunk
 from gradwatch.server.series import INT64_MAX, INT64_MIN, read_block, tensor_rows
-from gradwatch.stats import STAT_NAMES
+from gradwatch.stats.tensors import STAT_NAMES
 
 
 def optimizers(session: Session, run_id: str) -> list[int]:

@@ -36,7 +36,7 @@ from gradwatch.server.ingest import (
 )
 from gradwatch.server.models import SpoolImport
 from gradwatch.server.records import FrameRows
-from gradwatch.spool import SpoolCursor, list_segments, read_batch, segment_path
+from gradwatch.transport.spool import SpoolCursor, list_segments, read_batch, segment_path
 from gradwatch.wire import Frame
 
 log = logging.getLogger("gradwatch.server")

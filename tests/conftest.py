@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gradwatch.spool import read_spool
+from gradwatch.transport.spool import read_spool
 from gradwatch.wire import Kind, Record
 
 

@@ -32,7 +32,7 @@ import pytest
 import tomllib
 import yaml
 
-from gradwatch.sender import INGEST_PATH, HTTPTransport
+from gradwatch.transport.sender import INGEST_PATH, HTTPTransport
 from tests.server import frames as f
 from tests.server.live import wait_for
 from tests.server.test_commands import free_port, get

@@ -15,8 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = textwrap.dedent("""
     import os, sys, torch, gradwatch
-    from gradwatch.reader import load_run
-    from gradwatch.spool import read_spool
+    from gradwatch.reader import load_run  # the documented import path (a re-export)
+    from gradwatch.transport.spool import read_spool
     assert "site-packages" in gradwatch.__file__ or os.environ["MODE"] == "editable", \\
         gradwatch.__file__
     assert "fastapi" not in sys.modules and "dash" not in sys.modules
@@ -53,6 +53,13 @@ def test_wheel_sdist_and_editable_installs_work_in_a_clean_venv(tmp_path: Path) 
     assert {"gradwatch/dashboard/pages/run.py", "gradwatch/dashboard/assets/gradwatch.css"} <= set(
         names
     )
+    # every collector module, subpackages included (each must be in pyproject's package list)
+    sources = {
+        "gradwatch/" + p.relative_to(ROOT / "collector").as_posix()
+        for p in (ROOT / "collector").rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
+    assert sources - set(names) == set()
     work = tmp_path / "work"  # outside the source tree, so nothing is imported from it
     work.mkdir()
     (work / "smoke.py").write_text(SMOKE)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pandas import DataFrame
 
     from gradwatch.analysis.rundata import RunData
-    from gradwatch.run import Run
+    from gradwatch.session.handle import Run
 
 PLOTLY_JS: bool | str = "cdn"
 MAX_LINES = 5  # findings shown in words; the rest are counted
@@ -31,9 +31,9 @@ def _plural(n: int, word: str) -> str:
 
 
 def finding_lines(findings: list[dict[str, Any]]) -> list[str]:
-    """The findings in words: one line per incident (:mod:`gradwatch.incidents`: its root
+    """The findings in words: one line per incident (:mod:`gradwatch.checks.incidents`: its root
     cause, then what followed), errors and warnings only."""
-    from gradwatch.incidents import views
+    from gradwatch.checks.incidents import views
 
     clean = [{k: None if _missing(v) else v for k, v in f.items()} for f in findings]
     lines = [

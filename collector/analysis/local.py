@@ -16,7 +16,7 @@ import numpy as np
 from gradwatch.analysis.downsample import Vector
 from gradwatch.analysis.selection import INCIDENT_KEYS, Selection, Series, tensor_rows, thinned
 from gradwatch.commands.findings import local_findings, public
-from gradwatch.spool import read_spool
+from gradwatch.transport.spool import read_spool
 from gradwatch.wire import Array, Kind, Record
 
 SCALARS = -1  # the optimizer number the server files user scalars under
@@ -74,7 +74,7 @@ def scalars_chunk(record: Record) -> Chunk:
 
 
 class LocalSource:
-    """A run folder in the data directory (see :mod:`gradwatch.spool`)."""
+    """A run folder in the data directory (see :mod:`gradwatch.transport.spool`)."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir

@@ -23,16 +23,16 @@ from torch import nn
 
 from gradwatch.checks import loss as loss_checks
 from gradwatch.checks.coverage import CoverageChecks
+from gradwatch.checks.findings import Action, FindingSink, finding
 from gradwatch.checks.lifecycle import IDS as LIFECYCLE_IDS
 from gradwatch.checks.lifecycle import LifecycleChecks
 from gradwatch.checks.lr import LrChecks
 from gradwatch.checks.numerics import NumericsChecks
 from gradwatch.checks.view import StepView, Window
-from gradwatch.findings import Action, FindingSink, finding
-from gradwatch.fingerprint import nondeterminism_risks
+from gradwatch.fingerprint.take import nondeterminism_risks
 
 if TYPE_CHECKING:
-    from gradwatch.lifecycle import OptimizerWatch
+    from gradwatch.hooks.optimizer import OptimizerWatch
 
 VALUE_CHECKS = (
     "nonfinite-loss",
@@ -207,7 +207,7 @@ class CheckEngine:
             self.losses.observe(v)
         self.sink.flush()
 
-    # -- a window of rows at once (gradwatch.stepcheck) ------------------------------------
+    # -- a window of rows at once (gradwatch.hooks.stepcheck) ------------------------------------
     # values() and post_step() are the reference, one row at a time. Rows on which they
     # would find nothing, only extending their histories, are taken many at once here; any
     # other row goes through them. Policies that act (raise, skip, checkpoint) keep every

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from gradwatch.catalogue import Severity
-from gradwatch.findings import FindingSink, finding
+from gradwatch.checks.findings import FindingSink, finding
 
 CONSECUTIVE_WARN = 3
 RATE_WINDOW, RATE_WARN = 100, 0.05

@@ -9,8 +9,8 @@ from fnmatch import fnmatch
 
 import torch
 
+from gradwatch.checks.findings import Action, FindingSink, finding
 from gradwatch.checks.view import StepView, held_for
-from gradwatch.findings import Action, FindingSink, finding
 
 PERSIST_STEPS = 3  # param-no-grad and param-not-updated must hold this many steps in a row
 FROZEN_HORIZON = 1000  # steps a tensor may stay frozen in an optimizer before a warning

@@ -1,6 +1,6 @@
 """The cross-rank checks of a DDP run: pure comparisons of what every rank published.
 
-Rank 0 calls these on its comparer thread (:mod:`gradwatch.ddp`) with one summary per
+Rank 0 calls these on its comparer thread (:mod:`gradwatch.ddp.ranks`) with one summary per
 rank; each returns the finding to report, or ``None``. Nothing here talks to the store.
 
 * ``ddp-param-desync``: the bit-exact parameter checksums of a step differ between ranks.
@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gradwatch.findings import Finding, finding
+from gradwatch.checks.findings import Finding, finding
 
 SPREAD = 10.0
 SPREAD_FLOOR = 1e-6  # below this on every rank, a ratio says nothing

@@ -24,10 +24,10 @@ import math
 
 import torch
 
+from gradwatch.checks.findings import Action, FindingSink, finding
 from gradwatch.checks.fmt import num, times
 from gradwatch.checks.numstate import WINDOW, State
 from gradwatch.checks.view import StepView, held_for_rows
-from gradwatch.findings import Action, FindingSink, finding
 
 MIN_HISTORY = 20
 MEDIAN_EVERY = 10  # the rolling median is recomputed every this many steps

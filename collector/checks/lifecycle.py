@@ -4,8 +4,8 @@ model, ``param-no-grad``. Host facts only: they always run in real time, before 
 
 from __future__ import annotations
 
+from gradwatch.checks.findings import Action, FindingSink, finding
 from gradwatch.checks.view import Event, StepView
-from gradwatch.findings import Action, FindingSink, finding
 
 #: the check ids of :meth:`LifecycleChecks.pre_step`'s actions, in order
 IDS = ("stale-grad", "grad-zeroed-before-step", "step-without-backward", "accumulation-wiped")

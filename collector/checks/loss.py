@@ -8,9 +8,9 @@ from collections import deque
 
 from torch import nn
 
+from gradwatch.checks.findings import Action, FindingSink, finding
 from gradwatch.checks.fmt import num, times
 from gradwatch.checks.view import StepView
-from gradwatch.findings import Action, FindingSink, finding
 
 SMOOTH = 10  # losses per median when comparing with the running minimum
 DIVERGE_MIN_STEPS = 20

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from gradwatch.checks.findings import FindingSink, finding
 from gradwatch.checks.fmt import num, times
-from gradwatch.findings import FindingSink, finding
 
 if TYPE_CHECKING:
-    from gradwatch.lifecycle import OptimizerWatch
+    from gradwatch.hooks.optimizer import OptimizerWatch
 
 JUMP_FACTOR = 10.0
 #: rows with a positive LR before a rise counts as a jump: a ramp from a tiny base

@@ -17,10 +17,10 @@ import torch
 
 from gradwatch.checks import explode
 from gradwatch.checks import ratio as ratio_mod
+from gradwatch.checks.findings import Action, Finding, FindingSink, finding
 from gradwatch.checks.fmt import num
 from gradwatch.checks.numstate import State, ends
 from gradwatch.checks.view import StepView, Window, held_for
-from gradwatch.findings import Action, Finding, FindingSink, finding
 
 RMS_VANISH = 1e-7
 STRUCTURAL_ZERO = 1e-4  # RMS below this fraction of the largest one: zero up to rounding
@@ -40,7 +40,7 @@ class NumericsChecks:
         self._state: dict[int, State] = {}
         self._lock = threading.Lock()  # value checks may run live, update checks on I/O
         self._deep: set[int] = set()  # optimizers whose first/last ratio is low right now
-        self.origin: OriginOf | None = None  # NaN provenance (gradwatch.nanorigin)
+        self.origin: OriginOf | None = None  # NaN provenance (gradwatch.nan.origin)
         #: ‖θ‖ before each optimizer's first update (set by its checker at step 1)
         self.initial: dict[int, torch.Tensor] = {}
 
@@ -214,7 +214,7 @@ class NumericsChecks:
         self._deep.discard(v.optimizer)
         return None
 
-    # -- a window of rows at once (gradwatch.stepcheck) ----------------------------------
+    # -- a window of rows at once (gradwatch.hooks.stepcheck) ----------------------------------
     # The per-row methods above are the reference. For rows on which they would report
     # nothing and only update their history, these do the same for many rows in a few ops.
 

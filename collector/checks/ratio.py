@@ -19,10 +19,10 @@ from __future__ import annotations
 import torch
 
 from gradwatch.catalogue import Severity
+from gradwatch.checks.findings import Finding, FindingSink, finding
 from gradwatch.checks.fmt import times
 from gradwatch.checks.numstate import State
 from gradwatch.checks.view import held_for
-from gradwatch.findings import Finding, FindingSink, finding
 
 #: update-ratio levels: name, ratio above which a step counts, steps to hold, severity
 LEVELS: list[tuple[str, float, int, Severity]] = [

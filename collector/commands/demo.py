@@ -3,7 +3,7 @@
 Starts ``gradwatch serve`` on SQLite in the data directory (the one ``gradwatch runs``,
 ``findings`` and ``compare`` read with no flags; the runs are in project ``demo``), creates
 a log-only alert rule for that project, prints the dashboard URL, then runs
-:mod:`gradwatch.demo` in subprocesses (two agreeing replicates, one that drifts, one with a
+:mod:`gradwatch.demo.training` in subprocesses (two agreeing replicates, one that drifts, one with a
 stale-gradient bug, one with a NaN onset), streaming to the server, and keeps serving until
 Ctrl-C. ``--no-serve`` only records the runs (spooled on disk; ``gradwatch serve`` shows
 them later).
@@ -25,7 +25,7 @@ from gradwatch import paths
 from gradwatch.commands import Subparsers, data_dir_help
 from gradwatch.server.config import DB_FILE, default_db_url
 
-PROJECT = "demo"  # gradwatch.demo.PROJECT, which imports torch
+PROJECT = "demo"  # gradwatch.demo.training.PROJECT, which imports torch
 
 STORY = (
     ("replicate-a", "a correct run"),
@@ -41,7 +41,7 @@ def train_all(data_dir: Path, steps: int, server: str | None, delay: float, jobs
     env = {**os.environ, "GRADWATCH_DIR": str(data_dir), "GRADWATCH_PROJECT": "demo"}
 
     def one(variant: str) -> int:
-        cmd = [sys.executable, "-m", "gradwatch.demo", variant, "--steps", str(steps)]
+        cmd = [sys.executable, "-m", "gradwatch.demo.training", variant, "--steps", str(steps)]
         cmd += ["--step-delay", str(delay)] + (["--server", server] if server else [])
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         state = "done" if done.returncode == 0 else f"FAILED ({done.returncode})"

@@ -1,11 +1,11 @@
 """``gradwatch findings``: a run's findings, from the local data directory or a server.
 
 Without RUN it reads every run of the latest job: all ranks and processes that the last
-``gradwatch run`` invocation (or torchrun launch) started (:mod:`gradwatch.jobs`). The exit
-status makes it a CI gate: ``gradwatch findings --fail-on error`` exits 1 when one of those
-runs has an error finding, 0 when none has, 2 when there is no such run. Findings are
-shown by incident (:mod:`gradwatch.incidents`): one sentence naming the root cause, then
-the findings that are its evidence.
+``gradwatch run`` invocation (or torchrun launch) started (:mod:`gradwatch.transport.jobs`).
+The exit status makes it a CI gate: ``gradwatch findings --fail-on error`` exits 1 when one
+of those runs has an error finding, 0 when none has, 2 when there is no such run. Findings
+are shown by incident (:mod:`gradwatch.checks.incidents`): one sentence naming the root
+cause, then the findings that are its evidence.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from gradwatch import jobs, paths, strictjson
+from gradwatch import paths
 from gradwatch.catalogue import SEVERITIES
+from gradwatch.checks.incidents import annotate, evidence, views
 from gradwatch.commands import Subparsers, data_dir_help
 from gradwatch.commands._crossrun import cross_run_findings
-from gradwatch.incidents import annotate, evidence, views
-from gradwatch.spool import list_segments, read_spool
+from gradwatch.transport import jobs, strictjson
+from gradwatch.transport.spool import list_segments, read_spool
 from gradwatch.wire import Kind, from_jsonable
 
 JSON_KEYS = (
@@ -61,7 +62,7 @@ def local_findings(run_dir: Path) -> list[dict[str, Any]]:
 
 def local_run_dirs(run: str | None, data_dir: str | None) -> list[Path]:
     """The folder of ``run`` (an id or a path), or every run of the latest job."""
-    from gradwatch.reader import list_runs
+    from gradwatch.transport.local_reader import list_runs
 
     root = paths.data_dir(data_dir)
     if run is None:

@@ -3,7 +3,7 @@
 The command runs as a child process with the script's stdin, stdout and stderr; its exit
 status is the child's. The child (and any Python process it starts, e.g. under
 ``torchrun``) gets a ``PYTHONPATH`` entry with a ``sitecustomize.py`` that loads
-:mod:`gradwatch.autowatch` once torch is imported, and the options as environment
+:mod:`gradwatch.session.autowatch` once torch is imported, and the options as environment
 variables. gradwatch's own lines go to stderr, prefixed ``gradwatch``. Before the start,
 the script is linted (``gradwatch lint``); its findings are stored with every run it
 starts (``--no-lint`` skips this).
@@ -38,9 +38,9 @@ def child_env(
     args: argparse.Namespace, bootstrap: Path, manifest: Path, data_dir: Path
 ) -> dict[str, str]:
     """The environment of the watched command."""
-    from gradwatch import options  # loads torch: only when a run is started
-    from gradwatch.autowatch import ENV_MANIFEST, ENV_ON
-    from gradwatch.jobs import ENV_JOB
+    from gradwatch.session import options  # loads torch: only when a run is started
+    from gradwatch.session.autowatch import ENV_MANIFEST, ENV_ON
+    from gradwatch.transport.jobs import ENV_JOB
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(bootstrap), env.get("PYTHONPATH")]))
@@ -63,7 +63,7 @@ def child_env(
 
 def _validate(args: argparse.Namespace) -> None:
     """Every flag checked here, before the script starts (ConfigError says what to fix)."""
-    from gradwatch import options
+    from gradwatch.session import options
 
     options.parse_checks(",".join(args.check), source="--check")
     options.resolve(
@@ -115,8 +115,8 @@ def started_runs(manifest: Path) -> list[dict[str, str]]:
 
 def report(runs: list[dict[str, str]], data_dir: Path, explicit_dir: bool) -> None:
     """One line per run: its findings by severity and the command that lists them."""
+    from gradwatch.checks.incidents import annotate, views
     from gradwatch.commands.findings import local_findings, runtime_only, summary
-    from gradwatch.incidents import annotate, views
     from gradwatch.lint.confirm import mark
 
     if not runs:
@@ -155,8 +155,8 @@ def lint_script(command: Sequence[str], folder: Path) -> dict[str, str]:
     """Lint the command's script; its findings go to a file the watched process attaches
     to every run it starts (the environment entry that names it is returned). A script
     that cannot be linted is run all the same."""
-    from gradwatch.autowatch import ENV_LINT
     from gradwatch.lint import lint_paths
+    from gradwatch.session.autowatch import ENV_LINT
 
     script = script_of(command)
     if script is None:
@@ -184,7 +184,7 @@ def lint_script(command: Sequence[str], folder: Path) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command watched; its exit status is the command's."""
-    from gradwatch.autowatch import SITECUSTOMIZE
+    from gradwatch.session.autowatch import SITECUSTOMIZE
 
     command = list(args.command)
     if command[:1] == ["--"]:

@@ -12,9 +12,9 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from gradwatch import strictjson
 from gradwatch.commands import Subparsers, data_dir_help
-from gradwatch.jobs import by_job
+from gradwatch.transport import strictjson
+from gradwatch.transport.jobs import by_job
 
 PAGE = 1000
 

@@ -13,7 +13,7 @@ from gradwatch.errors import ConfigError
 
 def run(args: argparse.Namespace) -> int:
     """Send every run's unacknowledged frames; exit 1 if some run is incomplete."""
-    from gradwatch import sender
+    from gradwatch.transport import sender
 
     server = args.server or os.environ.get("GRADWATCH_SERVER")
     if not server:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradwatch.errors import ConfigError
-from gradwatch.options import resolve
+from gradwatch.session.options import resolve
 
 
 def checked_options(options: dict[str, Any]) -> dict[str, Any]:

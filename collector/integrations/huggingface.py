@@ -28,8 +28,8 @@ try:
 except ImportError:  # pragma: no cover - exercised only without transformers
     require("transformers")
 
-from gradwatch.run import Run
-from gradwatch.watch import watch
+from gradwatch.session.attach import watch
+from gradwatch.session.handle import Run
 
 _CONFIG_KEYS = (
     "learning_rate",

@@ -24,8 +24,8 @@ try:
 except ImportError:  # pragma: no cover - exercised only without lightning
     require("lightning")
 
-from gradwatch.run import Run
-from gradwatch.watch import watch
+from gradwatch.session.attach import watch
+from gradwatch.session.handle import Run
 
 
 class GradwatchCallback(pl.Callback):  # type: ignore[misc]

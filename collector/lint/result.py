@@ -38,7 +38,8 @@ class LintFinding:
         return asdict(self) | {"hint": self.hint}
 
     def to_meta(self) -> dict[str, Any]:
-        """The wire form of a run finding (see :meth:`gradwatch.findings.Finding.to_meta`)."""
+        """The wire form of a run finding (see
+        :meth:`gradwatch.checks.findings.Finding.to_meta`)."""
         return {
             "check": self.rule,
             "severity": self.severity,

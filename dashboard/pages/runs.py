@@ -10,7 +10,7 @@ from dash import Dash, Input, Output, dcc, html
 from gradwatch.dashboard import ids
 from gradwatch.dashboard.api import Api, ApiError, from_request
 from gradwatch.dashboard.components import card, empty_state, health, status_badge, table
-from gradwatch.jobs import by_job
+from gradwatch.transport.jobs import by_job
 
 PATH = r"/"
 STATUSES = ("running", "finished", "failed", "crashed", "stalled")

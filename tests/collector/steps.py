@@ -1,4 +1,5 @@
-"""Per-step dicts of a spooled run, for assertions (built on :mod:`gradwatch.reader`)."""
+"""Per-step dicts of a spooled run, for assertions (built on
+:mod:`gradwatch.transport.local_reader`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gradwatch.reader import load_run
+from gradwatch.transport.local_reader import load_run
 
 
 def steps(run_dir: Path, optimizer: int = 0) -> list[dict[str, Any]]:

@@ -140,7 +140,7 @@ def test_run_page_follows_a_live_run_within_two_seconds(
         [
             sys.executable,
             "-m",
-            "gradwatch.demo",
+            "gradwatch.demo.training",
             "replicate-a",
             "--steps",
             "3000",

@@ -51,7 +51,7 @@ def test_demo_help_and_bad_variant() -> None:
     ).stdout
     assert "--no-serve" in out and "dashboard" in out
     bad = subprocess.run(
-        [sys.executable, "-m", "gradwatch.demo", "no-such"],
+        [sys.executable, "-m", "gradwatch.demo.training", "no-such"],
         capture_output=True,
         text=True,
         check=False,

@@ -27,9 +27,9 @@ from typing import Any
 
 from sqlalchemy import text
 
-from gradwatch.reader import load_run
 from gradwatch.server.db import make_engine
-from gradwatch.spool import read_spool
+from gradwatch.transport.local_reader import load_run
+from gradwatch.transport.spool import read_spool
 from tests.server.live import wait_for
 from tests.server.test_commands import free_port
 

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from gradwatch.sender import HTTPTransport
+from gradwatch.transport.sender import HTTPTransport
 from tests.faults.harness import ServerProcess, Trainer, account, wait_until_delivered
 from tests.faults.proxy import FaultProxy
 

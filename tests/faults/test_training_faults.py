@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from gradwatch.reader import load_run
-from gradwatch.spool import list_segments, read_spool, segment_path
+from gradwatch.transport.local_reader import load_run
+from gradwatch.transport.spool import list_segments, read_spool, segment_path
 from gradwatch.wire import Kind, Record, encode_frame
 from tests.faults.harness import ServerProcess, Trainer, account
 

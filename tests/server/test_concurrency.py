@@ -15,9 +15,9 @@ import time
 import numpy as np
 from sqlalchemy import text
 
-from gradwatch.sender import INGEST_PATH, HTTPTransport
 from gradwatch.server.config import Settings
 from gradwatch.server.db import make_engine
+from gradwatch.transport.sender import INGEST_PATH, HTTPTransport
 from gradwatch.wire import Kind, Record
 from tests.server import frames as f
 from tests.server.live import live_server

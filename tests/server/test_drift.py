@@ -12,9 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gradwatch import cli
-from gradwatch.compare import compare, from_local
+from gradwatch.drift.verdict import compare, from_local
 from gradwatch.paths import runs_dir
-from gradwatch.reader import load_run
 from gradwatch.server.app import create_app
 from gradwatch.server.config import Settings
 from gradwatch.server.db import make_engine, write_session
@@ -23,6 +22,7 @@ from gradwatch.server.ingest import insert_ignore
 from gradwatch.server.migrate import migrate
 from gradwatch.server.models import DriftState
 from gradwatch.server.spool_import import import_run
+from gradwatch.transport.local_reader import load_run
 from tests.collector.drift_runs import BUGGY
 from tests.server import frames as f
 from tests.server.live import live_server

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from torch import nn
 
 import gradwatch
-from gradwatch.findings import finding
+from gradwatch.checks.findings import finding
 from gradwatch.server.app import create_app, webhook_policy
 from gradwatch.server.config import Settings
 from gradwatch.server.db import make_engine

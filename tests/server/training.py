@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.reader import load_run
+from gradwatch.transport.local_reader import load_run
 
 
 def make() -> tuple[nn.Module, torch.optim.Optimizer]:

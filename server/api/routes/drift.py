@@ -32,7 +32,8 @@ def _torch_parts() -> Any:
     try:
         import torch
 
-        from gradwatch import compare, envelope
+        from gradwatch.drift import envelope
+        from gradwatch.drift import verdict as compare
         from gradwatch.server import runload
     except ImportError as exc:
         raise RequestError(

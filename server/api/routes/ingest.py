@@ -1,4 +1,5 @@
-"""``POST /api/v1/ingest``: the collector's batches of frames (protocol in gradwatch.sender).
+"""``POST /api/v1/ingest``: the collector's batches of frames (protocol in
+gradwatch.transport.sender).
 
 Checks, in order, each with a clear 4xx: run id header (400), schema version header (400),
 content type (415), body size (413), frame integrity (400), token (401/403), record

@@ -1,5 +1,6 @@
 """``gradwatch.open_run`` on the local spool: every table against an independent decode of
-the same spool (:mod:`gradwatch.reader`) and against ``gradwatch findings --json``."""
+the same spool (:mod:`gradwatch.transport.local_reader`) and against
+``gradwatch findings --json``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 import gradwatch
 from gradwatch.cli import main
-from gradwatch.reader import load_run
+from gradwatch.transport.local_reader import load_run
 from tests.collector.analysis.recorded import BAD_STEP, STEPS, train
 from tests.server.training import make
 from tests.server.training import train as plain_train
@@ -153,7 +154,7 @@ def test_a_key_logged_twice_in_a_step_keeps_the_last_value() -> None:
 def test_findings_that_carry_incidents_get_incident_and_role_columns() -> None:
     """A collector that groups findings into incidents writes ``incident`` and ``role`` on
     each finding; the table shows them (the columns are there even when a run has none)."""
-    from gradwatch.spool import SpoolWriter
+    from gradwatch.transport.spool import SpoolWriter
     from gradwatch.wire import Kind, Record
 
     model, opt = make()

@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.findings import Finding
-from gradwatch.run import Run
+from gradwatch.checks.findings import Finding
+from gradwatch.session.handle import Run
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 Step = Callable[[int, nn.Module, Any, torch.Tensor, torch.Tensor], None]

@@ -1,5 +1,5 @@
 """The cross-rank comparisons themselves, on hand-made summaries (the 2-process tests are in
-``tests/collector/test_ddp.py``)."""
+``tests/collector/ddp/test_ranks.py``)."""
 
 from __future__ import annotations
 

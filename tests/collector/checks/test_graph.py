@@ -1,4 +1,4 @@
-"""Connectivity read from the loss's autograd graph (gradwatch.graphwatch): a loss cut
+"""Connectivity read from the loss's autograd graph (gradwatch.hooks.connectivity): a loss cut
 from the model is ``param-no-grad`` (never ``step-without-backward``), trainable tensors
 no watched module and no optimizer holds are ``param-not-in-optimizer``; and the forward
 order comes from the forward pass, not the distance from the loss."""
@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.graphorder import forward_order, walk
+from gradwatch.hooks.forward_order import forward_order, walk
 from tests.collector.checks.common import (
     D_IN,
     D_OUT,

@@ -19,8 +19,8 @@ from torch import nn
 
 import gradwatch
 from gradwatch import cli
-from gradwatch.findings import finding
-from tests.collector.test_ddp import SCRIPT, TORCHRUN
+from gradwatch.checks.findings import finding
+from tests.collector.ddp.test_ranks import SCRIPT, TORCHRUN
 
 TWO_PROCESSES = """
 import subprocess, sys

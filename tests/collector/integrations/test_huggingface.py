@@ -13,7 +13,7 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
 from gradwatch.integrations.huggingface import GradwatchCallback
-from gradwatch.reader import load_run
+from gradwatch.transport.local_reader import load_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

@@ -12,7 +12,7 @@ from torch import nn
 
 from gradwatch.errors import ConfigError
 from gradwatch.integrations.lightning import GradwatchCallback
-from gradwatch.reader import load_run
+from gradwatch.transport.local_reader import load_run
 
 # lightning 2.6 on torch 2.13 warns about its own use of torch._pytree, and about tiny loaders
 pytestmark = pytest.mark.filterwarnings(

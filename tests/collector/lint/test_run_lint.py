@@ -12,7 +12,7 @@ import pytest
 
 from gradwatch import cli
 from gradwatch.commands.run import script_of
-from gradwatch.reader import latest_run
+from gradwatch.transport.local_reader import latest_run
 
 BUGGY = """
 import torch

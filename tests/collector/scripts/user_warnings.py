@@ -1,5 +1,5 @@
 """A training script that prints warnings of its own and PyTorch's broadcast warning; its
-stderr must read the same with and without gradwatch (tests/collector/test_warnings.py)."""
+stderr must read the same with and without gradwatch (tests/collector/session/test_warnings.py)."""
 
 import sys
 import warnings

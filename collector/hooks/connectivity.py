@@ -1,0 +1,181 @@
+"""What the loss's autograd graph says about the model's connectivity, looked at after a
+backward pass — once per graph *shape*, not per step.
+
+The shape of a pass is what the backward tap already knows for free: the type of the
+loss's node and how many tensors of each watched optimizer the pass reached. A pass of a
+shape seen before is not walked again, so the common step adds one tuple and one set
+lookup. A new shape is walked once (:func:`gradwatch.hooks.forward_order.walk`), which gives
+
+* the forward order of each optimizer's tensors (:mod:`gradwatch.hooks.forward_order`);
+* when the pass reached no watched tensor, where the loss was cut from the model (handed
+  to the lifecycle checks as a ``backward-cut`` event: ``param-no-grad``, never
+  ``step-without-backward``, when ``step()`` follows);
+* trainable ``nn.Parameter`` leaves the loss reaches that no watched model and no live
+  optimizer holds (layers kept in a plain list or dict, parameters made in ``forward``):
+  ``param-not-in-optimizer``, with the shape and the plain container that holds them.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from gradwatch.checks.findings import finding
+from gradwatch.hooks.forward_order import Graph, forward_order, walk
+
+if TYPE_CHECKING:
+    from gradwatch.session.handle import Run
+
+MAX_SHAPES = 64  # graph shapes remembered; past that, new shapes are no longer walked
+Shape = tuple[str, tuple[int, ...]]
+_REGISTERED = frozenset({"_modules", "_parameters", "_buffers"})  # nn.Module's own dicts
+
+
+def _spelled(t: torch.Tensor) -> str:
+    return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
+
+
+def cut_description(root: torch.Tensor | None, graph: Graph | None) -> str:
+    """Where the loss was cut from the model, in words (one clause)."""
+    if root is None:
+        return "backward() was called on several tensors, none connected to the model"
+    if root.grad_fn is None:
+        return (
+            "the loss is a leaf tensor whose requires_grad was set by hand (rebuilt from "
+            ".item(), numpy or torch.tensor(...), then requires_grad=True), so it has no "
+            "history back to the model"
+        )
+    leaves = [] if graph is None else graph.leaves
+    if not leaves:
+        return "the loss's graph reaches no tensor that requires a gradient"
+    shown = ", ".join(_spelled(t) for t in leaves[:3])
+    return (
+        f"the loss's graph ends at {len(leaves)} tensor(s) that are not the model's "
+        f"parameters ({shown}): made by torch.tensor(...)/requires_grad=True from values cut "
+        "off by .detach(), .item() or numpy"
+    )
+
+
+class GraphWatch:
+    """The graph-shape cache and the findings it leads to, for one run."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self._shapes: dict[Shape, str] = {}  # shape -> cut description ("" when connected)
+        self._order_reach: dict[int, int] = {}  # watch index -> tensors its order covers
+        self._reported: set[int] = set()  # ids of the unowned leaves already reported
+
+    def after_backward(self, tensor: torch.Tensor | None, reached: list[int]) -> str:
+        """Look at one backward pass (``reached``: tensors reached per watch); returns
+        where the loss was cut from the model, or ``""`` when it reached a watched tensor."""
+        node = None if tensor is None else tensor.grad_fn
+        shape: Shape = (type(node).__name__, tuple(reached))
+        known = self._shapes.get(shape)
+        if known is not None:
+            return known
+        if len(self._shapes) >= MAX_SHAPES:
+            return "" if any(reached) else cut_description(tensor, None)
+        graph = walk(node) if node is not None else None
+        cut = "" if any(reached) else cut_description(tensor, graph)
+        self._shapes[shape] = cut
+        if graph is not None:
+            self._learn_order(graph, reached)
+            self._unowned(graph)
+        return cut
+
+    def _learn_order(self, graph: Graph, reached: list[int]) -> None:
+        """Keep, per optimizer, the order of the graph that reached most of its tensors."""
+        for w, count in zip(self.run.watches, reached, strict=True):
+            if count > self._order_reach.get(w.index, 0):
+                order = forward_order(graph, w.params)
+                if order is not None:
+                    w.forward_order = order
+                    self._order_reach[w.index] = count
+
+    def _unowned(self, graph: Graph) -> None:
+        """``param-not-in-optimizer`` for trainable parameters the loss reaches that no
+        watched model and no optimizer holds."""
+        names = self.run.names
+        loose = [
+            t
+            for t in graph.leaves
+            if isinstance(t, nn.Parameter)
+            and t.requires_grad
+            and id(t) not in names
+            and id(t) not in self._reported
+        ]
+        if not loose or not self.run.sink.enabled("param-not-in-optimizer"):
+            return
+        # a watched model's own tensors (a layer replaced after watch()) are the periodic
+        # coverage check's, named as the model names them; any optimizer's may train them
+        models = self.run.model_hooks.models.values()
+        held = _held_by_optimizers() | {id(p) for m in models for p in m.parameters()}
+        groups: dict[str, list[torch.Tensor]] = {}
+        for t in loose:
+            if id(t) not in held:
+                groups.setdefault(self._holder(t), []).append(t)
+        step = self.run.step + 1
+        for where, tensors in groups.items():
+            self._reported.update(id(t) for t in tensors)
+            shapes = ", ".join(_spelled(t) for t in tensors[:4])
+            more = f" and {len(tensors) - 4} more" if len(tensors) > 4 else ""
+            self.run.sink.report(
+                finding(
+                    "param-not-in-optimizer",
+                    step,
+                    f"{len(tensors)} trainable tensor(s) ({shapes}{more}) reach the loss but no "
+                    f"watched module and no optimizer holds them ({where}), so they never train.",
+                    "register submodules with nn.ModuleList/nn.ModuleDict (not a plain list or "
+                    "dict), create parameters in __init__ rather than forward, and build the "
+                    "optimizer after the model is complete.",
+                    param=f"unregistered: {where}",
+                    details={
+                        "shapes": [list(t.shape) for t in tensors],
+                        "dtypes": [str(t.dtype).removeprefix("torch.") for t in tensors],
+                        "held_by": where,
+                    },
+                )
+            )
+        self.run.sink.flush()
+
+    def _holder(self, tensor: torch.Tensor) -> str:
+        """Which plain container of a watched model holds ``tensor`` (or its module)."""
+        for key, model in self.run.model_hooks.models.items():
+            prefix = f"{key}." if key else ""
+            for path, module in model.named_modules():
+                for attr, value in vars(module).items():
+                    if attr in _REGISTERED:
+                        continue
+                    found = _in_container(value, tensor)
+                    if found is not None:
+                        at = f"{prefix}{path}.{attr}" if path else f"{prefix}{attr}"
+                        return f"{found} in the plain {type(value).__name__} `{at}`"
+        return "no module holds them: made in forward()?"
+
+
+def _in_container(value: Any, tensor: torch.Tensor) -> str | None:
+    """The class of the module inside a plain list/tuple/dict ``value`` that owns
+    ``tensor`` (``Parameter`` when the container holds the tensor itself)."""
+    if not isinstance(value, list | tuple | dict):
+        return None
+    items = value.values() if isinstance(value, dict) else value
+    for item in items:
+        if item is tensor:
+            return "Parameter"
+        if isinstance(item, nn.Module) and any(p is tensor for p in item.parameters()):
+            return type(item).__name__
+    return None
+
+
+def _held_by_optimizers() -> set[int]:
+    """Ids of every tensor held by a live optimizer (a scan of the heap, done only when a
+    loose parameter was found)."""
+    held: set[int] = set()
+    for obj in gc.get_objects():
+        if issubclass(type(obj), torch.optim.Optimizer):
+            for group in obj.param_groups:
+                held.update(id(p) for p in group["params"])
+    return held

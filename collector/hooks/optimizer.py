@@ -1,0 +1,448 @@
+"""Follows one optimizer through its lifecycle: backward passes, gradient clearing, steps.
+
+What it attaches (all removed by ``detach``):
+
+* a listener of the backward tap: after each backward pass it compares every gradient's
+  identity and version with what it saw before, which tells whether the pass reached this
+  optimizer, and whether gradients were cleared by hand (``p.grad = None``, ``zero_()``)
+  since the previous pass — one cheap scan per pass instead of a hook per tensor;
+* a wrapper of the *instance's* ``zero_grad`` (the class is untouched);
+* ``register_step_pre_hook`` / ``register_step_post_hook``: statistics around the update.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils.hooks import RemovableHandle
+
+from gradwatch.checks.view import Event
+from gradwatch.hooks.manual_updates import ManualDriver, ManualUpdates
+from gradwatch.hooks.stepcheck import StepChecker
+from gradwatch.stats.batch_checksum import Deferred, combine
+from gradwatch.stats.rows import LEADING, HostStep, assemble, write_row
+from gradwatch.stats.tensors import PreStep, StepStats, StepValues, grads_untouched_by_step
+from gradwatch.stats.transfer import Reader, Transfer
+
+if TYPE_CHECKING:
+    from gradwatch.session.handle import Run
+
+
+def has_closure(args: Any, kwargs: Any) -> bool:
+    """Whether ``step()`` was given a closure (it then computes gradients of its own)."""
+    return any(callable(a) for a in (*args, *kwargs.values()))
+
+
+MAX_EVENTS = 256  # lifecycle events kept per step
+
+
+@dataclass
+class StepMeta:
+    """Host-side facts of one optimizer step (the device side is its transfer row)."""
+
+    step: int
+    n_backward: int
+    lr: list[float]
+    wall_time: float
+    phases: tuple[float, float, float]  # forward, backward, step seconds (host clock)
+    events: list[Event]
+    has_grad: list[bool]
+    has_loss: bool
+    batch: list[str]
+    requires_grad: list[bool] | None = None  # as at this step (checks run later)
+
+
+@dataclass
+class Pending:
+    """What happened since the previous step of this optimizer."""
+
+    n_backward: int = 0
+    events: list[Event] = field(default_factory=list)
+    loss: torch.Tensor | None = None
+    batch: torch.Tensor | Deferred | None = (
+        None  # the batch checksum (gradwatch.stats.batch_checksum)
+    )
+    batch_sig: list[str] = field(default_factory=list)
+    forward_time: float = 0.0
+    backward_time: float = 0.0
+    dropped_events: int = 0
+
+    def add(self, event: Event, *, before_last: bool = False) -> None:
+        """Record an event; past ``MAX_EVENTS`` in one step (zero_grad in an evaluation loop,
+        say) they are only counted, so memory stays bounded without a step."""
+        if len(self.events) >= MAX_EVENTS:
+            self.dropped_events += 1
+        elif before_last and self.events:
+            self.events.insert(len(self.events) - 1, event)
+        else:
+            self.events.append(event)
+
+
+def _closure(args: Any, kwargs: Any) -> Callable[[], Any] | None:
+    """The closure passed to ``step()``, if any (``args`` starts with the optimizer)."""
+    found = kwargs.get("closure", args[1] if len(args) > 1 else None)
+    return found if callable(found) else None
+
+
+class OptimizerWatch:
+    """Everything gradwatch attaches to one optimizer."""
+
+    def __init__(
+        self, run: Run, index: int, optimizer: torch.optim.Optimizer, device: torch.device
+    ) -> None:
+        self.run = run
+        self.index = index
+        self.optimizer = optimizer
+        self.params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
+        self.names = [run.names[id(p)] for p in self.params]
+        self.numel = [p.numel() for p in self.params]
+        self.shapes = [list(p.shape) for p in self.params]
+        self.group_of = [j for j, g in enumerate(optimizer.param_groups) for _ in g["params"]]
+        self.model_keys: list[str] = []  # the watched models that own these parameters
+        self.since_clear = 0  # backward passes since the gradients were last cleared
+        self.forward_order: list[int] | None = None  # set by gradwatch.hooks.connectivity
+        # backward passes (run-wide numbers) counted since gradients were last cleared or
+        # applied: a clear finds there the passes it discards (accumulation-wiped)
+        self.unapplied: list[int] = []
+        self.discarded = 0  # of those, cleared without a step: a wipe once backward follows
+        self.stepped_at = 0  # the run's pass count at this optimizer's last step
+        self.in_step = False  # inside step(): a closure's clears are the optimizer's own
+        self._grads_untouched = grads_untouched_by_step(optimizer)
+        self._grads_stale = False  # gradients edited by hand since the last look
+        self.stats = StepStats(
+            self.params,
+            device,
+            grads_after=self._grads_untouched,
+            grads_only=run.options.stats == "grad-norms",
+        )
+        n = len(self.params)
+        self.transfer: Transfer[StepMeta] = Transfer(
+            LEADING + 4 * n,
+            device,
+            run.transfer_every,
+            run.transfer_max_age,
+            (lambda steps: assemble(steps, n)) if self.stats.on_host else None,
+        )
+        self.step = 0
+        self.pending = Pending()
+        self.handles: list[RemovableHandle] = []
+        # per parameter: (weak reference to its gradient, the gradient's version) as seen
+        # by the last backward pass; tells clearing by hand and in-place edits apart
+        self._grads: list[tuple[weakref.ref[torch.Tensor], int] | None] = [None] * len(self.params)
+        self._pre: PreStep | None = None
+        self._t_step_start = 0.0
+        self._t_last = time.perf_counter()
+        self._zero_grad: Callable[..., Any] | None = None
+        self.checker = StepChecker(self, run.checks)
+        #: a loop that updates the parameters by hand (gradwatch.hooks.manual_updates), else None
+        self.manual = ManualDriver(self) if isinstance(optimizer, ManualUpdates) else None
+        # on the CPU the NaN screen (gradwatch.nan.origin) looks at the gradient norms before
+        # the update, so they are measured then
+        self.screened = run.options.nan_origin and self.stats.on_host
+
+    # -- attach / detach -------------------------------------------------------------------
+    def attach(self) -> None:
+        """Register every hook; the caller removes them with :meth:`detach`."""
+        guard = self.run.guard
+        self.see_grads()
+        self.handles.append(
+            self.optimizer.register_step_pre_hook(guard(self._before_step, "step pre-hook"))
+        )
+        self.handles.append(
+            self.optimizer.register_step_post_hook(guard(self._after_step, "step post-hook"))
+        )
+        original = self.optimizer.zero_grad
+        note = guard(lambda: self.note_zero_grad("optimizer"), "zero_grad wrapper")
+        # torch's own zero_grad(set_to_none=True) leaves every gradient None: nothing to scan
+        stock = getattr(type(self.optimizer), "zero_grad", None) is torch.optim.Optimizer.zero_grad
+        n = len(self.params)
+
+        def zero_grad(*args: Any, **kwargs: Any) -> Any:
+            note()
+            result = original(*args, **kwargs)
+            if stock and not args and kwargs.get("set_to_none", True) is True:
+                self._grads = [None] * n
+                self._grads_stale = False
+            else:
+                self.see_grads()
+            return result
+
+        self._zero_grad = zero_grad
+        self.optimizer.zero_grad = zero_grad  # type: ignore[method-assign]
+
+    def _follow_changes(self) -> None:
+        """Say once that parameters added to the optimizer after ``watch()`` are not
+        followed."""
+        held = sum(len(g["params"]) for g in self.optimizer.param_groups)
+        if held != len(self.params):
+            self.run.report_once(
+                f"groups{self.index}",
+                f"optimizer {self.index} now holds {held} tensors, {len(self.params)} when "
+                "watch() was called (add_param_group?); tensors added later are not followed: "
+                "call watch() after building the optimizer completely",
+            )
+
+    def detach(self) -> None:
+        """Remove every hook and restore ``zero_grad``; free the parameter snapshot."""
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+        if self.optimizer.__dict__.get("zero_grad") is self._zero_grad:
+            del self.optimizer.__dict__["zero_grad"]
+        self.stats.release()
+
+    # -- events -----------------------------------------------------------------------------
+    def _now(self) -> float:
+        return time.perf_counter() - self._t_last
+
+    def note_zero_grad(self, source: str) -> None:
+        """Record a gradient clearing by ``zero_grad`` (``source``: optimizer or model)."""
+        if self.manual is not None:
+            self.manual.check()  # an update by hand before this clear was a step
+        self.pending.add(("zero_grad", self._now(), source))
+        self.note_wipe()
+        self.since_clear = 0
+        self.pending.loss = None  # the recorded loss is the one whose gradient gets applied
+
+    def note_forward(
+        self, checksum: torch.Tensor | Deferred | None, sig: list[str], took: float
+    ) -> None:
+        """Record one forward pass of a watched model that owns these parameters."""
+        pending = self.pending
+        pending.forward_time += took
+        if checksum is not None:
+            pending.batch = checksum if pending.batch is None else combine(pending.batch, checksum)
+        if len(pending.batch_sig) < 64:
+            pending.batch_sig.extend(sig)
+
+    def see_grads(self) -> None:
+        """Remember every gradient as it is now (identity and version)."""
+        self._grads_stale = False
+        self._grads = [
+            None if p.grad is None else (weakref.ref(p.grad), p.grad._version) for p in self.params
+        ]
+
+    def note_wipe(self) -> None:
+        """Gradients were just cleared: the backward passes since the last clear that no
+        step applied (not even another optimizer's) are discarded. When another backward
+        pass follows before a step, that is a ``wiped`` event (accumulation-wiped); when a
+        step follows, grad-zeroed-before-step says it."""
+        unapplied, self.unapplied = self.unapplied, []
+        if unapplied and not self.in_step:
+            self.discarded += sum(1 for n in unapplied if not self.run.applied_elsewhere(n, self))
+
+    def note_applied(self) -> None:
+        """The gradients were used (a step, or a GradScaler's decision to skip one)."""
+        self.unapplied = []
+        self.discarded = 0
+        self.stepped_at = self.run.passes
+
+    def forget_grads(self) -> None:
+        """Take every gradient present as new (attached in the middle of a backward pass)."""
+        self._grads = [None] * len(self.params)
+
+    def after_backward(self, root: torch.Tensor | None, took: float) -> int:
+        """Called by the run after every backward pass, reached or not; returns how many of
+        this optimizer's tensors the pass reached."""
+        reached, by_hand = 0, ""
+        grads = self._grads
+        for i, p in enumerate(self.params):
+            g = p.grad
+            if g is None:
+                continue
+            seen = grads[i]
+            if seen is not None:
+                if seen[0]() is not g:
+                    by_hand = "by hand"  # replaced since the previous pass: p.grad = None
+                elif g._version == seen[1]:
+                    continue  # untouched by this pass
+                elif g._version > seen[1] + 1 and not by_hand:
+                    by_hand = "by hand (in place)"  # zero_() before this pass's += (+1)
+            reached += 1
+            grads[i] = (weakref.ref(g), g._version)
+        if reached:
+            self._count_backward(root, took, by_hand)
+        return reached
+
+    def _count_backward(self, root: torch.Tensor | None, took: float, by_hand: str) -> None:
+        pending = self.pending
+        if by_hand:
+            pending.add(("zero_grad", self._now(), by_hand))
+            self.note_wipe()
+            self.since_clear = 0
+            pending.loss = None
+        self.unapplied.append(self.run.passes)
+        if self.discarded:
+            pending.add(("wiped", self._now(), str(self.discarded)))
+            self.discarded = 0
+        pending.n_backward += 1
+        self.since_clear += 1
+        pending.backward_time += took
+        pending.add(("backward", self._now(), ""))
+        if root is not None:
+            loss = self._unscaled(root)
+            pending.loss = loss if pending.loss is None else pending.loss + loss
+
+    def _unscaled(self, root: torch.Tensor) -> torch.Tensor:
+        """The loss itself: with a GradScaler the backward root is ``loss × scale``."""
+        scaler = self.run.options.scaler
+        scale = getattr(scaler, "_scale", None)
+        if isinstance(scale, torch.Tensor):
+            return root.to(torch.float64) / scale.to(root.device, torch.float64)
+        # float32/float64 as they are (one op less per backward); half types widened
+        return root if root.dtype in (torch.float32, torch.float64) else root.float()
+
+    def _manual_clearing(self) -> None:
+        """Between the last backward and ``step``: gradients replaced or set to None by
+        hand (the update then applies nothing), or edited in place (clipping, ``zero_()``)."""
+        cleared = modified = 0
+        for p, seen in zip(self.params, self._grads, strict=True):
+            if seen is None:
+                continue
+            grad = p.grad
+            if grad is None or seen[0]() is not grad:
+                cleared += 1
+            elif grad._version != seen[1]:
+                modified += 1
+        if cleared:
+            self.since_clear = 0
+            self.pending.add(("zero_grad", self._now(), f"by hand: {cleared} tensors"))
+        if modified:
+            self.pending.add(("grad_modified", self._now(), f"{modified} tensors"))
+        if cleared or modified:
+            self._grads_stale = True
+
+    # -- the step ---------------------------------------------------------------------------
+    def _refresh_grads(self) -> None:
+        # the optimizer may legitimately touch gradients during step, and gradients edited
+        # by hand before it are the new reference: start the next window from what is left
+        # (an optimizer of torch.optim that leaves gradients alone needs no new look unless
+        # they were edited before the step)
+        if self._grads_stale or not self._grads_untouched:
+            self.see_grads()
+
+    def collecting(self) -> bool:
+        """Whether the step about to happen is one whose statistics are collected."""
+        return self.step % self.run.options.every == 0
+
+    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
+        self._t_step_start = time.perf_counter()
+        self.in_step = True
+        closure = _closure(args, kwargs)
+        if closure is None:
+            self._pre_step(args, kwargs)
+            return None
+        # step(closure) (Lightning, LBFGS): the closure computes this step's gradients
+        # inside step(), so the pre-step statistics and checks wait until it has returned
+        pre_step = self.run.guard(self._pre_step, "step pre-hook")
+        pending = [True]
+
+        def after_closure() -> Any:
+            result = closure()
+            if pending:
+                pending.clear()
+                pre_step(args, kwargs)
+            return result
+
+        if kwargs.get("closure") is closure:
+            return args, {**kwargs, "closure": after_closure}
+        return tuple(after_closure if a is closure else a for a in args), kwargs
+
+    def _pre_step(self, args: Any, kwargs: Any) -> None:
+        self._follow_changes()
+        self._manual_clearing()
+        closure = has_closure(args, kwargs)  # step(closure) computes new gradients
+        now = closure or self.screened or self.checker.engine.needs_values_now()
+        self._pre = self.stats.before_step(now=now) if self.collecting() else None
+        if self.checker.pre_step(self.pending, self._pre, closure) == "skip":
+            self._drop_update()
+        if self.screened:
+            self.run.nan_origin.screen(self)
+        self.run.saver.keep(self.index, self.step + 1)  # policy checkpoint: the state before
+
+    def manual_step(self, pre: PreStep, cleared: bool) -> None:
+        """An update by hand was found (:mod:`gradwatch.hooks.manual_updates`): the step's
+        checks with the state before it (``pre``), then its statistics, as around
+        ``optimizer.step()``; ``cleared``: the gradients were cleared by hand after the update."""
+        self._t_step_start = time.perf_counter()
+        self._pre = pre if self.collecting() else None
+        self.checker.pre_step(self.pending, self._pre, False)
+        self._after_step(self.optimizer, (), {})
+        if cleared:
+            self.pending.add(("zero_grad", self._now(), "by hand"))
+            self.since_clear = 0
+
+    def _drop_update(self) -> None:
+        """Policy ``skip``: with every gradient gone the optimizer leaves the parameters
+        (and its state) untouched for this step."""
+        for p in self.params:
+            p.grad = None
+        self.since_clear = 0
+        self.pending.add(("skipped", self._now(), "by a gradwatch policy"))
+
+    def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        end = time.perf_counter()
+        pending, pre = self.pending, self._pre
+        self.step += 1
+        self.in_step = False
+        self.note_applied()
+        if pending.dropped_events:
+            pending.events.append(("dropped", end - self._t_last, f"{pending.dropped_events}"))
+        pending.events.append(("step", end - self._t_last, ""))
+        values = None
+        if pre is not None:
+            self._pre = None
+            values = self._collect(pre, pending, end)
+        self.checker.post_step(values)
+        self.pending = Pending()
+        self._refresh_grads()
+        self._t_last = end
+        self.run.after_step(self)
+        if self.run.nan_origin.on:
+            self.run.nan_origin.stepped()
+
+    def _collect(self, pre: PreStep, pending: Pending, end: float) -> StepValues:
+        """Hand this step's values (loss, batch checksum, statistics) to the transfer."""
+        values = self.stats.after_step(pre)
+        loss, batch = pending.loss, pending.batch
+        meta = StepMeta(
+            step=self.step,
+            n_backward=pending.n_backward,
+            lr=self.checker.lr() or self.learning_rates(),
+            wall_time=end - self._t_last,
+            phases=(pending.forward_time, pending.backward_time, end - self._t_step_start),
+            events=pending.events,
+            has_grad=pre.has_grad,
+            has_loss=loss is not None,
+            batch=pending.batch_sig,
+            requires_grad=self.checker.requires_grad(),
+        )
+        if self.stats.on_host:
+            reader = self.transfer.add_host(HostStep(values, loss, batch), meta)
+        else:
+            row, zeroed = self.transfer.slot()
+            assert not isinstance(batch, Deferred)  # deferred only when every watch is on the host
+            write_row(row, values, loss, batch, zeroed)
+            reader = self.transfer.commit(meta)
+        if reader is not None:
+            self.run.emit_steps(self, reader)
+        return values
+
+    def learning_rates(self) -> list[float]:
+        """The learning rate of every param group (NaN where it is not a plain number)."""
+        out: list[float] = []
+        for group in self.optimizer.param_groups:
+            lr = group.get("lr", float("nan"))
+            if isinstance(lr, torch.Tensor):
+                lr = float(lr) if lr.device.type == "cpu" else float("nan")
+            out.append(float(lr) if isinstance(lr, int | float) else float("nan"))
+        return out
+
+    def drain(self) -> Reader[StepMeta] | None:
+        """Hand over the rows still waiting for a transfer (flush and close)."""
+        return self.transfer.drain()

@@ -1,0 +1,219 @@
+"""Connects one optimizer's hooks to the run's :class:`~gradwatch.checks.CheckEngine`:
+builds the host-side view of each step and decides when device values are looked at."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+
+from gradwatch.checks import CheckEngine
+from gradwatch.checks.findings import Action
+from gradwatch.checks.view import StepView, Window
+from gradwatch.stats.tensors import GRAD, NONFINITE, PARAM, UPDATE, PreStep, StepValues
+
+if TYPE_CHECKING:
+    from gradwatch.hooks.optimizer import OptimizerWatch, Pending, StepMeta
+
+MUTATION_EVERY = 10  # collected steps between checks for edits outside step()
+
+
+def _never() -> bool:
+    return False
+
+
+class StepChecker:
+    """The checks of one optimizer's steps."""
+
+    def __init__(self, watch: OptimizerWatch, engine: CheckEngine) -> None:
+        self.w = watch
+        self.engine = engine
+        self.live = watch.stats.device.type == "cpu"
+        self._view: StepView | None = None
+        self._values_live = False
+        self._last: tuple[int, StepValues] | None = None  # the previous collected step
+        # the facts of a quiet step (no StepView built): step, learning rates, requires_grad
+        self._facts: tuple[int, list[float], list[bool]] | None = None
+
+    def view(self, step: int, pending: Pending, has_grad: list[bool], lr: list[float]) -> StepView:
+        """The host-side facts of a step."""
+        w = self.w
+        return StepView(
+            optimizer=w.index,
+            step=step,
+            names=w.names,
+            numel=w.numel,
+            requires_grad=[p.requires_grad for p in w.params],
+            has_grad=has_grad,
+            n_backward=pending.n_backward,
+            since_clear=w.since_clear,
+            events=pending.events,
+            lr=lr,
+            group_of=w.group_of,
+            shapes=w.shapes,
+            order=w.forward_order or list(range(len(w.params))),
+        )
+
+    def requires_grad(self) -> list[bool] | None:
+        """``requires_grad`` of every tensor as read before this step."""
+        if self._facts is not None:
+            return self._facts[2]
+        return None if self._view is None else self._view.requires_grad
+
+    def lr(self) -> list[float] | None:
+        """The learning rates read before this step (read once per step)."""
+        if self._facts is not None:
+            return self._facts[1]
+        return None if self._view is None else self._view.lr
+
+    def pre_step(self, pending: Pending, pre: PreStep | None, closure: bool) -> Action:
+        """Before the update; returns ``skip`` when a policy drops this update."""
+        w = self.w
+        step = w.step + 1
+        if step == 1 and pre is not None and not w.stats.grads_only:
+            self._initial_norms()
+        if self.engine.quiet(w, step, closure):
+            # the common step: nothing holds, so no StepView is built
+            self._view = None
+            self._facts = (step, w.learning_rates(), [p.requires_grad for p in w.params])
+            if pre is not None and self.live and step % MUTATION_EVERY == 0:
+                self._mutation(self.view(step, pending, pre.has_grad, self._facts[1]))
+            return "none"
+        self._facts = None
+        has_grad = pre.has_grad if pre is not None else [p.grad is not None for p in w.params]
+        v = self.view(w.step + 1, pending, has_grad, w.learning_rates())
+        v.has_closure = closure
+        if pre is not None and pre.grad_norm is not None and self.engine.needs_values_now():
+            v.grad_norm = pre.grad_norm.to("cpu", torch.float64)
+            v.nonfinite = (
+                torch.zeros(len(w.params), dtype=torch.float64)
+                if pre.nonfinite is None
+                else pre.nonfinite.to("cpu", torch.float64)
+            )
+            v.loss = None if pending.loss is None else float(pending.loss)
+        if pre is not None and self.live:
+            self._mutation(v)
+        self._view = v
+        return self.engine.pre_step(w, v)
+
+    def _initial_norms(self) -> None:
+        """‖θ‖ before the first update, for the first step's update ratio (every later
+        step divides by the previous step's ‖θ‖ after its update)."""
+        if self.engine.on("update-ratio"):
+            self.engine.numerics.set_initial(self.w.index, self.w.stats.param_norms())
+
+    def _mutation(self, v: StepView) -> None:
+        last = self._last
+        due = last is not None and last[0] == v.step - 1 and v.step % MUTATION_EVERY == 0
+        due = due and self.w.manual is None  # by hand, every update happens outside step()
+        if not due or not self.engine.on("param-mutated-outside-step"):
+            return
+        assert last is not None
+        self.engine.coverage.mutated(v, last[1].param_norm, self.w.stats.param_norms())
+
+    def post_step(self, values: StepValues | None) -> None:
+        """After the update (``values``: this step's statistics, ``None`` if not collected).
+        The value checks of collected steps run later, on the I/O thread (``check_rows``)."""
+        v, self._view = self._view, None
+        facts, self._facts = self._facts, None
+        step = v.step if v is not None else facts[0] if facts is not None else None
+        if step is not None and values is not None and self.live:
+            self._last = (step, values)
+
+    def check_rows(
+        self, data: torch.Tensor, metas: list[StepMeta], behind: Callable[[], bool] = _never
+    ) -> None:
+        """Check a window of collected steps on the I/O thread, once it is on the host: the
+        value checks (unless a raise/skip policy already ran them before the update), the
+        update-based checks and the loss curve. Never touches the training thread.
+
+        Runs of rows on which nothing is found are checked together in a few tensor ops
+        (:meth:`CheckEngine.take_rows`); any other row on its own (:meth:`_check_row`).
+        Between rows the thread offers the GIL to training, unless ``behind()`` says that
+        more rows are already waiting: then it works through them without yielding, and
+        training shares the GIL with it instead of the backlog growing in memory."""
+        values_done = self.engine.needs_values_now()
+        win = self._window(data, metas)
+        quiet = self.engine.quiet_rows(self.w, win, values_done)
+        r, rows = 0, len(metas)
+        if rows > 1 and not any(quiet):  # perhaps the histories start with this window
+            self._check_row(data[0], metas[0], values_done)
+            quiet = self.engine.quiet_rows(self.w, win, values_done)
+            r = 1
+        while r < rows:
+            if quiet[r] and self.engine.rows_idle(self.w, values_done):
+                end = r + 1
+                while end < rows and quiet[end]:
+                    end += 1
+                taken = self.engine.take_rows(self.w, win, r, end, values_done)
+                if taken:
+                    r += taken
+                    if not behind():
+                        time.sleep(0)  # let the training thread take the GIL
+                    continue
+            self._check_row(data[r], metas[r], values_done)
+            r += 1
+            if not behind():
+                time.sleep(0)
+
+    def finite_window(self, data: torch.Tensor, metas: list[StepMeta]) -> bool:
+        """Whether no row of the window holds a non-finite gradient norm, a non-finite
+        gradient count or a non-finite loss (a window with one is checked even when the
+        checks are behind: see ``Run._check_rows``)."""
+        win = self._window(data, metas)
+        return (
+            bool(torch.isfinite(win.grad_norm).all())
+            and not bool(win.nonfinite.any())
+            and all(x is None or math.isfinite(x) for x in win.loss)
+        )
+
+    def _window(self, data: torch.Tensor, metas: list[StepMeta]) -> Window:
+        from gradwatch.stats.rows import LEADING
+
+        n = len(self.w.params)
+        stats = data[:, LEADING:].reshape(len(metas), 4, n)  # stat-major rows
+        losses = data[:, 0].tolist()
+        trainable = [p.requires_grad for p in self.w.params]
+        return Window(
+            grad_norm=stats[:, GRAD],
+            nonfinite=stats[:, NONFINITE],
+            param_norm=stats[:, PARAM],
+            update_norm=stats[:, UPDATE],
+            loss=[x if m.has_loss else None for x, m in zip(losses, metas, strict=True)],
+            steps=[m.step for m in metas],
+            lr=[m.lr for m in metas],
+            plain=[
+                all(m.has_grad) and all(trainable if m.requires_grad is None else m.requires_grad)
+                for m in metas
+            ],
+        )
+
+    def _check_row(self, row: torch.Tensor, meta: StepMeta, values_done: bool) -> None:
+        """The checks of one collected row (the reference path)."""
+        from gradwatch.hooks.optimizer import Pending
+        from gradwatch.stats.rows import LEADING
+
+        pending = Pending(n_backward=meta.n_backward, events=meta.events)
+        v = self.view(meta.step, pending, meta.has_grad, meta.lr)
+        if meta.requires_grad is not None:
+            v.requires_grad = meta.requires_grad
+        stats = row[LEADING:].reshape(4, len(self.w.params))  # stat-major
+        v.loss = float(row[0]) if meta.has_loss else None
+        v.grad_norm, v.nonfinite = stats[GRAD], stats[NONFINITE]
+        v.param_norm, v.update_norm = stats[PARAM], stats[UPDATE]
+        self.engine.learning_rates(v)
+        if not values_done:
+            self.engine.values(v)
+        self.engine.post_step(v)
+
+    def finish(self) -> StepView:
+        """At close: the last view, for the final checks."""
+        return self.view(
+            self.w.step,
+            self.w.pending,
+            [p.grad is not None for p in self.w.params],
+            self.w.learning_rates(),
+        )

@@ -1,0 +1,455 @@
+"""The run handle returned by :func:`gradwatch.watch`."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+import torch
+
+from gradwatch.checks import CheckEngine
+from gradwatch.checks.amp import ScalerWatch
+from gradwatch.checks.findings import Finding, FindingSink
+from gradwatch.errors import IntegrityError
+from gradwatch.hooks import backward as backward_tap
+from gradwatch.hooks import lossguard
+from gradwatch.hooks.checkpoint_policy import CheckpointSaver
+from gradwatch.hooks.connectivity import GraphWatch
+from gradwatch.hooks.model import ModelHooks
+from gradwatch.hooks.optimizer import OptimizerWatch, StepMeta
+from gradwatch.nan.origin import NanOrigin
+from gradwatch.session.options import WatchOptions
+from gradwatch.stats.transfer import Reader
+from gradwatch.transport import record_builder as records
+from gradwatch.transport.writer import RunIO
+from gradwatch.wire import Kind, Record
+
+if TYPE_CHECKING:
+    from gradwatch.ddp.ranks import RankSync
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+HEARTBEAT_SECONDS = 5.0
+FINGERPRINT_WAIT = 2.0  # close() waits at most this long for the slow fingerprint
+FINAL_CHECKS_WAIT = 10.0  # close() waits this long for the checks of the last rows
+CPU_GROUP_STEPS, CPU_GROUP_SECONDS = 256, 0.25
+#: records waiting behind a window of rows beyond which its checks are skipped (when every
+#: value in it is finite): on the CPU a tiny model can step faster than the checks run
+CHECKS_BACKLOG = 8
+_SCALARS_PER_RECORD = 512
+_SHARED_KEPT = 256
+_live: weakref.WeakSet[Run] = weakref.WeakSet()
+
+
+def _disable_after_fork() -> None:
+    for run in list(_live):
+        run._forked = True
+
+
+os.register_at_fork(after_in_child=_disable_after_fork)
+
+
+class Run:
+    """One watched training run. Use :func:`gradwatch.watch` to make one.
+
+    It is a context manager; :meth:`close` detaches every hook and flushes the spool::
+
+        with gradwatch.watch(model, optimizer, project="demo") as run:
+            for x, y in loader:
+                ...
+                run.log({"accuracy": acc})
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        run_dir: Path,
+        options: WatchOptions,
+        models: Mapping[str, torch.nn.Module],
+        optimizers: list[torch.optim.Optimizer],
+        names: dict[int, str],
+        device: torch.device,
+    ) -> None:
+        self.id = run_id
+        self.dir = run_dir
+        self.options = options
+        self.device = device
+        # On the CPU the values are on the host at once and the checks see every step; the
+        # rows are handed to the writer in groups (at most CPU_GROUP_SECONDS old) so that
+        # one record is not encoded per step. On accelerators: one transfer per 10 steps.
+        cpu = device.type == "cpu"
+        self.transfer_every = options.transfer_every or (CPU_GROUP_STEPS if cpu else 10)
+        self.transfer_max_age = CPU_GROUP_SECONDS if cpu and not options.transfer_every else None
+        self.names = names
+        self.internal_errors = 0
+        self.unchecked_steps = 0  # written while the checks were behind (see _check_rows)
+        self.status = "running"
+        self._closed = False
+        self._forked = False
+        self._closed_checks = False
+        self._lock = threading.Lock()
+        self._reported: set[str] = set()
+        self._scalars: list[tuple[int, str, float | torch.Tensor]] = []
+        self._last_heartbeat = time.monotonic()
+        self.ranks: RankSync | None = None  # set by watch() in a multi-rank job
+        #: helper threads (the slow fingerprint) that close() waits for, within its timeout
+        self.background: list[threading.Thread] = []
+        self.io = RunIO(run_dir, server=options.server, token=options.token)
+        self.sink = FindingSink(options.policy, self.io.submit)
+        self.checks = CheckEngine(
+            self.sink,
+            accumulation_steps=options.accumulation_steps,
+            models=models,
+            allow_mutation=options.allow_mutation,
+        )
+        self.passes = 0  # backward passes seen
+        #: passes that reached several optimizers -> those optimizers (the latest few)
+        self._shared: dict[int, list[OptimizerWatch]] = {}
+        self.watches = [OptimizerWatch(self, i, opt, device) for i, opt in enumerate(optimizers)]
+        self.graph = GraphWatch(self)
+        self.model_hooks = ModelHooks(self, models, self.watches)
+        for key, owners in self.model_hooks.owners.items():
+            for watch in owners:
+                watch.model_keys.append(key)
+        self.nan_origin = NanOrigin(self)  # provenance of non-finite values; checkpoint policy
+        self.checks.numerics.origin = self.nan_origin.origin
+        self.saver = CheckpointSaver(self)
+        self.sink.checkpoint = self.saver.save
+        self._shape_listener = self.guard(self._loss_shape, "loss shape check")
+        self._backward_listener = self.guard(self._after_backward, "backward listener")
+        self.scaler_watch = (
+            None
+            if options.scaler is None
+            else ScalerWatch(
+                options.scaler,
+                optimizers,
+                self.sink,
+                lambda: self.step,
+                self.guard,
+                self.scaler_updated,
+            )
+        )
+
+    # -- public API ---------------------------------------------------------------------------
+    @property
+    def step(self) -> int:
+        """Completed steps of the first optimizer (the run's step counter)."""
+        return self.watches[0].step
+
+    @property
+    def findings(self) -> list[Finding]:
+        """The findings of this run so far (the first 10,000)."""
+        return list(self.sink.findings)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has run."""
+        return self._closed
+
+    def log(self, values: Mapping[str, float | int | bool | torch.Tensor]) -> None:
+        """Add user scalars to the current step (``run.step``). Never raises: a value that is
+        not a number or a one-element tensor is reported once and dropped."""
+        if self._closed or self._forked:
+            return
+        for key, value in dict(values).items():
+            if isinstance(value, torch.Tensor) and value.numel() == 1:
+                self._scalars.append((self.step, str(key), value.detach().reshape(())))
+            elif isinstance(value, int | float):
+                self._scalars.append((self.step, str(key), float(value)))
+            else:
+                self.report_once(
+                    f"log:{key}",
+                    f"run.log({key!r}=...) needs a number or a "
+                    f"one-element tensor, got {type(value).__name__}; dropped",
+                )
+        if len(self._scalars) >= _SCALARS_PER_RECORD:
+            self._emit_scalars()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Move everything collected so far to the spool (and the server when one is set)."""
+        if self._forked:
+            return False
+        for watch in self.watches:
+            self._drain(watch)
+        self._emit_scalars()
+        self.sink.flush()
+        return self.io.flush(timeout)
+
+    def _drain(self, watch: OptimizerWatch) -> None:
+        reader = watch.drain()
+        if reader is not None:
+            self.emit_steps(watch, reader)
+
+    def close(
+        self, status: str = "finished", *, error: str | None = None, timeout: float = 10.0
+    ) -> None:
+        """Detach every hook, write the end record and flush. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        atexit.unregister(self._at_exit)
+        _live.discard(self)
+        if self._forked:
+            return
+        self._final_checks()
+        if self.ranks is not None:
+            self.ranks.close(timeout / 2)
+        lossguard.uninstall(self._shape_listener)
+        if self.scaler_watch is not None:
+            self.scaler_watch.detach()
+        for watch in self.watches:
+            watch.detach()
+        self.model_hooks.detach()
+        self.nan_origin.detach()
+        backward_tap.uninstall(self._backward_listener)
+        deadline = time.monotonic() + min(timeout / 2, FINGERPRINT_WAIT)
+        for thread in self.background:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.flush(timeout)
+        self.status = status
+        self.io.submit(
+            Record(
+                Kind.END,
+                {
+                    "status": status,
+                    "error": error,
+                    "ended_at": time.time(),
+                    "steps": [w.step for w in self.watches],
+                    "internal_errors": self.internal_errors,
+                    "io": self.io.stats.__dict__.copy(),
+                },
+            )
+        )
+        self.io.close(timeout)
+        stats = self.io.stats
+        lost = stats.dropped_queue + stats.dropped_disk
+        if lost:
+            self.report_once(
+                "lost",
+                f"{lost} records could not be written to {self.dir} "
+                f"({stats.last_error}); the run's data there is incomplete",
+            )
+
+    def _final_checks(self) -> None:
+        try:
+            for watch in self.watches:
+                if watch.manual is not None:
+                    watch.manual.check()  # the last update by hand
+            for watch in self.watches:
+                self._drain(watch)
+            self.io.flush(FINAL_CHECKS_WAIT)  # the I/O thread checks the last rows
+            self._closed_checks = True
+            self.checks.close([watch.checker.finish() for watch in self.watches])
+        except Exception as exc:  # never let a check break close()
+            self.internal_errors += 1
+            self.report_once("final checks", f"internal error in the final checks ({exc})")
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.close()
+        else:
+            self.close("failed", error=f"{type(exc).__name__}: {exc}")
+
+    def __repr__(self) -> str:
+        from gradwatch.analysis.display import live_text  # loaded on first display only
+
+        return live_text(self)
+
+    def _repr_html_(self) -> str:
+        """The notebook display (gradwatch.analysis.display; needs the analysis extra)."""
+        from gradwatch.analysis.display import live_html
+
+        return live_html(self)
+
+    # -- used by the hooks --------------------------------------------------------------------
+    def start(self, first_records: list[Record], fingerprint: dict[str, Any]) -> None:
+        """Register the hooks and queue the first records (called once by ``watch``)."""
+        for record in first_records:
+            self.io.submit(record)
+        self.checks.at_start(fingerprint, self.watches)
+        backward_tap.install(self._backward_listener)
+        lossguard.install(self._shape_listener)
+        if self.scaler_watch is not None:
+            self.scaler_watch.attach()
+        for watch in self.watches:
+            watch.attach()
+        self.model_hooks.attach()
+        self.nan_origin.attach()
+        if self.ranks is not None:
+            self.ranks.attach()
+        _live.add(self)
+        _uncaught.install()
+        atexit.register(self._at_exit)
+
+    def guard(self, fn: Callable[P, R], where: str) -> Callable[P, R | None]:
+        """Wrap a hook so that nothing but a requested ``IntegrityError`` escapes it."""
+
+        @functools.wraps(fn)
+        def guarded(*args: P.args, **kwargs: P.kwargs) -> R | None:
+            if self._closed or self._forked:
+                return None
+            try:
+                return fn(*args, **kwargs)
+            except IntegrityError:
+                raise
+            except Exception as exc:
+                self.internal_errors += 1
+                self.report_once(
+                    where,
+                    f"internal error in {where} ({type(exc).__name__}: "
+                    f"{exc}); training continues, collection may be incomplete",
+                )
+                return None
+
+        return guarded
+
+    def _after_backward(
+        self, root: torch.Tensor | None, took: float, tensor: torch.Tensor | None
+    ) -> None:
+        self.passes += 1
+        reached = [watch.after_backward(root, took) for watch in self.watches]
+        for watch, count in zip(self.watches, reached, strict=True):
+            if count and watch.manual is not None:
+                watch.manual.after_backward()
+        if len(reached) > 1 and sum(1 for r in reached if r) > 1:
+            shared = self._shared
+            shared[self.passes] = [w for w, r in zip(self.watches, reached, strict=True) if r]
+            while len(shared) > _SHARED_KEPT:
+                del shared[next(iter(shared))]
+        cut = self.graph.after_backward(tensor, reached)
+        if cut:
+            for watch in self.watches:
+                watch.pending.add(("backward-cut", watch._now(), cut))
+
+    def applied_elsewhere(self, n: int, watch: OptimizerWatch) -> bool:
+        """Whether backward pass ``n`` also reached another optimizer that has stepped
+        since (a GAN's generator loss reaching the discriminator): its gradients were used
+        there, so clearing them in ``watch`` discards nothing."""
+        return any(v is not watch and v.stepped_at >= n for v in self._shared.get(n, ()))
+
+    def scaler_updated(self) -> None:
+        """``GradScaler.update()``: this iteration's gradients were applied or skipped on
+        purpose (inf/NaN), so clearing them next discards nothing."""
+        for watch in self.watches:
+            watch.note_applied()
+
+    def _loss_shape(self, fn: str, a: torch.Size, b: torch.Size, out: torch.Size) -> None:
+        self.checks.loss_shape(self.step + 1, fn, a, b, out)
+
+    def report_once(self, key: str, message: str) -> None:
+        """One line on stderr per ``key`` for the life of the run."""
+        if key not in self._reported:
+            self._reported.add(key)
+            sys.stderr.write(f"gradwatch: {message}\n")
+
+    def after_step(self, watch: OptimizerWatch) -> None:
+        """Called at the end of every optimizer step."""
+        now = time.monotonic()
+        if now - self._last_heartbeat >= HEARTBEAT_SECONDS:
+            self._last_heartbeat = now
+            self.io.submit(
+                Record(Kind.HEARTBEAT, {"t": time.time(), "steps": [w.step for w in self.watches]})
+            )
+
+    def emit_steps(self, watch: OptimizerWatch, reader: Reader[StepMeta]) -> None:
+        """Queue a STEPS record; the transfer is waited for on the I/O thread."""
+        index, n_tensors = watch.index, len(watch.params)
+
+        def build() -> Record:
+            data, metas = reader()
+            self._check_rows(watch, data, metas)
+            if self.ranks is not None:
+                self.ranks.observe(watch, data, metas)
+            return records.steps_record(index, n_tensors, data, metas)
+
+        self.io.submit(build)
+        if index == 0 and self._scalars:
+            self._emit_scalars()
+
+    def _check_rows(self, watch: OptimizerWatch, data: torch.Tensor, metas: list[Any]) -> None:
+        """On the I/O thread: a failing check must not cost the record its place on disk.
+
+        When the checks fall behind training (more than ``CHECKS_BACKLOG`` records wait),
+        a window whose values are all finite is written unchecked, so that the backlog
+        drains instead of growing in memory; a window with a NaN or ±Inf is always
+        checked. Said once on stderr and in a NOTICE record."""
+        if self._closed_checks:
+            return
+        if self.io.backlog() > CHECKS_BACKLOG and watch.checker.finite_window(data, metas):
+            self.unchecked_steps += len(metas)
+            if "checks behind" not in self._reported:
+                self.io.submit(
+                    Record(Kind.NOTICE, {"notice": "checks-behind", "step": metas[0].step})
+                )
+            self.report_once(
+                "checks behind",
+                f"the integrity checks fell behind training at step {metas[0].step} (more "
+                f"than {CHECKS_BACKLOG} records waiting); steps are still recorded, and while "
+                "behind, windows without NaN/Inf are not checked. Checking every step of a "
+                "model this fast costs more than its step: use watch(every=K) to check every "
+                "K-th step",
+            )
+            return
+        try:
+            watch.checker.check_rows(data, metas, lambda: self.io.backlog() > 0)
+        except IntegrityError:
+            pass  # a raise policy acts in real time; here it is recorded already
+        except Exception as exc:
+            self.internal_errors += 1
+            self.report_once(
+                "row checks",
+                f"internal error in the checks ({type(exc).__name__}"
+                f": {exc}); training continues, some checks may be incomplete",
+            )
+
+    def _emit_scalars(self) -> None:
+        if self._scalars:
+            entries, self._scalars = self._scalars, []
+            self.io.submit(lambda: records.scalars_record(entries))
+
+    def _at_exit(self) -> None:
+        self.close("failed" if _uncaught.seen else "finished", error=_uncaught.seen)
+
+
+class _Uncaught:
+    """Remembers an uncaught exception so that an unclosed run ends as ``failed``."""
+
+    seen: str | None = None
+    installed = False
+
+    def install(self) -> None:
+        if self.installed:
+            return
+        self.installed = True
+        previous = sys.excepthook
+
+        def hook(
+            exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+        ) -> None:
+            self.seen = f"{exc_type.__name__}: {exc}"
+            previous(exc_type, exc, tb)
+
+        sys.excepthook = hook
+
+
+_uncaught = _Uncaught()

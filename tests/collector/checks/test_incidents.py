@@ -1,0 +1,205 @@
+"""The incident model: which findings are causes, which are consequences, and the sentence."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from gradwatch.checks.incidents import (
+    Grouper,
+    annotate,
+    evidence,
+    group,
+    incident_id,
+    kind_of,
+    views,
+)
+from gradwatch.nan.opcause import summary
+
+
+def f(check: str, step: int | None, severity: str = "warning", **extra: Any) -> dict[str, Any]:
+    return {
+        "check": check,
+        "severity": severity,
+        "step": step,
+        "param": extra.pop("param", None),
+        "optimizer": extra.pop("optimizer", 0),
+        "message": extra.pop("message", f"{check} happened."),
+        "hint": "",
+        "details": extra.pop("details", {}),
+        "source": extra.pop("source", "runtime"),
+    }
+
+
+JUMP_151 = "learning rate of group 0 jumped from 0.01 to 10,000 at step 151."
+ORIGIN = {
+    "found": True,
+    "phase": "backward",
+    "step": 153,
+    "summary": "First non-finite value at step 153: backward of module 'net.2' (Linear), "
+    "AddmmBackward0: overflow.",
+}
+
+
+def nan_run() -> list[dict[str, Any]]:
+    """The demo's NaN run, in the order the checks stored its findings."""
+    return [
+        f("exploding-grad", 152, param="net.0.weight"),
+        f("exploding-grad", 152, param="net.2.weight"),
+        f("nonfinite-loss", 153, "error", details={"origin": ORIGIN}),
+        f("nonfinite-grad", 153, "error", details={"origin": ORIGIN}),
+        f("nonfinite-param", 154, "error"),
+        f("loss-diverging", 155),
+        f(
+            "lr-jump",
+            151,
+            "error",
+            message="learning rate of group 0 jumped from 0.01 to 10,000 at step 151. Fix it.",
+        ),
+    ]
+
+
+def test_an_lr_jump_is_the_cause_of_the_nan_cascade_that_follows() -> None:
+    out = group(nan_run())
+    assert out[-1] == ("lr-jump@151", "cause")
+    assert all(role == "consequence" and inc == "lr-jump@151" for inc, role in out[:-1])
+    (view,) = views(nan_run())
+    assert view.severity == "error"
+    assert view.sentence() == (
+        "lr-jump: learning rate of group 0 jumped from 0.01 to 10,000 at step 151; then "
+        "exploding-grad at step 152 (2 findings), nonfinite-loss at step 153, nonfinite-grad "
+        "at step 153, nonfinite-param at step 154, loss-diverging at step 155."
+    )
+
+
+def test_without_an_lr_finding_the_nan_provenance_op_is_the_cause() -> None:
+    findings = [x for x in nan_run() if x["check"] not in ("lr-jump", "exploding-grad")]
+    out = group(findings)
+    assert out[0] == ("nonfinite-loss@153", "cause")
+    assert kind_of(findings[0]) == "nan-origin"
+    assert {r for _, r in out[1:]} == {"consequence"}
+    (view,) = views(findings)
+    assert view.sentence().startswith(
+        "First non-finite value at step 153: backward of module 'net.2' (Linear), "
+        "AddmmBackward0: overflow; then nonfinite-grad at step 153"
+    )
+
+
+def test_a_nonfinite_input_batch_is_its_own_kind_of_cause() -> None:
+    batch = {**ORIGIN, "phase": "input", "summary": "First non-finite value at step 9: input."}
+    findings = [f("nonfinite-loss", 9, "error", details={"origin": batch}), f("nonfinite-grad", 9)]
+    assert kind_of(findings[0]) == "input-batch"
+    assert group(findings) == [("nonfinite-loss@9", "cause"), ("nonfinite-loss@9", "consequence")]
+
+
+def test_an_outlier_batch_explains_the_spike_it_causes() -> None:
+    findings = [
+        f("loss-diverging", 41),
+        f("exploding-grad", 40, details={"batch_outlier": {"max_abs": 1e6}}),
+    ]
+    assert group(findings) == [
+        ("exploding-grad@40", "consequence"),
+        ("exploding-grad@40", "cause"),
+    ]
+    assert kind_of(findings[1]) == "input-batch"
+
+
+def test_stale_grad_is_the_cause_of_every_later_loss_warning() -> None:
+    findings = [f("stale-grad", 2, "error")] + [f("loss-diverging", s) for s in range(20, 130, 10)]
+    out = group(findings)
+    assert out[0] == ("stale-grad@2", "cause")
+    assert {x for x in out[1:]} == {("stale-grad@2", "consequence")}
+    (view,) = views(findings)
+    assert "then loss-diverging at steps 20–120 (11 findings)." in view.sentence()
+
+
+def test_lifecycle_and_mutation_causes() -> None:
+    for cause in ("grad-zeroed-before-step", "accumulation-wiped", "param-mutated-outside-step"):
+        out = group([f(cause, 5, "error"), f("update-ratio", 7)])
+        assert out == [(f"{cause}@5", "cause"), (f"{cause}@5", "consequence")], cause
+
+
+def test_unrelated_findings_are_separate_incidents() -> None:
+    findings = [
+        f("eval-mode-training", 1),
+        f("exploding-grad", 10, param="a"),
+        f("loss-plateau", 400, "info"),  # long after the spike's window
+        f("nonfinite-loss", 100, "error"),  # outside the exploding-grad window of 20 steps
+        f("step-without-backward", 12),  # not a consequence of a numeric problem
+        f("stale-grad", None, source="lint"),
+    ]
+    out = group(findings)
+    assert [role for _, role in out] == ["cause"] * len(findings)
+    assert len({inc for inc, _ in out}) == len(findings)
+
+
+def test_a_finding_before_its_cause_is_not_its_consequence() -> None:
+    out = group([f("loss-diverging", 3), f("stale-grad", 8, "error")])
+    assert [r for _, r in out] == ["cause", "cause"]
+
+
+def test_ids_are_stable_when_the_same_findings_are_regrouped_in_any_order() -> None:
+    findings = [*nan_run(), f("stale-grad", 400, "error"), f("loss-plateau", 500, "info")]
+    expected = {
+        incident_id(x) + x["check"]: g for x, g in zip(findings, group(findings), strict=True)
+    }
+    rng = random.Random(0)
+    for _ in range(20):
+        shuffled = findings[:]
+        rng.shuffle(shuffled)
+        again = {
+            incident_id(x) + x["check"]: g for x, g in zip(shuffled, group(shuffled), strict=True)
+        }
+        assert again == expected
+    # regrouping already annotated findings changes nothing
+    assert [(x["incident"], x["role"]) for x in annotate(annotate(findings))] == group(findings)
+
+
+def test_ids_name_the_tensor_when_the_cause_has_one() -> None:
+    a = incident_id(f("exploding-grad", 10, param="a"))
+    b = incident_id(f("exploding-grad", 10, param="b"))
+    assert a.startswith("exploding-grad@10~") and a != b
+    assert incident_id(f("stale-grad", None)) == "stale-grad@-"
+
+
+def test_live_grouping_matches_the_readers_when_causes_arrive_first() -> None:
+    findings = sorted(nan_run(), key=lambda x: x["step"])
+    live = Grouper()
+    assert [live.add(x) for x in findings] == group(findings)
+
+
+def test_the_same_onset_stored_twice_is_one_incident() -> None:
+    out = group([f("stale-grad", 4, "warning"), f("stale-grad", 4, "error")])
+    assert out == [("stale-grad@4", "cause"), ("stale-grad@4", "consequence")]
+
+
+def test_consequences_leave_the_origin_sentence_to_their_cause() -> None:
+    message = f"loss is NaN. {ORIGIN['summary']}"
+    findings = [
+        f("nonfinite-loss", 153, "error", message=message, details={"origin": ORIGIN}),
+        f("nonfinite-grad", 153, "error", message=message, details={"origin": ORIGIN}),
+    ]
+    cause, consequence = annotate(findings)
+    assert evidence(cause) == message
+    assert evidence(consequence) == "loss is NaN."
+
+
+def test_a_loss_side_origin_names_its_operation_once() -> None:
+    origin = {"found": True, "phase": "loss", "step": 5, "autograd_node": "MseLossBackward0"}
+    alone = summary({**origin, "loss_ops": ["MseLossBackward0"]})
+    assert alone.endswith("likely MseLossBackward0.") and "of:" not in alone
+    longer = summary({**origin, "loss_ops": ["MseLossBackward0", "DivBackward0"]})
+    assert longer.endswith("likely MseLossBackward0 (on the loss path DivBackward0).")
+
+
+def test_an_lr_jump_also_explains_the_spike_counted_one_step_earlier() -> None:
+    findings = [
+        f("exploding-grad", 150, param="0.weight"),
+        f("lr-jump", 151, "error", message=JUMP_151),
+        f("loss-diverging", 149),  # two steps before: not its consequence
+    ]
+    assert group(findings) == [
+        ("lr-jump@151", "consequence"),
+        ("lr-jump@151", "cause"),
+        ("loss-diverging@149", "cause"),
+    ]

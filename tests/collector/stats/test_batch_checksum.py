@@ -1,0 +1,98 @@
+"""The batch checksum taken later on the I/O thread (CPU runs) is the one taken at once."""
+
+from __future__ import annotations
+
+import gc
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import gradwatch
+from gradwatch.stats import batch_checksum as batch_module
+from gradwatch.stats.batch_checksum import Deferred, checksum_of, combine, inspect, resolve
+from gradwatch.transport.record_builder import batch_hash
+from tests.collector.steps import steps
+
+
+def test_a_deferred_checksum_is_bit_identical_to_the_immediate_one() -> None:
+    x = torch.randn(16, 3, 8, 8)
+    ids = torch.randint(0, 1000, (16, 12))
+    now, sig = inspect((x, ids), {})
+    later, sig_later = inspect((x, ids), {}, defer=True)
+    assert isinstance(later, Deferred) and sig == sig_later
+    assert isinstance(now, torch.Tensor)
+    assert torch.equal(resolve(later), now.to(torch.float64))
+
+
+def test_forwards_of_one_step_add_up_deferred_as_on_the_device() -> None:
+    a, b = torch.randn(8, 5), torch.randn(8, 5)
+    da, db = Deferred.of([a]), Deferred.of([b])
+    assert da is not None and db is not None
+    summed = da + db
+    expected = checksum_of([a]).double() + checksum_of([b]).double()
+    assert torch.equal(summed.resolve(), expected)
+
+
+def test_an_input_edited_in_place_before_the_io_thread_looks_gives_nan_not_other_data() -> None:
+    x = torch.randn(8, 5)
+    deferred = Deferred.of([x])
+    assert deferred is not None
+    x.copy_(torch.randn(8, 5))  # a reused input buffer, refilled with the next batch
+    assert all(math.isnan(v) for v in deferred.resolve().tolist())
+
+
+def test_a_cpu_run_records_each_steps_own_batch_even_with_a_reused_input_buffer(
+    tmp_path: object,
+) -> None:
+    """Steps whose buffer was refilled before the I/O thread read it say 'unknown' (NaN
+    checksum); every other step has the hash of exactly its own batch."""
+    torch.manual_seed(0)
+    model = nn.Linear(5, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = [torch.randn(8, 5) for _ in range(6)]
+    buffer = torch.empty(8, 5)
+    with gradwatch.watch(model, opt) as run:
+        for b in batches:
+            buffer.copy_(b)
+            opt.zero_grad()
+            model(buffer).pow(2).mean().backward()
+            opt.step()
+    sig = ["float32[8, 5]"]
+    unknown = batch_hash([math.nan, math.nan], sig)
+    recorded = [s["batch_hash"] for s in steps(run.dir)]
+    assert len(recorded) == len(batches)
+    for got, b in zip(recorded, batches, strict=True):
+        own = batch_hash(checksum_of([b]).double().tolist(), sig)
+        assert got in (own, unknown)
+
+
+def test_deferred_checksums_keep_at_most_the_hold_budget_of_inputs_alive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An I/O thread that falls behind cannot make the training process hold every batch:
+    past ``HOLD_BYTES`` the checksum is taken at once, and resolving gives the budget back."""
+    monkeypatch.setattr(batch_module, "HOLD_BYTES", 3 * 8 * 5 * 4)  # three 8×5 float32 inputs
+    kept = [inspect((torch.randn(8, 5),), {}, defer=True)[0] for _ in range(4)]
+    assert [isinstance(k, Deferred) for k in kept] == [True, True, True, False]
+    assert isinstance(kept[0], Deferred)
+    kept[0].resolve()  # the I/O thread caught up with one: room for one more
+    assert isinstance(inspect((torch.randn(8, 5),), {}, defer=True)[0], Deferred)
+    del kept
+    gc.collect()
+    assert batch_module._held_bytes <= 8 * 5 * 4
+
+
+def test_a_deferred_and_an_immediate_checksum_of_one_step_add_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two forwards in one step, the second past the hold budget: the sum is still exact."""
+    a, b = torch.randn(8, 5), torch.randn(8, 5)
+    first = inspect((a,), {}, defer=True)[0]
+    monkeypatch.setattr(batch_module, "HOLD_BYTES", 0)  # the budget runs out in between
+    second = inspect((b,), {}, defer=True)[0]
+    assert isinstance(first, Deferred) and isinstance(second, torch.Tensor)
+    expected = checksum_of([a]).double() + checksum_of([b]).double()
+    for got in (combine(first, second), combine(second, Deferred([([a], [a._version])]))):
+        assert torch.equal(resolve(got), expected)
