@@ -54,7 +54,9 @@ ROW_CHECKS = (
     "loss-plateau",
     "lr-jump",
     "lr-collapse",
+    "lr-too-large",
 )
+LR_CHECKS = ("lr-jump", "lr-collapse", "lr-too-large")
 COVERAGE_EVERY = 50  # steps between re-checks of optimizer coverage and frozen tensors
 
 
@@ -178,9 +180,9 @@ class CheckEngine:
         return "skip" if "skip" in actions else "none"
 
     def learning_rates(self, v: StepView) -> None:
-        """``lr-jump`` and ``lr-collapse`` on one collected row (first: a jump is the cause
-        of what the other checks find at the same step)."""
-        if self.on("lr-jump") or self.on("lr-collapse"):
+        """``lr-jump``, ``lr-collapse`` and ``lr-too-large`` on one collected row (first: a
+        learning rate is the cause of what the other checks find at the same step)."""
+        if any(self.on(c) for c in LR_CHECKS):
             self.lr.observe(v.optimizer, v.step, v.lr)
 
     def values(self, v: StepView) -> list[Action]:
@@ -270,7 +272,7 @@ class CheckEngine:
             stop = start + self.numerics.exploding_rows(o, win, start, end)
             if stop == start:
                 return 0
-        if self.on("lr-jump") or self.on("lr-collapse"):
+        if any(self.on(c) for c in LR_CHECKS):
             self.lr.observe_rows(o, win.steps[start:stop], win.lr[start:stop])
         if not values_done:  # what the reference does on a row with nothing to report
             if self.on("nonfinite-loss"):

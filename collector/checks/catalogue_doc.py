@@ -27,6 +27,7 @@ _CONSTANTS = {
     "explode": "gradwatch.checks.explode",
     "ratio": "gradwatch.checks.ratio",
     "lr": "gradwatch.checks.lr",
+    "lrscale": "gradwatch.checks.lrscale",
     "loss": "gradwatch.checks.loss",
     "amp": "gradwatch.checks.amp",
     "ddp": "gradwatch.checks.ddp",

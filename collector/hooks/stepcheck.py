@@ -75,6 +75,8 @@ class StepChecker:
         step = w.step + 1
         if step == 1 and pre is not None and not w.stats.grads_only:
             self._initial_norms()
+        if step == 1 and self.engine.on("lr-too-large"):
+            self.engine.lr.arm(w, step, w.learning_rates())
         if self.engine.quiet(w, step, closure):
             # the common step: nothing holds, so no StepView is built
             self._view = None
