@@ -269,7 +269,7 @@ def cases() -> list[Case]:
         Case(*a, ".", NANO_A, "1337", n, bug=NANO_NO_ZERO, quick=True),
         Case(*acc, ".", NANO_ACC, "1337", n, ACC4, NANO_ZERO_IN_MICRO, True),
         Case(*a, ".", NANO_A, "1337", n, bug=NANO_ITEM_BREAK, quick=True),
-        Case(*a, ".", NANO_A, "1337", n, bug=LR_1E3_NANO),
+        Case(*a, ".", NANO_A, "1337", n, bug=LR_1E3_NANO, quick=True),
     ]
     return [
         *nano,
