@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from gradwatch.checks import loss as loss_checks
+from gradwatch.checks.batchscale import BatchScales
 from gradwatch.checks.coverage import CoverageChecks
 from gradwatch.checks.findings import Action, FindingSink, finding
 from gradwatch.checks.lifecycle import IDS as LIFECYCLE_IDS
@@ -77,6 +78,9 @@ class CheckEngine:
         self.numerics = NumericsChecks(sink)
         self.losses = loss_checks.LossChecks(sink)
         self.lr = LrChecks(sink)
+        #: outlier input batches, named in the symptoms they cause (see checks.batchscale)
+        self.batches = BatchScales()
+        sink.annotate = self.batches.annotate
         self.models = dict(models)
         self.modes = {k: loss_checks.mode_dependent_modules(m) for k, m in models.items()}
         self.shape_skip = False
