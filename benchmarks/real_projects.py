@@ -260,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         results.sort(key=lambda r: order.get(r["label"], len(order)))
         # Written after every run, so an interrupted benchmark still leaves what it measured.
         args.out.write_text(json.dumps({"meta": meta, "runs": results}, indent=1) + "\n")
-        args.out.with_suffix(".md").write_text(report.markdown(meta, results))
+        ran = {r["label"] for r in results}
+        missing = tuple(c.label for c in rc.cases() if c.label not in ran)
+        args.out.with_suffix(".md").write_text(report.markdown(meta, results, missing))
     print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
     return 0
 

@@ -58,7 +58,9 @@ def _bug_line(run: dict[str, Any]) -> str:
     return f"{where}; {run['verdict']}: {said}"
 
 
-def markdown(meta: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+def markdown(
+    meta: dict[str, Any], runs: list[dict[str, Any]], missing: tuple[str, ...] = ()
+) -> str:
     clean = [r for r in runs if r["bug"] is None]
     bugs = [r for r in runs if r["bug"] is not None]
     quiet = sum(r["verdict"] == "quiet" for r in clean)
@@ -91,4 +93,11 @@ def markdown(meta: dict[str, Any], runs: list[dict[str, Any]]) -> str:
         *(_bug_line(r) for r in bugs),
         "",
     ]
+    if missing:
+        lines += [
+            f"Not run in this invocation ({len(missing)} cases; `--resume` runs them): "
+            + ", ".join(f"`{m}`" for m in missing)
+            + ".",
+            "",
+        ]
     return "\n".join(lines)
