@@ -3,8 +3,10 @@
 Runs karpathy/nanoGPT, karpathy/minGPT (projects/adder), a Hugging Face `Trainer` and a
 Lightning module (both in `real_projects_scripts/`) on the CPU under `gradwatch run`, as
 their users run them; then the same with each bug of issue 18 injected into a copy (see
-`real_projects_cases.py`). Records what gradwatch said per run and whether each bug was
-caught by the right check at the right step.
+`real_projects_cases.py`); and pytorch/examples `regression` and `word_language_model`,
+whose loops update parameters by hand. Records what gradwatch said per run, how many steps
+it counted against the updates the script made, and whether each bug was caught by the
+right check at the right step.
 
 Needs: the gradwatch env with its `integrations` extra (transformers, lightning), and local
 exports of the two repositories (no network at run time; the char dataset nanoGPT's
@@ -12,9 +14,12 @@ prepare.py would download is written from the stdlib's sources)::
 
     git --git-dir=<bare nanoGPT> archive HEAD | tar -x -C /work/ext/nanoGPT   # likewise minGPT
     python benchmarks/real_projects.py [--quick] [--only nanoGPT] [--nanogpt DIR] [--mingpt DIR]
+        [--examples DIR]
 
-Defaults: `$NANOGPT_DIR` or /work/ext/nanoGPT, `$MINGPT_DIR` or /work/ext/minGPT. The
-commit is read with git, or from a `.source-commit` file in an exported tree. Writes
+Defaults: `$NANOGPT_DIR` or /work/ext/nanoGPT, `$MINGPT_DIR` or /work/ext/minGPT,
+`$EXAMPLES_DIR` or /work/ext/examples (pytorch/examples; the WikiText-2 files are written
+from local text). The commit is read with git, or from a `.source-commit` file in an
+exported tree. Writes
 `benchmarks/results/real_projects.json` and `.md` (or `--out`).
 """
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -60,7 +66,9 @@ def prepare(case: rc.Case, src: Path, dest: Path) -> Path:
         rc.write_char_dataset(dest / "data" / "shakespeare_char")
     if case.project == "hf-trainer":
         (dest / "input.txt").write_text(rc.local_text())
-    for file, old, new in case.bug.patches if case.bug else ():
+    if case.cwd == "word_language_model":
+        rc.write_wikitext(dest / case.cwd / "data" / "wikitext-2")
+    for file, old, new in (*case.setup, *(case.bug.patches if case.bug else ())):
         path = dest / file
         text = path.read_text()
         if text.count(old) != 1:
@@ -78,7 +86,8 @@ def run_case(
     with tempfile.TemporaryDirectory(prefix="gw-real-") as tmp:
         copy = prepare(case, source_tree(case.project, trees), Path(tmp) / "project")
         data = Path(tmp) / "gw"
-        env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONUNBUFFERED": "1"}
+        path = os.pathsep.join(x for x in (str(copy), os.environ.get("PYTHONPATH")) if x)
+        env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
         env.pop("GRADWATCH_DIR", None)
         if threads is not None:  # an environment setting, as on a shared machine; no code change
             env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
@@ -91,13 +100,36 @@ def run_case(
             )
             code: int | str = proc.returncode
             tail = proc.stderr[-1500:]
+            out = proc.stdout
         except subprocess.TimeoutExpired as exc:
-            code, tail = "timeout", str(exc.stderr or "")[-1500:]
+            code, tail, out = "timeout", str(exc.stderr or "")[-1500:], ""
         wall = time.perf_counter() - t0
         runs = sorted((data / "runs").glob("*"))
         findings = [f for run in runs for f in read_findings(run, data)]
+        counted = counted_steps(data)
     outcome = {"exit": code, "wall_s": round(wall, 1), "threads": threads, "stderr_tail": tail}
-    return {**describe(case), **outcome, **judge(case, findings, code)}
+    steps = {"steps": updates(case, out), "steps_counted": counted}
+    return {**describe(case), **outcome, **steps, **judge(case, findings, code, steps)}
+
+
+def counted_steps(data: Path) -> int | None:
+    """The steps gradwatch counted (`gradwatch runs --json`; the largest over the runs of
+    the invocation), or None when it recorded no run."""
+    cmd = [sys.executable, "-m", "gradwatch", "runs", "--json", "--data-dir", str(data)]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        runs = json.loads(out.stdout or "[]")
+    except json.JSONDecodeError:
+        return None
+    return max((int(r.get("steps") or 0) for r in runs), default=None)
+
+
+def updates(case: rc.Case, stdout: str) -> int | None:
+    """The updates the script made: the case's own count, or read from its output."""
+    if case.steps_from is None:
+        return case.steps
+    found = re.search(case.steps_from, stdout)
+    return int(found.group(1)) if found else None
 
 
 def read_findings(run: Path, data: Path) -> list[dict[str, Any]]:
@@ -126,8 +158,14 @@ def brief(f: dict[str, Any]) -> dict[str, Any]:
     return {k: f.get(k) for k in ("check", "severity", "step", "param", "message")}
 
 
-def judge(case: rc.Case, findings: list[dict[str, Any]], code: int | str = 0) -> dict[str, Any]:
-    """Counts per severity and source, and the verdict: quiet / false alarm for a clean run;
+def judge(
+    case: rc.Case,
+    findings: list[dict[str, Any]],
+    code: int | str = 0,
+    steps: dict[str, int | None] | None = None,
+) -> dict[str, Any]:
+    """Counts per severity and source, and the verdict: quiet / false alarm for a clean run
+    (`steps miscounted` when gradwatch counted other than the script's updates);
     caught / late / wrong check / missed for an injected bug; `script failed` when the
     training itself exited with an error (a bug that is not silent)."""
     runtime = [f for f in findings if f.get("source") != "lint"]
@@ -141,6 +179,8 @@ def judge(case: rc.Case, findings: list[dict[str, Any]], code: int | str = 0) ->
     }
     if case.bug is None:
         result["verdict"] = "quiet" if not alarms else "false alarm"
+        if steps is not None and steps["steps"] != steps["steps_counted"]:
+            result["verdict"] += ", steps miscounted"
         return result
     bug = case.bug
     named = [f for f in alarms if f["check"] in bug.expect]
@@ -177,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     env = os.environ.get
     p.add_argument("--nanogpt", type=Path, default=Path(env("NANOGPT_DIR", "/work/ext/nanoGPT")))
     p.add_argument("--mingpt", type=Path, default=Path(env("MINGPT_DIR", "/work/ext/minGPT")))
+    p.add_argument("--examples", type=Path, default=Path(env("EXAMPLES_DIR", "/work/ext/examples")))
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per run (default 600)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument(
@@ -187,17 +228,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--resume", action="store_true", help="keep the runs --out holds, run the rest")
     args = p.parse_args(argv)
-    trees = {"nanoGPT": args.nanogpt, "minGPT": args.mingpt}
+    trees = {"nanoGPT": args.nanogpt, "minGPT": args.mingpt, "pytorch-examples": args.examples}
     # The --quick subset first: an interrupted full run still covers every project and bug.
     ordered = sorted(rc.cases(), key=lambda c: not c.quick)
     chosen = [c for c in ordered if (c.quick or not args.quick) and args.only in c.label]
     if not chosen:
         p.error(f"no case matches --only {args.only!r}")
     for name, tree in trees.items():
-        if any(c.project == name for c in chosen) and not tree.is_dir():
-            p.error(
-                f"no {name} checkout at {tree}: export it (see --help) or pass --{name.lower()}"
-            )
+        flag = "examples" if name == "pytorch-examples" else name.lower()
+        needed = {c.cwd for c in chosen if c.project == name}
+        if needed and not all((tree / cwd).is_dir() for cwd in needed):
+            p.error(f"no {name} checkout at {tree}: export it (see --help) or pass --{flag}")
     meta = {
         "command": " ".join(["python benchmarks/real_projects.py", *(argv or sys.argv[1:])]),
         "commits": {k: commit_of(v) for k, v in {**trees, "gradwatch": rc.HERE.parent}.items()},
@@ -219,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         results.sort(key=lambda r: order.get(r["label"], len(order)))
         # Written after every run, so an interrupted benchmark still leaves what it measured.
         args.out.write_text(json.dumps({"meta": meta, "runs": results}, indent=1) + "\n")
-        args.out.with_suffix(".md").write_text(report.markdown(meta, results))
+        ran = {r["label"] for r in results}
+        missing = tuple(c.label for c in rc.cases() if c.label not in ran)
+        args.out.with_suffix(".md").write_text(report.markdown(meta, results, missing))
     print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
     return 0
 

@@ -9,6 +9,7 @@ minGPT's adder), shrunk only in model size and step count.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import pickle
 import sysconfig
@@ -34,15 +35,20 @@ class Bug:
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-    project: str  # nanoGPT | minGPT | hf-trainer | lightning
+    project: str  # nanoGPT | minGPT | hf-trainer | lightning | pytorch-examples
     config: str  # short name of the config
     cwd: str  # working directory inside the copy
     argv: tuple[str, ...]  # the user's command, after `python`
     seed: str  # the seed the run uses (as the project sets it)
-    steps: int
+    steps: int  # optimizer updates the run makes (0: read from its output, see steps_from)
     gw_args: tuple[str, ...] = ()
     bug: Bug | None = None
     quick: bool = False  # part of the --quick subset
+    #: (file, old, new) applied to the copy for the config itself, not a bug: only where a
+    #: project has no flag for it (nanoGPT's seed is a literal in train.py)
+    setup: tuple[tuple[str, str, str], ...] = ()
+    #: a regular expression whose group 1 in the script's stdout is its number of updates
+    steps_from: str | None = None
 
     @property
     def label(self) -> str:
@@ -156,14 +162,17 @@ MIN_NO_ZERO = Bug(
 LR_1E3_HF = Bug(
     "lr-x1000",
     (("hf_trainer.py", "LR = 5e-4\n", "LR = 5e-4 * 1e3\n"),),
-    ("update-ratio", "loss-diverging", "exploding-grad", "lr-jump", "nonfinite-loss"),
+    ("lr-too-large",),
     step=1,
 )
+# nanoGPT sets its learning rate by hand every iteration, warming up over 100 of them, so the
+# bad rate builds up: 0.0099 at step 1 (iteration 0), 0.05 at step 5, when the loss jumps
+# from 3.4 to 11 (measured with --log_interval=1); the bug shows there, not at step 1.
 LR_1E3_NANO = Bug(
     "lr-x1000",
     (("config/train_shakespeare_char.py", "learning_rate = 1e-3", "learning_rate = 1e-3 * 1e3"),),
     LR_1E3_HF.expect,
-    step=1,
+    step=5,
 )
 # The logits detached, then `loss.requires_grad = True` to silence autograd's error (the
 # whole loss detached alone makes backward() raise, which needs no monitor).
@@ -195,9 +204,39 @@ PL_NAN_BATCH = Bug(
     window=1,
 )
 
+
+def nano_seed(seed: int) -> tuple[tuple[str, str, str], ...]:
+    """nanoGPT's seed (1337, a literal in train.py) replaced by ``seed``."""
+    old = "torch.manual_seed(1337 + seed_offset)"
+    return () if seed == 1337 else (("train.py", old, f"torch.manual_seed({seed} + seed_offset)"),)
+
+
+def write_wikitext(dest: Path, vocab: int = 3000) -> None:
+    """train/valid/test.txt in WikiText-2's form (one line of space-separated words per
+    paragraph, rare words as ``<unk>``) from the local text: the word_language_model example
+    reads them; ~280k training words make 400 batches at its defaults (20 x 35)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    lines = [" ".join(line.split()) for line in local_text(3_000_000).splitlines()]
+    lines = [line for line in lines if line]
+    counts = collections.Counter(w for line in lines for w in line.split())
+    keep = {w for w, _ in counts.most_common(vocab)}
+    lines = [" ".join(w if w in keep else "<unk>" for w in line.split()) for line in lines]
+    i = 0
+    for part, words in (("train", 280_000), ("valid", 20_000), ("test", 20_000)):
+        out: list[str] = []
+        count = 0
+        while count < words and i < len(lines):
+            out.append(f" {lines[i]} ")
+            count += len(lines[i].split()) + 1  # data.py adds <eos> to every line
+            i += 1
+        (dest / f"{part}.txt").write_text("\n".join(out) + "\n")
+
+
 MIN_ARGV = ("adder.py", f"--trainer.max_iters={STEPS}", "--trainer.num_workers=0")
 HF_ARGV = ("hf_trainer.py", f"--max-steps={STEPS}")
 PL_ARGV = ("lightning_module.py", f"--max-steps={STEPS}")
+HF_COSINE = (*HF_ARGV, "--schedule=cosine", "--warmup-steps=0")
+PL_SGD = (*PL_ARGV, "--optimizer=sgd")
 
 
 def _seeded(argv: tuple[str, ...], flag: str, seed: int) -> tuple[str, ...]:
@@ -224,11 +263,13 @@ def cases() -> list[Case]:
     a, acc = ("nanoGPT", "shakespeare-char-cpu"), ("nanoGPT", "char-cpu-accum4")
     nano = [
         Case(*a, ".", NANO_A, "1337", n, quick=True),
+        *(Case(*a, ".", NANO_A, str(s), n, setup=nano_seed(s)) for s in (1, 2)),
         Case(*acc, ".", NANO_ACC, "1337", n, ACC4),
+        Case(*acc, ".", NANO_ACC, "1", n, ACC4, setup=nano_seed(1)),
         Case(*a, ".", NANO_A, "1337", n, bug=NANO_NO_ZERO, quick=True),
         Case(*acc, ".", NANO_ACC, "1337", n, ACC4, NANO_ZERO_IN_MICRO, True),
         Case(*a, ".", NANO_A, "1337", n, bug=NANO_ITEM_BREAK, quick=True),
-        Case(*a, ".", NANO_A, "1337", n, bug=LR_1E3_NANO),
+        Case(*a, ".", NANO_A, "1337", n, bug=LR_1E3_NANO, quick=True),
     ]
     return [
         *nano,
@@ -236,6 +277,28 @@ def cases() -> list[Case]:
                   (3407, 1, 2), (MIN_PLAIN_LIST, MIN_NO_ZERO)),
         *_project("hf-trainer", "tiny-gpt2", ".", HF_ARGV, "--seed=", (0, 1),
                   (LR_1E3_HF, HF_DETACH_BREAK)),
+        *_project("hf-trainer", "tiny-gpt2-cosine-nowarmup", ".", HF_COSINE, "--seed=", (2,), ()),
         *_project("lightning", "mlp-steplr", ".", PL_ARGV, "--seed=", (0, 1),
                   (PL_SCHED_PER_BATCH, PL_NAN_BATCH)),
+        *_project("lightning", "mlp-sgd-momentum-lr0.1", ".", PL_SGD, "--seed=", (2,), ()),
+        *examples(),
+    ]  # fmt: skip
+
+
+def examples() -> list[Case]:
+    """pytorch/examples whose loops update parameters by hand (no torch.optim): watched,
+    one step per update, and quiet. `regression` trains until its loss is below 1e-3 and
+    is unseeded (two runs); word_language_model runs one epoch of the local WikiText-like
+    text (400 batches), as its README's LSTM and its Transformer with AdamW."""
+    ex = "pytorch-examples"
+    done = r"after (\d+) batches"
+    wlm = ("main.py", "--epochs", "1")
+    adamw = (*wlm, "--model", "Transformer", "--use-optimizer", "--lr", "0.001")
+    return [
+        *(Case(ex, "regression", "regression", ("main.py",), f"unseeded-{k}", 0,
+               steps_from=done, quick=k == 1) for k in (1, 2)),
+        Case(ex, "word_language_model-lstm", "word_language_model", wlm, "1111", STEPS,
+             quick=True),
+        Case(ex, "word_language_model-transformer-adamw", "word_language_model", adamw, "1111",
+             STEPS),
     ]  # fmt: skip

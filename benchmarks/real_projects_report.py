@@ -34,7 +34,8 @@ def _row(run: dict[str, Any]) -> str:
     c = run["runtime_counts"]
     lint = ", ".join(f"`{x}`" for x in run["lint_alarms"]) or "—"
     cells = [
-        run["project"], run["config"], run["seed"], str(run["steps"]), run["bug"] or "clean",
+        run["project"], run["config"], run["seed"], str(run["steps"]),
+        str(run.get("steps_counted", "—")), run["bug"] or "clean",
         str(run["exit"]), _wall(run), f"{c['error']}/{c['warning']}", _alarms(run), lint,
         f"**{run['verdict']}**",
     ]  # fmt: skip
@@ -57,7 +58,9 @@ def _bug_line(run: dict[str, Any]) -> str:
     return f"{where}; {run['verdict']}: {said}"
 
 
-def markdown(meta: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+def markdown(
+    meta: dict[str, Any], runs: list[dict[str, Any]], missing: tuple[str, ...] = ()
+) -> str:
     clean = [r for r in runs if r["bug"] is None]
     bugs = [r for r in runs if r["bug"] is not None]
     quiet = sum(r["verdict"] == "quiet" for r in clean)
@@ -72,14 +75,17 @@ def markdown(meta: dict[str, Any], runs: list[dict[str, Any]]) -> str:
         f"**Clean runs quiet (no runtime warning/error): {quiet} of {len(clean)}. "
         f"Injected bugs caught by the expected check at the right step: {caught} of {len(bugs)}.**",
         "",
-        "Columns: s = wall seconds of the run under `gradwatch run` (with OMP_NUM_THREADS"
+        "Columns: updates = optimizer updates the script made (its step count, or read from its"
+        " output); counted = steps gradwatch recorded (`gradwatch runs --json`);"
+        " s = wall seconds of the run under `gradwatch run` (with OMP_NUM_THREADS"
         " when set); E/W = runtime error/warning findings; alarms = their `check@step` (count);"
         " lint = the script's `gradwatch lint` warnings/errors stored with the run."
         " Configs, injections and expected checks: `benchmarks/real_projects_cases.py`;"
         " every finding in full: `real_projects.json`.",
         "",
-        "| project | config | seed | steps | bug | exit | s | E/W | alarms | lint | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| project | config | seed | updates | counted | bug | exit | s | E/W | alarms | lint |"
+        " verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *(_row(r) for r in runs),
         "",
         "## Injected bugs: what gradwatch said first",
@@ -87,4 +93,11 @@ def markdown(meta: dict[str, Any], runs: list[dict[str, Any]]) -> str:
         *(_bug_line(r) for r in bugs),
         "",
     ]
+    if missing:
+        lines += [
+            f"Not run in this invocation ({len(missing)} cases; `--resume` runs them): "
+            + ", ".join(f"`{m}`" for m in missing)
+            + ".",
+            "",
+        ]
     return "\n".join(lines)

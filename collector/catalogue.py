@@ -154,6 +154,20 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "{lr.COLLAPSE_SHARE:g} of the steps before it fell there",
        "step, cosine, linear and exponential decay over the run, OneCycle, "
        "ReduceLROnPlateau, constant learning rates"),
+    _C("lr-too-large", "Learning rate", "warning",
+       "Under Adam and its family (AdamW, NAdam, RAdam, Adamax, SparseAdam, Lion) every "
+       "weight moves by about the learning rate at each step, whatever the gradient's scale; "
+       "a param group's rate far above the typical size of its weights overwrites them within "
+       "a few steps, which gradient clipping and Adam's normalisation hide from the other "
+       "checks. The finding names the group, the rate (or the peak its scheduler was built "
+       "for), the weights' size and the optimizer.",
+       "rate > {lrscale.FACTOR:g}× the median RMS, before the first update, of the group's "
+       "non-zero trainable weight matrices; checked at every collected step and against the "
+       "scheduler's `initial_lr`/`max_lr` at the first; one finding per optimizer",
+       "from-scratch rates (1e-4…1e-2 on usual initialisations), fine-tuning rates, warm-up, "
+       "zero-initialised matrices, biases and norm weights (no size to compare with), SGD and "
+       "other optimizers whose step scales with the gradient (a large SGD rate on a small net "
+       "is normal), D-Adaptation/Prodigy (their rate is a multiplier)"),
     _C("loss-shape-mismatch", "Loss and data", "error",
        "An element-wise loss (MSE, L1, SmoothL1, Huber, BCE…) got input and target of "
        "different shapes that broadcast, e.g. `(N,1)` vs `(N,)`.",

@@ -3,7 +3,7 @@
 Built from a config (no hub download) and trained character-level on `input.txt` (local
 text the benchmark writes next to this file). The loss is a custom `compute_loss`, the
 usual way to change what `Trainer` optimises. Run: `python hf_trainer.py --max-steps 400
---seed 0`.
+--seed 0 [--schedule cosine --warmup-steps 0]`.
 """
 
 import argparse
@@ -49,6 +49,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--max-steps", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--schedule", default="linear", help="Trainer's lr_scheduler_type")
+    parser.add_argument("--warmup-steps", type=int, default=20)
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     data = CharChunks(Path("input.txt").read_text()[:400_000], BLOCK)
@@ -62,7 +64,8 @@ def main() -> None:
         max_steps=args.max_steps,
         per_device_train_batch_size=8,
         learning_rate=LR,
-        warmup_steps=20,
+        warmup_steps=args.warmup_steps,
+        lr_scheduler_type=args.schedule,
         logging_steps=50,
         save_strategy="no",
         report_to=[],

@@ -1,8 +1,8 @@
 """A small classifier as a `LightningModule`, trained by `Trainer(max_steps=...)`.
 
-Synthetic, seeded data (a noisy teacher network's labels); Adam with a StepLR decayed once
-per epoch, the schedule most Lightning tutorials show. Run: `python lightning_module.py
---max-steps 400 --seed 0`.
+Synthetic, seeded data (a noisy teacher network's labels); Adam (or SGD with momentum) with
+a StepLR decayed once per epoch, the schedule most Lightning tutorials show. Run: `python
+lightning_module.py --max-steps 400 --seed 0 [--optimizer sgd]`.
 """
 
 import argparse
@@ -16,8 +16,9 @@ NAN_AT_BATCH = -1
 
 
 class Classifier(LightningModule):
-    def __init__(self, dim: int = 32, classes: int = 4) -> None:
+    def __init__(self, dim: int = 32, classes: int = 4, optimizer: str = "adam") -> None:
         super().__init__()
+        self.optimizer = optimizer
         self.net = nn.Sequential(
             nn.Linear(dim, 128), nn.BatchNorm1d(128), nn.ReLU(),
             nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, classes),
@@ -33,7 +34,10 @@ class Classifier(LightningModule):
         return loss
 
     def configure_optimizers(self):
-        opt = torch.optim.Adam(self.parameters(), lr=1e-2)
+        if self.optimizer == "sgd":  # plain SGD takes a large rate on a net this small
+            opt = torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
+        else:
+            opt = torch.optim.Adam(self.parameters(), lr=1e-2)
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.8)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
 
@@ -50,6 +54,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--max-steps", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
     args = parser.parse_args()
     seed_everything(args.seed)
     loader = DataLoader(data(args.seed), batch_size=50, shuffle=True)
@@ -57,7 +62,7 @@ def main() -> None:
         max_steps=args.max_steps, accelerator="cpu", devices=1, logger=False,
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
     )  # fmt: skip
-    trainer.fit(Classifier(), loader)
+    trainer.fit(Classifier(optimizer=args.optimizer), loader)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from gradwatch.catalogue import (
     POLICIES,
     Check,
 )
+from gradwatch.checks import batchscale
 from gradwatch.checks.findings import MAX_LINES_PER_CHECK
 from gradwatch.checks.incidents import RULES, UNBOUNDED
 
@@ -27,6 +28,7 @@ _CONSTANTS = {
     "explode": "gradwatch.checks.explode",
     "ratio": "gradwatch.checks.ratio",
     "lr": "gradwatch.checks.lr",
+    "lrscale": "gradwatch.checks.lrscale",
     "loss": "gradwatch.checks.loss",
     "amp": "gradwatch.checks.amp",
     "ddp": "gradwatch.checks.ddp",
@@ -111,7 +113,14 @@ def _incidents() -> list[str]:
         "holds its step (from the cause's step to the step plus the window); otherwise it "
         "starts its own incident. A non-finite finding whose NaN provenance traced the value "
         "to the input batch is an `input-batch` cause, one traced to an operation a "
-        "`nan-origin` cause; a finding with `details.batch_outlier` is an `input-batch` cause.",
+        "`nan-origin` cause; a finding with `details.batch_outlier` is an `input-batch` cause. "
+        f"That detail is set on {_symptoms()} findings at the step of an outlier input batch: "
+        "the mean |x| of the step's floating-point inputs (taken with the batch checksum) more "
+        f"than {10**batchscale.DECADES:g}× and more than {batchscale.MADS:g} robust deviations "
+        f"away from the median of the last {batchscale.WINDOW} batches, after "
+        f"{batchscale.MIN_HISTORY}; the finding's message then starts with the batch. An "
+        "outlier batch that causes no symptom is no finding (shuffles and augmentation move "
+        "the scale by far less; integer inputs such as token ids have no scale).",
         "",
         "| cause | consequences | window (steps) |",
         "|---|---|---|",
@@ -139,3 +148,7 @@ def render() -> str:
         lines += _check(check, modules)
     lines += _incidents()
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _symptoms() -> str:
+    return ", ".join(f"`{c}`" for c in sorted(batchscale.SYMPTOMS))

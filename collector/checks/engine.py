@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from gradwatch.checks import loss as loss_checks
+from gradwatch.checks.batchscale import BatchScales
 from gradwatch.checks.coverage import CoverageChecks
 from gradwatch.checks.findings import Action, FindingSink, finding
 from gradwatch.checks.lifecycle import IDS as LIFECYCLE_IDS
@@ -55,7 +56,9 @@ ROW_CHECKS = (
     "loss-plateau",
     "lr-jump",
     "lr-collapse",
+    "lr-too-large",
 )
+LR_CHECKS = ("lr-jump", "lr-collapse", "lr-too-large")
 COVERAGE_EVERY = 50  # steps between re-checks of optimizer coverage and frozen tensors
 
 
@@ -76,6 +79,9 @@ class CheckEngine:
         self.numerics = NumericsChecks(sink)
         self.losses = loss_checks.LossChecks(sink)
         self.lr = LrChecks(sink)
+        #: outlier input batches, named in the symptoms they cause (see checks.batchscale)
+        self.batches = BatchScales()
+        sink.annotate = self.batches.annotate
         self.models = dict(models)
         self.modes = {k: loss_checks.mode_dependent_modules(m) for k, m in models.items()}
         self.shape_skip = False
@@ -179,9 +185,9 @@ class CheckEngine:
         return "skip" if "skip" in actions else "none"
 
     def learning_rates(self, v: StepView) -> None:
-        """``lr-jump`` and ``lr-collapse`` on one collected row (first: a jump is the cause
-        of what the other checks find at the same step)."""
-        if self.on("lr-jump") or self.on("lr-collapse"):
+        """``lr-jump``, ``lr-collapse`` and ``lr-too-large`` on one collected row (first: a
+        learning rate is the cause of what the other checks find at the same step)."""
+        if any(self.on(c) for c in LR_CHECKS):
             self.lr.observe(v.optimizer, v.step, v.lr)
 
     def values(self, v: StepView) -> list[Action]:
@@ -271,7 +277,7 @@ class CheckEngine:
             stop = start + self.numerics.exploding_rows(o, win, start, end)
             if stop == start:
                 return 0
-        if self.on("lr-jump") or self.on("lr-collapse"):
+        if any(self.on(c) for c in LR_CHECKS):
             self.lr.observe_rows(o, win.steps[start:stop], win.lr[start:stop])
         if not values_done:  # what the reference does on a row with nothing to report
             if self.on("nonfinite-loss"):

@@ -121,6 +121,9 @@ class FindingSink:
         self.findings: list[Finding] = []
         #: policy ``checkpoint``: saves the last good state, returns where (set by the run)
         self.checkpoint: Callable[[Finding], str] | None = None
+        #: adds what is known about the finding's step (the outlier input batch of
+        #: :mod:`gradwatch.checks.batchscale`) before it is stored (set by the check engine)
+        self.annotate: Callable[[Finding], Finding] | None = None
 
     def enabled(self, check: str) -> bool:
         """Whether ``check`` is evaluated at all (policy not ``off``)."""
@@ -135,6 +138,8 @@ class FindingSink:
         policy = self._policy(f.check)
         if policy == "off":
             return "none"
+        if self.annotate is not None:
+            f = self.annotate(f)
         if policy == "checkpoint":
             f = self._save(f)
         key = (f.check, f.param, f.optimizer, f.severity)

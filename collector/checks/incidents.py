@@ -52,6 +52,7 @@ class Rule:
 RULES: Final[tuple[Rule, ...]] = (
     Rule("lr-jump", _SYMPTOMS | {"vanishing-grad"}, 50, "learning-rate jump", lead=1),
     Rule("lr-collapse", _STALLED, UNBOUNDED, "learning-rate collapse", lead=1),
+    Rule("lr-too-large", _SYMPTOMS | _STALLED, UNBOUNDED, "learning rate too large", lead=1),
     Rule("input-batch", _SYMPTOMS, 20, "input batch"),
     Rule("nan-origin", _SYMPTOMS, 20, "operation found by NaN provenance"),
     Rule("stale-grad", _SYMPTOMS | _STALLED, UNBOUNDED, "stale gradients"),

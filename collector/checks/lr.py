@@ -1,4 +1,5 @@
-"""Learning-rate checks: ``lr-jump`` and ``lr-collapse``, per optimizer and param group.
+"""Learning-rate checks: ``lr-jump``, ``lr-collapse`` and ``lr-too-large``
+(:mod:`~gradwatch.checks.lrscale`), per optimizer and param group.
 
 * ``lr-jump``: at one step a group's learning rate rises above ``JUMP_FACTOR`` times the
   largest value it had before (0.01 -> 10,000), after ``JUMP_MIN_STEPS`` steps with it.
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from gradwatch.checks import lrscale
 from gradwatch.checks.findings import FindingSink, finding
 from gradwatch.checks.fmt import num, times
 
@@ -58,6 +60,50 @@ class LrChecks:
         self._jumped: set[int] = set()  # optimizers whose previous row reported a jump
         self.watches: Sequence[WatchedOptimizer] = ()  # set at start: names the scheduler
         self._scheduler: dict[int, str | None] = {}
+        self._limits: dict[int, lrscale.Limits] = {}  # lr-too-large, per optimizer
+
+    def arm(self, w: WatchedOptimizer, step: int, lr: list[float]) -> None:
+        """``lr-too-large`` at optimizer ``w``'s first step, before its update: measure the
+        size of each group's weights (optimizers whose step is about the learning rate
+        only), and check the rate now and the peak its scheduler was built for."""
+        name = lrscale.scale_free(w.optimizer)
+        if name is None or w.index in self._limits:
+            return
+        groups = w.optimizer.param_groups
+        size, count = lrscale.weight_sizes(w.params, w.group_of, len(groups))
+        if all(s is None for s in size):
+            return
+        limits = self._limits[w.index] = lrscale.Limits(name, size, count)
+        if self._scale(w.index, [step], [lr]):
+            return
+        peak = [
+            max(x, p) if math.isfinite(x) else p
+            for x, p in zip(lr, lrscale.planned_peak(groups), strict=False)
+        ]
+        groups_over = lrscale.over(limits, peak)
+        if groups_over:
+            self._too_large(w.index, step, peak, groups_over, planned=True)
+
+    def _scale(self, o: int, steps: list[int], lrs: list[list[float]]) -> bool:
+        """``lr-too-large`` over rows of optimizer ``o`` (nothing once it was found, or for an
+        optimizer that is not judged); whether it was found."""
+        limits = self._limits.get(o)
+        if limits is None or limits.done:
+            return False
+        for step, lr in zip(steps, lrs, strict=True):
+            groups = lrscale.over(limits, lr)
+            if groups:
+                self._too_large(o, step, lr, groups, planned=False)
+                return True
+        return False
+
+    def _too_large(
+        self, o: int, step: int, lr: list[float], groups: list[int], *, planned: bool
+    ) -> None:
+        limits = self._limits[o]
+        limits.done = True  # one finding per optimizer: the rate is a setting, not an episode
+        scheduler = self.scheduler(o)
+        self.sink.report(lrscale.report(o, step, limits, lr, groups, scheduler, planned))
 
     def _of(self, o: int, step: int, lr: list[float]) -> _Groups:
         state = self._groups.get(o)
@@ -73,6 +119,7 @@ class LrChecks:
     def observe(self, o: int, step: int, lr: list[float]) -> None:
         """One collected row: optimizer ``o``'s learning rates at step ``step`` (the
         reference that :meth:`observe_rows` must agree with)."""
+        self._scale(o, [step], [lr])
         state = self._of(o, step, lr)
         jumps = [
             (g, state.peak[g], x)
@@ -96,6 +143,9 @@ class LrChecks:
         """Rows of one window at once: in the common case (no group jumps, none is at the
         collapse level, none was) only the peaks move; any other window goes row by row."""
         if not steps:
+            return
+        if o in self._limits and self._scale(o, steps, lrs):
+            self._each(o, steps, lrs)  # the row path reports what else holds at those rows
             return
         state = self._of(o, steps[0], lrs[0])
         first = lrs[0]

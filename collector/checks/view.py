@@ -116,6 +116,8 @@ class Window:
     lr: list[list[float]]
     #: every tensor had a gradient and was trainable (the usual row)
     plain: list[bool]
+    #: mean |x| of each row's floating-point inputs (None: none, or no checksum taken)
+    batch_scale: list[float | None] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.steps)

@@ -76,6 +76,8 @@ class StepChecker:
         step = w.step + 1
         if step == 1 and pre is not None and not w.stats.grads_only:
             self._initial_norms()
+        if step == 1 and self.engine.on("lr-too-large"):
+            self.engine.lr.arm(w, step, w.learning_rates())
         if self.engine.quiet(w, step, closure):
             # the common step: nothing holds, so no StepView is built
             self._view = None
@@ -138,6 +140,7 @@ class StepChecker:
         training shares the GIL with it instead of the backlog growing in memory."""
         values_done = self.engine.needs_values_now()
         win = self._window(data, metas)
+        self.engine.batches.observe(self.w.index, win.steps, win.batch_scale)
         quiet = self.engine.quiet_rows(self.w, win, values_done)
         r, rows = 0, len(metas)
         if rows > 1 and not any(quiet):  # perhaps the histories start with this window
@@ -172,7 +175,8 @@ class StepChecker:
         )
 
     def _window(self, data: torch.Tensor, metas: list[StepMeta]) -> Window:
-        from gradwatch.stats.rows import LEADING
+        from gradwatch.stats.batch_checksum import float_elements
+        from gradwatch.stats.rows import BATCH_ABS, LEADING
 
         n = len(self.w.params)
         stats = data[:, LEADING:].reshape(len(metas), 4, n)  # stat-major rows
@@ -186,6 +190,10 @@ class StepChecker:
             loss=[x if m.has_loss else None for x, m in zip(losses, metas, strict=True)],
             steps=[m.step for m in metas],
             lr=[m.lr for m in metas],
+            batch_scale=[
+                (float(a) / k if (k := float_elements(m.batch)) else None)
+                for a, m in zip(data[:, BATCH_ABS].tolist(), metas, strict=True)
+            ],
             plain=[
                 all(m.has_grad) and all(trainable if m.requires_grad is None else m.requires_grad)
                 for m in metas

@@ -3,7 +3,10 @@
 Per input tensor ``x`` with batch size ``n`` (first dimension): the per-sample sums
 ``r_i`` (accumulated in float32 for floating inputs, float64 for integer ones such as token
 ids: no widened copy of the batch), then the pair ``(Σ r_i, Σ (i+1)·r_i)`` as one small
-matrix-vector product in that dtype (two device ops per input tensor). Swapping two
+matrix-vector product in that dtype (two device ops per input tensor). A third value is the
+batch's scale for the outlier check (:mod:`gradwatch.checks.batchscale`): ``Σ |x|`` over the
+floating-point inputs (two more device ops per floating input; integer inputs add none), whose
+element count the host knows from the signature (:func:`float_elements`). Swapping two
 samples, replacing one, or a different augmentation changes the pair; the same samples in
 the same order give bit-identical values on the same device. Shapes and dtypes are kept
 on the host and hashed with the values later. On the CPU the sums are taken on the I/O
@@ -19,6 +22,8 @@ import torch
 
 _MAX_TENSORS = 32
 _MAX_DEPTH = 4
+#: values per checksum: the pair, then Σ|x| over the floating-point inputs
+WIDTH = 3
 
 
 def _tensors(obj: Any, depth: int = 0) -> Iterator[torch.Tensor]:
@@ -62,15 +67,15 @@ class Deferred:
         return Deferred(self.parts + other.parts, held)
 
     def resolve(self) -> torch.Tensor:
-        """The ``(2,)`` float64 checksum (NaN when an input changed since its forward)."""
+        """The ``(WIDTH,)`` float64 checksum (NaN when an input changed since its forward)."""
         try:
             total: torch.Tensor | None = None
             for tensors, versions in self.parts:
                 if any(t._version != v for t, v in zip(tensors, versions, strict=True)):
-                    return torch.full((2,), float("nan"), dtype=torch.float64)
+                    return torch.full((WIDTH,), float("nan"), dtype=torch.float64)
                 pair = checksum_of(tensors).to(torch.float64)
                 total = pair if total is None else total + pair
-            return torch.zeros(2, dtype=torch.float64) if total is None else total
+            return torch.zeros(WIDTH, dtype=torch.float64) if total is None else total
         finally:
             self._release()
 
@@ -128,7 +133,7 @@ def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
 
 
 def checksum(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
-    """The ``(2,)`` checksum of every tensor in the inputs, on their device (``None`` when
+    """The ``(WIDTH,)`` checksum of every tensor in the inputs, on their device (``None`` when
     the inputs hold no tensor). Computed with device ops only."""
     value = inspect(args, kwargs)[0]
     assert not isinstance(value, Deferred)
@@ -167,6 +172,8 @@ def checksum_of(tensors: list[torch.Tensor]) -> torch.Tensor:
         )
         per_sample = rows.sum(dim=1, dtype=acc)
         pair = torch.mv(_weights(per_sample.numel(), x.device, j + 1, acc), per_sample)
+        if x.is_floating_point():  # the third row of the weights is zero: add Σ|x| there
+            pair[2:].add_(torch.linalg.vector_norm(x, 1, dtype=acc))
         total = pair if total is None else total + pair.to(total.device, torch.float64)
     assert total is not None
     return total
@@ -176,12 +183,37 @@ _WEIGHTS: dict[tuple[int, torch.device, int, torch.dtype], torch.Tensor] = {}
 
 
 def _weights(n: int, device: torch.device, scale: int, dtype: torch.dtype) -> torch.Tensor:
-    """The cached ``(2, n)`` matrix ``scale·[1…1; 1…n]`` (built on the device once)."""
+    """The cached ``(3, n)`` matrix ``scale·[1…1; 1…n; 0…0]`` (built on the device once)."""
     key = (n, device, scale, dtype)
     found = _WEIGHTS.get(key)
     if found is None:
         if len(_WEIGHTS) > 64:
             _WEIGHTS.clear()
         ramp = torch.arange(1, n + 1, dtype=dtype, device=device)
-        found = _WEIGHTS[key] = torch.stack([torch.ones_like(ramp), ramp]) * scale
+        found = _WEIGHTS[key] = (
+            torch.stack([torch.ones_like(ramp), ramp, torch.zeros_like(ramp)]) * scale
+        )
     return found
+
+
+_FLOAT_ELEMENTS: dict[str, int] = {}
+
+
+def float_elements(signature: list[str]) -> int:
+    """Floating-point elements (complex: two each) of the inputs a signature describes
+    (``"float32[64,3,32,32]"`` per tensor): the count ``Σ |x|`` of a checksum is over."""
+    total = 0
+    for sig in signature:
+        found = _FLOAT_ELEMENTS.get(sig)
+        if found is None:
+            dtype, _, shape = sig.partition("[")
+            count = 0
+            if dtype.startswith(("float", "bfloat", "complex")):
+                count = 2 if dtype.startswith("complex") else 1
+                for dim in filter(None, shape.rstrip("]").split(",")):
+                    count *= int(dim)
+            if len(_FLOAT_ELEMENTS) > 1024:
+                _FLOAT_ELEMENTS.clear()
+            found = _FLOAT_ELEMENTS[sig] = count
+        total += found
+    return total

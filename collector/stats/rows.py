@@ -1,4 +1,5 @@
-"""Rows of collected steps: ``[loss, batch checksum (2), 4·T statistics]`` in float64.
+"""Rows of collected steps: ``[loss, batch checksum (2), Σ|x| of the batch, 4·T statistics]``
+in float64.
 
 On an accelerator each step writes its row in place in the device buffer of
 :mod:`gradwatch.stats.transfer`. On the CPU the training thread only keeps what it computed
@@ -16,7 +17,8 @@ import torch
 from gradwatch.stats.batch_checksum import Deferred, resolve
 from gradwatch.stats.tensors import StepValues
 
-LEADING = 3  # loss, batch checksum (2): the columns before the 4·T statistics
+LEADING = 4  # loss, batch checksum (2), Σ|x|: the columns before the 4·T statistics
+BATCH_ABS = 3  # the column of Σ|x| over the batch's floating-point inputs
 
 
 @dataclass

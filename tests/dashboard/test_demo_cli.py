@@ -5,11 +5,15 @@ the Alerts page list the drift and the NaN run."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gradwatch import cli
+from gradwatch.checks import incidents as views_of
 from gradwatch.dashboard.api_client import Api
 from tests.dashboard.served_demo import alerted, watched_demo
 
@@ -47,3 +51,30 @@ def test_runs_findings_and_compare_find_the_demo_with_no_flags(
     assert capsys.readouterr().out.startswith("identical:")
     assert cli.main(["compare", ids["replicate-a"], ids["drifting"]]) == 1
     assert "data-order" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_the_default_demo_tells_each_story_in_at_most_two_incidents(tmp_path: Path) -> None:
+    """Issue 18's acceptance on `gradwatch demo` as shipped (300 steps): the stale-gradient
+    run shows at most 2 warning/error incidents, the first caused by `stale-grad`; the NaN
+    run at most 2, the first naming the learning-rate jump; the agreeing replicates none."""
+    root = tmp_path / "data"
+    cmd = [sys.executable, "-m", "gradwatch", "demo", "--no-serve", "--data-dir", str(root)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def gw(*argv: str) -> Any:
+        cmd = [sys.executable, "-m", "gradwatch", *argv, "--json", "--data-dir", str(root)]
+        return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+
+    def loud(run_id: str) -> list[views_of.View]:
+        found = views_of.views(gw("findings", run_id))
+        return [v for v in found if v.severity in ("warning", "error")]
+
+    ids = {r["name"]: r["id"] for r in gw("runs")}
+    stale = loud(ids["stale-grad"])
+    assert 1 <= len(stale) <= 2 and stale[0].cause["check"] == "stale-grad"
+    nan = loud(ids["nan-onset"])
+    assert 1 <= len(nan) <= 2 and nan[0].cause["check"] == "lr-jump"
+    assert "learning rate jumped" in nan[0].sentence() and "10,000" in nan[0].sentence()
+    assert loud(ids["replicate-a"]) == [] and loud(ids["replicate-b"]) == []

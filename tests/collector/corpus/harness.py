@@ -5,7 +5,8 @@ A case declares what gradwatch must say in comment lines at its top:
 
 - ``# expect: CHECK at step N`` — a warning or error finding of CHECK whose step is N
   (``at steps N-M`` accepts any step in that range; omit ``at …`` to accept any step);
-  ``role cause`` / ``role consequence`` after it also requires that incident role.
+  ``role cause`` / ``role consequence`` after it also requires that incident role, and
+  ``kind K`` the root-cause kind the finding stands for (``gradwatch.checks.incidents``).
 - ``# expect: quiet`` — the script is correct: no warning or error finding at all.
 - ``# run-args: FLAGS`` — flags for ``gradwatch run`` (e.g. ``--accumulation-steps 4``).
 - ``# timeout: SECONDS`` — how long the script may take (default 180).
@@ -23,12 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gradwatch.checks.incidents import kind_of
+
 CASES = Path(__file__).parent / "cases"
 LOUD = ("warning", "error")
 _EXPECT = re.compile(
     r"^(?P<check>[a-z][a-z0-9-]*)"
     r"(?:\s+at\s+steps?\s+(?P<lo>\d+)(?:-(?P<hi>\d+))?)?"
-    r"(?:\s+role\s+(?P<role>cause|consequence))?\s*$"
+    r"(?:\s+role\s+(?P<role>cause|consequence))?"
+    r"(?:\s+kind\s+(?P<kind>[a-z][a-z0-9-]*))?\s*$"
 )
 
 
@@ -38,6 +42,7 @@ class Expect:
     lo: int | None = None
     hi: int | None = None
     role: str | None = None
+    kind: str | None = None
 
     def matches(self, finding: dict[str, Any]) -> bool:
         if finding.get("check") != self.check or finding.get("severity") not in LOUD:
@@ -46,6 +51,8 @@ class Expect:
         if self.lo is not None and not (
             isinstance(step, int) and self.lo <= step <= (self.hi or self.lo)
         ):
+            return False
+        if self.kind is not None and kind_of(finding) != self.kind:
             return False
         return self.role is None or finding.get("role") == self.role
 
@@ -79,7 +86,13 @@ def parse(path: Path) -> Case:
                 raise ValueError(f"{path.name}: cannot read expectation {value!r}")
             lo, hi = m["lo"], m["hi"]
             case.expects.append(
-                Expect(m["check"], int(lo) if lo else None, int(hi) if hi else None, m["role"])
+                Expect(
+                    m["check"],
+                    int(lo) if lo else None,
+                    int(hi) if hi else None,
+                    m["role"],
+                    m["kind"],
+                )
             )
         elif key == "run-args":
             case.run_args = shlex.split(value)

@@ -64,7 +64,7 @@ def test_a_cpu_run_records_each_steps_own_batch_even_with_a_reused_input_buffer(
     recorded = [s["batch_hash"] for s in steps(run.dir)]
     assert len(recorded) == len(batches)
     for got, b in zip(recorded, batches, strict=True):
-        own = batch_hash(checksum_of([b]).double().tolist(), sig)
+        own = batch_hash(checksum_of([b]).double().tolist()[:2], sig)
         assert got in (own, unknown)
 
 

@@ -1,6 +1,8 @@
-# expect: exploding-grad at step 121
+# expect: exploding-grad at step 121 role cause kind input-batch
 """Bug: batch 121 comes from an un-normalised source (features x1000), the gradient of
-that step is ~1e3-1e6x its usual size; exploding-grad names that step."""
+that step is ~1e3-1e6x its usual size; exploding-grad names that step, led by the outlier
+batch (details.batch_outlier), the root cause of its incident. Twin:
+numerics_ok_augmented_batches."""
 
 import torch
 from torch import nn
