@@ -74,6 +74,6 @@ def test_one_lightning_case_runs_under_gradwatch_end_to_end(tmp_path: Path) -> N
     assert run["threads"] == 1
     assert run["verdict"] in ("caught", "late", "wrong check", "missed")
     assert (
-        "| lightning | mlp-steplr | 0 | 400 | nan-in-batch-200 |"
+        "| lightning | mlp-steplr | 0 | 400 | 400 | nan-in-batch-200 |"
         in out.with_suffix(".md").read_text()
     )
