@@ -192,7 +192,9 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "Modules whose behaviour depends on mode (dropout, batch norm) are in `eval()` while "
        "backward and step run.",
        "any relevant module in eval mode at a step",
-       "frozen norm layers without trainable parameters (fine-tuning a backbone in eval)"),
+       "frozen norm layers without trainable parameters, and parameter-free norm/dropout "
+       "layers before every trainable parameter of their parent (a frozen backbone kept in "
+       "eval() for feature extraction)"),
     _C("nondeterminism-risk", "Reproducibility", "info",
        "The fingerprint shows settings that make replicates differ (determinism off on an "
        "accelerator, cuDNN benchmark, unseeded DataLoader workers, no seed).",

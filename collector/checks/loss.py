@@ -144,22 +144,37 @@ class LossChecks:
 
 def mode_dependent_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """Dropout/normalisation modules whose eval mode matters for training: their own
-    parameters are trainable, or (dropout) their parent module has trainable parameters."""
+    parameters are trainable, or (parameter-free ones) a trainable parameter comes before
+    them in their parent (registration order, the forward order of an ``nn.Sequential``),
+    so the gradient that trains it passes through them. A parameter-free layer before
+    every trainable parameter of its parent (a frozen backbone's norm layers and dropout
+    kept in eval() for feature extraction) changes only the features, not the training."""
     out: list[tuple[str, nn.Module]] = []
     parents = {name: mod for name, mod in model.named_modules()}
     for name, mod in model.named_modules():
         if not isinstance(mod, _MODE_DEPENDENT):
             continue
         own = list(mod.parameters(recurse=False))
-        parent = parents.get(name.rpartition(".")[0], model)
-        relevant = (
-            any(p.requires_grad for p in own)
-            if own
-            else any(p.requires_grad for p in parent.parameters())
-        )
+        if own:
+            relevant = any(p.requires_grad for p in own)
+        else:
+            relevant = _trainable_before(parents.get(name.rpartition(".")[0], model), mod)
         if relevant:
             out.append((name, mod))
     return out
+
+
+def _trainable_before(parent: nn.Module, child: nn.Module) -> bool:
+    """Whether ``parent`` has a trainable parameter of its own or in a child registered
+    before ``child``."""
+    if any(p.requires_grad for p in parent.parameters(recurse=False)):
+        return True
+    for sibling in parent.children():
+        if sibling is child:
+            return False
+        if any(p.requires_grad for p in sibling.parameters()):
+            return True
+    return False
 
 
 def all_training(root: nn.Module, modules: list[tuple[str, nn.Module]]) -> bool:
