@@ -177,9 +177,12 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "The loss rose far above its best level, or far above where it started; one finding "
        "per episode.",
        "after {loss.DIVERGE_MIN_STEPS} steps: median of {loss.SMOOTH} losses ≥ "
-       "{loss.DIVERGE_FACTOR:g}× the running minimum and {loss.NOISE_MADS:g} MADs above it, "
-       "or ≥ {loss.DIVERGE_FIRST_FACTOR:g}× the first loss",
-       "noisy mini-batch losses within {loss.NOISE_MADS:g} MADs"),
+       "{loss.DIVERGE_FACTOR:g}× the running minimum and {loss.NOISE_MADS:g} MADs above it "
+       "for {loss.DIVERGE_PERSIST} losses in a row, or ≥ {loss.DIVERGE_FIRST_FACTOR:g}× the "
+       "first loss (at once)",
+       "noisy mini-batch losses within {loss.NOISE_MADS:g} MADs; bursts of heavy-tailed "
+       "losses (polynomial features, outlier-rich batches) that settle within "
+       "{loss.DIVERGE_PERSIST} losses"),
     _C("loss-plateau", "Loss and data", "info",
        "The loss stopped changing at all.",
        "range < {loss.PLATEAU_RANGE:g} of the loss's size (absolute below 1) over "
@@ -189,7 +192,9 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "Modules whose behaviour depends on mode (dropout, batch norm) are in `eval()` while "
        "backward and step run.",
        "any relevant module in eval mode at a step",
-       "frozen norm layers without trainable parameters (fine-tuning a backbone in eval)"),
+       "frozen norm layers without trainable parameters, and parameter-free norm/dropout "
+       "layers before every trainable parameter of their parent (a frozen backbone kept in "
+       "eval() for feature extraction)"),
     _C("nondeterminism-risk", "Reproducibility", "info",
        "The fingerprint shows settings that make replicates differ (determinism off on an "
        "accelerator, cuDNN benchmark, unseeded DataLoader workers, no seed).",

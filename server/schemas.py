@@ -186,6 +186,11 @@ class ErrorReply(BaseModel):
     detail: str
 
 
+def error_replies(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The ``responses=`` of a route: an :class:`ErrorReply` for each of these statuses."""
+    return {code: {"model": ErrorReply} for code in codes}
+
+
 class LifecycleStep(BaseModel):
     """One optimizer step's events, in order: ``[kind, seconds since last step, detail]``."""
 

@@ -23,6 +23,11 @@ NOISE_MADS = 6.0
 #: and risen by at least this share of the first loss: a loss that converged near zero
 #: may wander many times its best while staying negligible
 FIRST_SHARE = 0.1
+#: a rise (not a blow-up) is reported once it has held for this many losses in a row:
+#: heavy-tailed losses (polynomial features, outlier-rich batches) have bursts in which the
+#: median of ten stands many times its luckiest value for up to ~2 windows and then settles
+#: (pytorch/examples regression: at most 23 losses in a row over 200 seeds)
+DIVERGE_PERSIST = 3 * SMOOTH
 CALM_FACTOR, CALM_STEPS = 3.0, 20  # an episode ends after CALM_STEPS steps below 3x the best
 PLATEAU_STEPS, PLATEAU_RANGE = 20, 1e-8
 _MODE_DEPENDENT = (
@@ -42,6 +47,7 @@ class LossChecks:
         self._first: dict[int, float] = {}
         self._count: dict[int, int] = {}
         self._noise: dict[int, float] = {}
+        self._rising: dict[int, tuple[int, int]] = {}  # optimizer -> (first step, losses)
         self._calm: dict[int, int] = {}  # open loss-diverging episodes: calm steps so far
         self._flat: set[int] = set()  # open loss-plateau episodes
 
@@ -76,7 +82,12 @@ class LossChecks:
             NOISE_MADS * noise, FIRST_SHARE * first
         )
         blown = smoothed >= DIVERGE_FIRST_FACTOR * first
-        if self._count[o] >= DIVERGE_MIN_STEPS and (rising or blown):
+        since, held = self._rising.get(o, (step, 0)) if rising else (step, 0)
+        if rising:
+            self._rising[o] = (since, held + 1)
+        else:
+            self._rising.pop(o, None)
+        if self._count[o] >= DIVERGE_MIN_STEPS and (blown or held + 1 >= DIVERGE_PERSIST):
             self._calm[o] = 0
             self.sink.report(
                 finding(
@@ -86,11 +97,17 @@ class LossChecks:
                     + (
                         f"{times(smoothed / first)} the first loss ({num(first, 3)})."
                         if blown
-                        else f"{times(smoothed / best)} its best so far ({num(best, 3)})."
+                        else f"{times(smoothed / best)} its best so far ({num(best, 3)}) and has "
+                        f"stayed that high for {held + 1} losses in a row, since step {since}."
                     ),
                     "lower the learning rate, check the scheduler, or look for a data shift.",
                     optimizer=o,
-                    details={"recent_median": smoothed, "best": best, "first": first},
+                    details={
+                        "recent_median": smoothed,
+                        "best": best,
+                        "first": first,
+                        "since": since,
+                    },
                 )
             )
         elif o in self._calm:  # an open episode ends after CALM_STEPS calm steps
@@ -127,22 +144,37 @@ class LossChecks:
 
 def mode_dependent_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """Dropout/normalisation modules whose eval mode matters for training: their own
-    parameters are trainable, or (dropout) their parent module has trainable parameters."""
+    parameters are trainable, or (parameter-free ones) a trainable parameter comes before
+    them in their parent (registration order, the forward order of an ``nn.Sequential``),
+    so the gradient that trains it passes through them. A parameter-free layer before
+    every trainable parameter of its parent (a frozen backbone's norm layers and dropout
+    kept in eval() for feature extraction) changes only the features, not the training."""
     out: list[tuple[str, nn.Module]] = []
     parents = {name: mod for name, mod in model.named_modules()}
     for name, mod in model.named_modules():
         if not isinstance(mod, _MODE_DEPENDENT):
             continue
         own = list(mod.parameters(recurse=False))
-        parent = parents.get(name.rpartition(".")[0], model)
-        relevant = (
-            any(p.requires_grad for p in own)
-            if own
-            else any(p.requires_grad for p in parent.parameters())
-        )
+        if own:
+            relevant = any(p.requires_grad for p in own)
+        else:
+            relevant = _trainable_before(parents.get(name.rpartition(".")[0], model), mod)
         if relevant:
             out.append((name, mod))
     return out
+
+
+def _trainable_before(parent: nn.Module, child: nn.Module) -> bool:
+    """Whether ``parent`` has a trainable parameter of its own or in a child registered
+    before ``child``."""
+    if any(p.requires_grad for p in parent.parameters(recurse=False)):
+        return True
+    for sibling in parent.children():
+        if sibling is child:
+            return False
+        if any(p.requires_grad for p in sibling.parameters()):
+            return True
+    return False
 
 
 def all_training(root: nn.Module, modules: list[tuple[str, nn.Module]]) -> bool:

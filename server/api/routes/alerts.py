@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
@@ -25,13 +25,11 @@ from gradwatch.server.schemas import (
     AlertRulePublic,
     AlertRulesPublic,
     AlertsPublic,
-    ErrorReply,
+    error_replies,
 )
 
 router = APIRouter(tags=["alerts"])
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorReply} for code in (401, 403, 404, 422)
-}
+_ERRORS = error_replies(401, 403, 404, 422)
 Offset = Annotated[int, Query(ge=0, le=1 << 31)]
 RuleId = Annotated[int, Path(ge=1, le=(1 << 31) - 1)]
 IdFilter = Annotated[int | None, Query(ge=1, le=(1 << 31) - 1)]

@@ -17,15 +17,13 @@ from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.schemas import (
     ComparePublic,
     EnvelopePublic,
-    ErrorReply,
     GroupPublic,
     GroupsPublic,
+    error_replies,
 )
 
 router = APIRouter(tags=["drift"])
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorReply} for code in (401, 403, 404, 422)
-}
+_ERRORS = error_replies(401, 403, 404, 422)
 Tolerance = Annotated[float | None, Query(ge=0.0, le=1e6)]
 Key = Annotated[str, Path(max_length=600, description="group key '<config_hash>:<code_hash>'")]
 

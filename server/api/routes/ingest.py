@@ -12,7 +12,7 @@ each after the commit (:mod:`gradwatch.server.ingest_writer`).
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
 from sqlmodel import Session
@@ -32,14 +32,12 @@ from gradwatch.server.frame_ingest import (
 from gradwatch.server.frame_rows import FrameRows
 from gradwatch.server.ingest_writer import IngestJob, IngestWriter
 from gradwatch.server.jsonresp import GWJSONResponse
-from gradwatch.server.schemas import ErrorReply, IngestReply
+from gradwatch.server.schemas import IngestReply, error_replies
 from gradwatch.wire import FRAME_CONTENT_TYPE, MAGIC, SCHEMA_VERSION, Frame, scan_frames
 
 router = APIRouter(tags=["ingest"])
 CONTENT_TYPES = (FRAME_CONTENT_TYPE, "application/octet-stream")
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorReply} for code in (400, 401, 403, 404, 413, 415, 422)
-}
+_ERRORS = error_replies(400, 401, 403, 404, 413, 415, 422)
 _BODY = {
     "requestBody": {
         "required": True,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
@@ -10,11 +10,11 @@ from gradwatch.server import crud
 from gradwatch.server.api.deps import ReadAccess, SessionDep
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.problems import collecting
-from gradwatch.server.schemas import ErrorReply, LifecyclePublic
+from gradwatch.server.schemas import LifecyclePublic, error_replies
 from gradwatch.server.step_events import lifecycle, window
 
 router = APIRouter(prefix="/runs", tags=["runs"])
-_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorReply} for code in (401, 403, 404)}
+_ERRORS = error_replies(401, 403, 404)
 Step = Annotated[int | None, Query(ge=0, le=1 << 62)]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
@@ -14,21 +14,19 @@ from gradwatch.server.models import Run
 from gradwatch.server.overview import heatmap
 from gradwatch.server.problems import collecting
 from gradwatch.server.schemas import (
-    ErrorReply,
     FindingsPublic,
     IncidentsPublic,
     OverviewPublic,
     RunDetail,
     RunsPublic,
     SeriesPublic,
+    error_replies,
 )
 from gradwatch.server.series import Selection, check_budget, metric, select_series, tensor_rows
 from gradwatch.server.status import STATUSES
 
 router = APIRouter(prefix="/runs", tags=["runs"])
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorReply} for code in (401, 403, 404, 422)
-}
+_ERRORS = error_replies(401, 403, 404, 422)
 Offset = Annotated[int, Query(ge=0, le=1 << 31)]
 Names = Annotated[list[str], Query(max_length=100_000)]
 

@@ -6,8 +6,6 @@ reader, ``gradwatch.open_run``) can read every user scalar without knowing the k
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 from pydantic import BaseModel
 from sqlmodel import col, select
@@ -17,10 +15,10 @@ from gradwatch.server.api.deps import ReadAccess, SessionDep
 from gradwatch.server.frame_rows import SCALARS_OPTIMIZER
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.models import SeriesChunk
-from gradwatch.server.schemas import ErrorReply
+from gradwatch.server.schemas import error_replies
 
 router = APIRouter(prefix="/runs", tags=["runs"])
-_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorReply} for code in (401, 404)}
+_ERRORS = error_replies(401, 404)
 
 
 class ScalarKeys(BaseModel):

@@ -220,6 +220,18 @@ def test_eval_mode_training_quiet_for_a_frozen_backbone_with_batchnorm_in_eval()
     assert_quiet(run)
 
 
+def test_eval_mode_training_a_dropout_between_trainable_layers_in_eval_still_warns() -> None:
+    """The parameter-free rule: dropout after a trainable layer of the same parent is in the
+    gradient's path, so its eval() mode changes the training (a warning), while the same
+    kind of layer before every trainable parameter (feature extraction) does not."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(D_IN, HIDDEN), nn.Dropout(0.5), nn.Linear(HIDDEN, D_OUT))
+    model[1].eval()
+    run = train(model, sgd(model), 5)
+    f = first(run, "eval-mode-training")
+    assert f.details["modules_in_eval"] == ["1"]
+
+
 # -- nondeterminism-risk ---------------------------------------------------------------------
 def test_nondeterminism_risk_no_seed_set_is_info_at_start() -> None:
     torch.seed()  # a random 64-bit seed, as at start-up without manual_seed
