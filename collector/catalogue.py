@@ -62,8 +62,11 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "break: `detach`, `.item()`, `torch.tensor(t)`, `no_grad`, or an unused branch). A "
        "`backward()` that reached no watched parameter at all is one `error` finding saying "
        "the loss is not connected to the model and naming the break (a leaf loss whose "
-       "`requires_grad` was set by hand, or the tensors the graph ends at).",
-       "missing for {coverage.PERSIST_STEPS} steps in a row",
+       "`requires_grad` was set by hand, or the tensors the graph ends at). A gradient that "
+       "exists but is exactly zero is reported too, and its message names both causes (cut "
+       "off, or nothing flows back: dead activations, a zero layer after it, underflow in a "
+       "deep stack).",
+       "missing or all-zero for {coverage.PERSIST_STEPS} steps in a row",
        "parameters that get a gradient at least once every {coverage.PERSIST_STEPS} steps "
        "(branches used in turn); frozen parameters"),
     _C("param-not-in-optimizer", "Parameter coverage", "error",

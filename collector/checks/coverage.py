@@ -106,10 +106,7 @@ class CoverageChecks:
                 finding(
                     "param-no-grad",
                     v.step,
-                    f"this trainable parameter received no gradient for {int(streak[i])} steps: it "
-                    "is cut off from the loss.",
-                    "look for .detach(), .item(), torch.tensor(t), a no_grad block or an unused "
-                    "branch between this layer and the loss.",
+                    *_no_grad_text(int(streak[i]), v.has_grad[i]),
                     param=v.names[i],
                     optimizer=v.optimizer,
                     details={"steps_without_grad": int(streak[i]), "has_grad": v.has_grad[i]},
@@ -200,3 +197,24 @@ class CoverageChecks:
                     },
                 )
             )
+
+
+def _no_grad_text(steps: int, has_grad: bool) -> tuple[str, str]:
+    """Message and hint of ``param-no-grad``: no gradient at all means the tensor is cut off
+    from the loss; an all-zero one may also mean that nothing flows back to it (the
+    gradient tensor exists, but every path to the loss multiplies to zero)."""
+    if not has_grad:
+        return (
+            f"this trainable parameter received no gradient for {steps} steps: it is cut off "
+            "from the loss.",
+            "look for .detach(), .item(), torch.tensor(t), a no_grad block or an unused branch "
+            "between this layer and the loss.",
+        )
+    return (
+        f"this trainable parameter's gradient has been exactly zero for {steps} steps: it is "
+        "cut off from the loss, or nothing flows back to it (dead activations, a zero layer "
+        "after it, or a gradient that underflowed through a deep stack).",
+        "look for .detach()/.item()/torch.tensor(t) between this layer and the loss; if it "
+        "is connected, look for saturated or dead activations and the initialisation (a "
+        "normalisation layer or residual connection keeps gradients alive in deep stacks).",
+    )

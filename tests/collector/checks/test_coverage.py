@@ -66,6 +66,21 @@ def test_param_no_grad_names_the_cut_off_tensors_at_the_third_step(cut: str) -> 
     assert found[0].details["steps_without_grad"] == 3
 
 
+def test_param_no_grad_an_all_zero_gradient_is_not_called_cut_off() -> None:
+    """The first layer is connected, but a frozen all-zero layer after it passes nothing
+    back: its gradient exists and is exactly zero, so the finding says both possibilities
+    instead of claiming the layer is cut off from the loss."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(D_IN, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, D_OUT))
+    nn.init.zeros_(model[2].weight)
+    model[2].weight.requires_grad_(False)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.05)
+    found = of(train(model, opt, 5), "param-no-grad")
+    assert {f.param for f in found} == {"0.weight", "0.bias"}
+    assert all(f.details["has_grad"] for f in found)
+    assert "exactly zero" in found[0].message and "nothing flows back" in found[0].message
+
+
 def test_param_no_grad_is_quiet_for_a_branch_used_every_other_step() -> None:
     class Alternating(TwoBranch):
         calls = 0

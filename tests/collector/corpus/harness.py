@@ -125,11 +125,14 @@ class Outcome:
         return "\n".join(rows) + f"\n--- stderr tail ---\n{self.stderr[-3000:]}"
 
 
-def run_case(case: Case, data_dir: Path) -> Outcome:
+def run_case(case: Case, data_dir: Path, threads: int | None = None) -> Outcome:
     """``gradwatch run [run-args] -- python CASE`` then ``gradwatch findings --json`` of
-    every run the invocation made, all in child processes (as a user runs them)."""
+    every run the invocation made, all in child processes (as a user runs them);
+    ``threads`` pins torch's intra-op threads of the children (``OMP_NUM_THREADS``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADWATCH_")}
     env["GRADWATCH_DIR"] = str(data_dir)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
     cmd = [
         sys.executable,
         "-m",
