@@ -109,8 +109,8 @@ def scenario(seed: int, n: int = 700) -> tuple[torch.Tensor, list[StepMeta]]:
     param[at(1), rng.randrange(T)] = NAN
     for j in range(*(lambda s: (s, s + 25))(at(26))):  # a plateau
         loss[j] = 0.5
-    s = at(40)  # divergence
-    for j in range(s, s + 35):
+    s = at(70)  # divergence, long enough to hold past loss-diverging's persistence
+    for j in range(s, s + 60):
         loss[j] = loss[s] * 1.3 ** (j - s)
     loss[at(1)] = NAN  # after the plateau and the divergence, which would overwrite it
     for _ in range(5):
