@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -49,9 +50,15 @@ def create_app(settings: Settings) -> FastAPI:
     engine = make_engine(settings.db_url)
     migrate(engine)
     writer = IngestWriter(engine)
+    # lifespans of this app that are running: an app served by several clients at once (the
+    # tests' TestClients in threads) stops its shared writer and engine after the last one
+    lifespans = [0]
+    lifespans_lock = threading.Lock()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        with lifespans_lock:
+            lifespans[0] += 1
         importer, monitor = None, None
         if settings.import_interval:
             importer = SpoolImporter(engine, settings.data_dir, settings.import_interval)
@@ -66,8 +73,12 @@ def create_app(settings: Settings) -> FastAPI:
                 monitor.stop()
             if importer is not None:
                 importer.stop()
-            writer.stop()
-            engine.dispose()
+            with lifespans_lock:
+                lifespans[0] -= 1
+                last = lifespans[0] == 0
+            if last:
+                writer.stop()
+                engine.dispose()
 
     # Swagger UI and ReDoc from assets bundled in fastapi-offline, not a CDN: /docs works
     # on a machine without internet access (the import's ignore: the package is typed, but
