@@ -35,7 +35,7 @@ def nan_after_lr_jump() -> gradwatch.Run:
             opt.zero_grad()
             model(torch.randn(8, 3)).pow(2).mean().backward()
             opt.step()
-        sink = run.sink
+        sink = run._sink
         sink.report(finding("nonfinite-loss", 10, "loss is NaN.", "stop.", severity="error"))
         sink.report(
             finding("loss-diverging", 12, "loss grew 1e6×.", "look.", details={"x": math.inf})

@@ -24,13 +24,12 @@ import pytest
 
 from gradwatch.paths import runs_dir
 from gradwatch.server import groups
-from gradwatch.server.db import make_engine, write_session
+from gradwatch.server.db import write_session
 from gradwatch.server.live_drift import drift_pass
-from gradwatch.server.migrate import migrate
 from gradwatch.server.models import Run
 from gradwatch.server.spool_import import import_run
 from tests.collector.drift_runs import BUGGY
-from tests.server.live import wait_for
+from tests.server.live import sqlite_with, wait_for
 
 NO_TORCH = textwrap.dedent(
     """
@@ -126,10 +125,7 @@ def test_a_server_without_torch_compares_groups_and_watches_drift(
     tmp_path: Path, drift_runs: tuple[Path, dict[str, str]]
 ) -> None:
     root, ids = drift_runs
-    db_url = f"sqlite:///{tmp_path / 'gradwatch.db'}"
-    engine = make_engine(db_url)
-    migrate(engine)
-    import_run(engine, runs_dir(root) / ids["base"])
+    db_url, engine = sqlite_with(tmp_path / "gradwatch.db", runs_dir(root) / ids["base"])
     assert drift_pass(engine) == []  # base is known (its seed) before its replicates arrive
     with write_session(engine) as session:
         base = session.get(Run, ids["base"])
