@@ -30,9 +30,9 @@ def result(trained: tuple[Path, dict[str, str]], a: str, b: str, **kw: Any) -> d
     return out
 
 
-def verdict(res: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """A comparison's verdict, cause and first differing step."""
-    return res["verdict"], res["cause"], res["step"]
+def verdict(res: dict[str, Any], *more: str) -> tuple[Any, ...]:
+    """A comparison's verdict, cause and first differing step, then its fields ``more``."""
+    return tuple(res[k] for k in ("verdict", "cause", "step", *more))
 
 
 def sections(res: dict[str, Any]) -> set[str]:
@@ -54,8 +54,7 @@ def test_a_different_shuffle_seed_is_data_order_at_the_first_step_whose_batch_di
 ) -> None:
     res = result(trained, "base", "shuffle")
     # Epochs are 8 steps and the variant shuffles differently from the third epoch on.
-    assert verdict(res) == ("diverged", "data-order", 17)
-    assert res["metric"] == "batch"
+    assert verdict(res, "metric") == ("diverged", "data-order", 17, "batch")
     assert res["difference"]["a"] != res["difference"]["b"]
     assert all(t["first_step"] == 17 for t in res["per_tensor"])
 
@@ -64,8 +63,7 @@ def test_a_different_init_seed_is_init_naming_the_first_tensor(
     trained: tuple[Path, dict[str, str]],
 ) -> None:
     res = result(trained, "base", "init")
-    assert verdict(res) == ("diverged", "init", 1)
-    assert res["param"] == "0.weight"
+    assert verdict(res, "param") == ("diverged", "init", 1, "0.weight")
     assert "init_params_hash" in {d["field"] for d in res["fingerprint_diff"]}
 
 
@@ -73,8 +71,8 @@ def test_a_perturbed_gradient_is_backward_nondeterminism_at_that_step_and_tensor
     trained: tuple[Path, dict[str, str]],
 ) -> None:
     res = result(trained, "base", "perturb")
-    assert verdict(res) == ("diverged", "backward-nondeterminism", 7)
-    assert (res["metric"], res["param"]) == ("grad_norm", "2.weight")
+    cause = ("diverged", "backward-nondeterminism", 7, "grad_norm", "2.weight")
+    assert verdict(res, "metric", "param") == cause
     assert res["exact"] is True and 0 < res["difference"]["abs"] < 1e-2
     first = {t["name"]: t["first_step"] for t in res["per_tensor"]}
     assert first["2.weight"] == 7 and first["0.weight"] == 8  # the split spreads a step later

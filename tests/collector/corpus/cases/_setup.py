@@ -89,14 +89,15 @@ def train(
     opt: torch.optim.Optimizer,
     steps: int,
     batch: Batch,
-    loss: Loss = nn.functional.mse_loss,
+    loss: str | Loss = "mse_loss",
     *,
     clip: float | None = None,
     before: Callable[[int], None] | None = None,
     set_to_none: bool | None = None,
 ) -> None:
     """``steps`` plain training steps: ``before(step)`` first when given; ``set_to_none``
-    passed to ``opt.zero_grad`` when given; ``clip`` the gradients' largest total norm."""
+    passed to ``opt.zero_grad`` when given; ``loss`` a function of (output, target) or the
+    name of one in ``torch.nn.functional``; ``clip`` the gradients' largest total norm."""
     for step in range(steps):
         if before is not None:
             before(step)
@@ -105,7 +106,10 @@ def train(
             opt.zero_grad()
         else:
             opt.zero_grad(set_to_none=set_to_none)
-        loss(model(x), y).backward()
+        # a name is looked up at every step, as an inline call is: gradwatch wraps the
+        # functional losses when it attaches (at the first forward under `gradwatch run`)
+        fn = getattr(nn.functional, loss) if isinstance(loss, str) else loss
+        fn(model(x), y).backward()
         if clip is not None:
             nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()

@@ -7,10 +7,10 @@ from torch import nn
 
 model = seeded_mlp(4, 16, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
-train(
-    model,
-    opt,
-    60,
-    regression(keepdim=False),
-    lambda out, y: nn.functional.mse_loss(out.squeeze(-1), y),
-)
+
+
+def squeezed_mse(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return nn.functional.mse_loss(out.squeeze(-1), y)  # the fix: (N, 1) -> (N,)
+
+
+train(model, opt, 60, regression(keepdim=False), squeezed_mse)
