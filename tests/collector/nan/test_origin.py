@@ -114,7 +114,7 @@ def test_a_streak_is_localised_once_at_its_first_step() -> None:
     run = trained("log-softmax", "skip", steps=7)
     assert run._nan_origin.replays == 1
     clean = trained("log-softmax", "warn", steps=BAD - 1)
-    assert clean.nan_origin.replays == 0 and not clean.findings
+    assert clean._nan_origin.replays == 0 and not clean.findings
 
 
 def test_replay_leaves_training_untouched() -> None:

@@ -102,7 +102,7 @@ def test_an_optimizer_built_later_gets_its_own_run(installed: list[Run]) -> None
     train(1)
     _, opt = train(1)
     assert len(installed) == 2
-    assert installed[1].watches[0].optimizer is opt
+    assert installed[1]._watches[0].optimizer is opt
 
 
 def test_raw_tensors_without_a_module_are_not_watched(
