@@ -408,7 +408,7 @@ def attached(state: VariantState, data_dir: Path) -> Iterator[None]:
     t1 = time.perf_counter()
     # the slow half of the fingerprint (git, installed packages) runs once per run on a
     # helper thread: let it finish so that it does not count as per-step cost
-    for thread in run.background:
+    for thread in run._background:
         thread.join()
     t2 = time.perf_counter()
     try:
@@ -420,8 +420,8 @@ def attached(state: VariantState, data_dir: Path) -> Iterator[None]:
         state.watch_s.append(t1 - t0)
         state.fingerprint_s.append(t2 - t1)
         state.close_s.append(t4 - t3)
-        if run.internal_errors:
-            raise RuntimeError(f"gradwatch reported {run.internal_errors} internal errors")
+        if run._internal_errors:
+            raise RuntimeError(f"gradwatch reported {run._internal_errors} internal errors")
 
 
 def run_block(
@@ -508,7 +508,7 @@ def alternating(work: Workload, triples: int, data_dir: Path, turn: int = 2) -> 
     states = make_variants(work, 1)
     gw = states["gradwatch"]
     run = gradwatch.watch(gw.model, gw.optimizer, every=1, data_dir=data_dir)
-    for thread in run.background:
+    for thread in run._background:
         thread.join()
     samples: dict[str, dict[str, list[float]]] = {v: {"wall": [], "cpu": []} for v in VARIANTS}
     try:

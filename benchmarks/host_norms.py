@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import statistics
 import sys
 import time
@@ -32,6 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import collector_overhead as core
+import save_results
 
 from gradwatch.stats import hostnorms
 from gradwatch.stats.tensors import StepStats
@@ -103,11 +103,9 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     for name, r in result["models"].items():
         s, k = r["stock_ops"], r["kernel"]
-        lines.append(
-            f"| {name} ({r['params']:,} params, {r['tensors']} tensors) "
-            f"| {s['snapshot']:.3f} / {k['snapshot']:.3f} | {s['norms']:.3f} / {k['norms']:.3f} "
-            f"| {s['both']:.3f} / {k['both']:.3f} | {r['saved_ms']:.3f} ms |"
-        )
+        model = f"{name} ({r['params']:,} params, {r['tensors']} tensors)"
+        times = [f"{s[part]:.3f} / {k[part]:.3f}" for part in ("snapshot", "norms", "both")]
+        lines.append(save_results.row(model, *times, f"{r['saved_ms']:.3f} ms"))
     return "\n".join(lines) + "\n"
 
 
@@ -138,11 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.perf_counter()
         result["models"][name] = bench_model(name, args.blocks, args.steps)
         print(f"[{name}] {time.perf_counter() - t0:.0f} s", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    md = markdown(result)
-    args.out.with_suffix(".md").write_text(md)
-    print(md)
+    save_results.save(args.out, result, markdown(result))
     return 0
 
 

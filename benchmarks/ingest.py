@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import save_results
 
 from gradwatch.transport.sender import INGEST_PATH, HTTPTransport
 from gradwatch.wire import FRAME_CONTENT_TYPE, SCHEMA_VERSION, Array, Kind, Record, encode_frame
@@ -316,10 +317,7 @@ def main() -> None:
         "results": [bench(k, args) for k in kinds],
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(report))
-    print(markdown(report))
+    save_results.save(out, report, markdown(report))
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import json
 import os
 import statistics
 import sys
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import collector_overhead as core
+import save_results
 import torch
 
 from gradwatch.stats import intraop
@@ -167,11 +167,10 @@ def markdown(result: dict[str, Any]) -> str:
     for r in result["models"]:
         load = f"{min(r['load']):.1f}–{max(r['load']):.1f}"
         for v, e in r["variants"].items():
-            lines.append(
-                f"| {r['model']} | {v} | {e['wall_ms']:.1f} | {e['threads']:.0f} | "
-                f"{e['training_cpu_ms']:.1f} | {e['training_sleeps']:.1f} | "
-                f"{e['workers_cpu_ms']:.1f} | {e['workers_sleeps']:.1f} | {load} |"
-            )
+            numbers = ("wall_ms", "threads", "training_cpu_ms", "training_sleeps")
+            numbers += ("workers_cpu_ms", "workers_sleeps")
+            cells = [f"{e[k]:.0f}" if k == "threads" else f"{e[k]:.1f}" for k in numbers]
+            lines.append(save_results.row(r["model"], v, *cells, load))
     return "\n".join(lines) + "\n"
 
 
@@ -193,11 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": core.machine_info(),
         "models": models,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    text = markdown(result)
-    args.out.with_suffix(".md").write_text(text)
-    print(text)
+    save_results.save(args.out, result, markdown(result), indent=1)
     return 0
 
 

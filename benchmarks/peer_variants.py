@@ -140,7 +140,7 @@ class Gradwatch(Variant):
             run = gradwatch.watch(self.model, self.optimizer, data_dir=self.workdir, **self.options)
         except (gradwatch.ConfigError, TypeError) as e:
             raise UnavailableError(f"this gradwatch has no option {self.options}: {e}") from e
-        for thread in run.background:  # the fingerprint helper thread: a one-time cost
+        for thread in run._background:  # the fingerprint helper thread: a one-time cost
             thread.join()
         self.run = run
 
@@ -149,8 +149,8 @@ class Gradwatch(Variant):
             return
         run, self.run = self.run, None
         run.close()
-        if run.internal_errors:
-            raise RuntimeError(f"gradwatch reported {run.internal_errors} internal errors")
+        if run._internal_errors:
+            raise RuntimeError(f"gradwatch reported {run._internal_errors} internal errors")
 
     def close(self) -> None:
         self.end_block()
@@ -163,7 +163,7 @@ class GradwatchStockOps(Gradwatch):
     def begin_block(self) -> None:
         super().begin_block()
         assert self.run is not None
-        for watch in self.run.watches:
+        for watch in self.run._watches:
             watch.stats._kernel = None
 
 

@@ -26,6 +26,7 @@ from gradwatch.server.exceptions import RequestError
 from gradwatch.server.models import Run
 from gradwatch.server.problems import collecting
 from gradwatch.server.runload import load_run_data, loss_series
+from gradwatch.wire import to_jsonable
 
 BAND = 4.0
 """The envelope drawn is median ± ``BAND`` robust standard deviations (the flagging z)."""
@@ -34,8 +35,9 @@ BAND = 4.0
 def compare_runs(
     session: Session, a: Run, b: Run, *, rtol: float | None, atol: float | None
 ) -> dict[str, Any]:
-    """The comparison of two stored runs with the ``problems`` of reading them; 422 when
-    their stored data cannot be compared."""
+    """The comparison of two stored runs with the ``problems`` of reading them, non-finite
+    floats tagged (``{"$f": "inf"}``, :func:`gradwatch.wire.to_jsonable`); 422 when their
+    stored data cannot be compared."""
     with collecting() as problems:
         data = [load_run_data(session, run) for run in (a, b)]
         try:
@@ -46,7 +48,9 @@ def compare_runs(
                 f"the stored data of runs {a.id!r} and {b.id!r} cannot be compared "
                 f"({type(e).__name__}: {str(e)[:200]}); {'; '.join(problems) or 'see the logs'}",
             ) from e
-    return {**result, "problems": problems}
+    # free-form values (a batch hash or a NaN loss in ``difference``, ``per_tensor``'s
+    # ratios) in the wire's tagged form, as ``gradwatch compare --json`` prints them
+    return {**to_jsonable(result), "problems": problems}
 
 
 def spread(n: int, points: int) -> np.ndarray[Any, Any]:

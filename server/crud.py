@@ -387,13 +387,8 @@ def create_alert_rule(session: Session, body: AlertRuleCreate) -> dict[str, Any]
     """Store a new rule (creating its project if needed); the public rule."""
     rule = AlertRule(
         project_id=ensure_project(session, body.project),
-        check=body.check,
-        min_severity=body.min_severity,
-        group_key=body.group,
-        webhook_url=body.webhook_url,
-        secret=body.secret,
-        enabled=body.enabled,
         created_at=time.time(),
+        **_rule_columns(body),
     )
     session.add(rule)
     session.flush()
@@ -414,31 +409,33 @@ def get_alert_rule(session: Session, access: Access, rule_id: int) -> tuple[Aler
     return row[0], str(row[1])
 
 
+# The changeable fields of a rule (``AlertRuleFields``) and the columns that store them.
+_RULE_COLUMNS = {
+    "check": "check",
+    "min_severity": "min_severity",
+    "group": "group_key",
+    "webhook_url": "webhook_url",
+    "secret": "secret",
+    "enabled": "enabled",
+}
+
+
+def _rule_columns(fields: AlertRuleFields) -> dict[str, Any]:
+    """The stored columns of ``fields``, by column name."""
+    return {column: getattr(fields, field) for field, column in _RULE_COLUMNS.items()}
+
+
 def rule_fields(rule: AlertRule) -> AlertRuleFields:
     """The changeable fields of a stored rule."""
     return AlertRuleFields(
-        check=rule.check,
-        min_severity=rule.min_severity,
-        group=rule.group_key,
-        webhook_url=rule.webhook_url,
-        secret=rule.secret,
-        enabled=rule.enabled,
+        **{field: getattr(rule, column) for field, column in _RULE_COLUMNS.items()}
     )
 
 
 def update_alert_rule(session: Session, rule_id: int, fields: AlertRuleFields) -> None:
     """Replace the changeable fields of rule ``rule_id``."""
     session.execute(
-        update(AlertRule)
-        .where(col(AlertRule.id) == rule_id)
-        .values(
-            check=fields.check,
-            min_severity=fields.min_severity,
-            group_key=fields.group,
-            webhook_url=fields.webhook_url,
-            secret=fields.secret,
-            enabled=fields.enabled,
-        )
+        update(AlertRule).where(col(AlertRule.id) == rule_id).values(**_rule_columns(fields))
     )
     session.expire_all()
 

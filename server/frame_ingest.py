@@ -128,6 +128,23 @@ def _greatest(column: Any, value: Any) -> ColumnElement[Any]:
     return case((column.is_(None), value), (column < value, value), else_=column)
 
 
+# The run's columns that a RUN_START / an END record sets: key in ``RunDelta.start`` /
+# ``RunDelta.end`` -> column of ``Run``.
+_START_COLUMNS = {
+    "name": "name",
+    "config_hash": "config_hash",
+    "started_at": "started_at",
+    "pid": "pid",
+    "host": "host",
+    "group_id": "group_id",
+    "rank": "rank",
+    "world_size": "world_size",
+    "job_id": "job_id",
+    "meta": "start_meta",
+}
+_END_COLUMNS = {"status": "end_status", "ended_at": "ended_at", "meta": "end_meta"}
+
+
 def _update_run(session: Session, run_id: str, delta: RunDelta, accepted: int, now: float) -> None:
     values: dict[Any, Any] = {
         col(Run.received_at): now,
@@ -139,29 +156,7 @@ def _update_run(session: Session, run_id: str, delta: RunDelta, accepted: int, n
         values[col(Run.last_t)] = _greatest(col(Run.last_t), delta.last_t)
     if delta.code_hash is not None:
         values[col(Run.code_hash)] = delta.code_hash
-    if delta.start is not None:
-        start = delta.start
-        values.update(
-            {
-                col(Run.name): start["name"],
-                col(Run.config_hash): start["config_hash"],
-                col(Run.started_at): start["started_at"],
-                col(Run.pid): start["pid"],
-                col(Run.host): start["host"],
-                col(Run.group_id): start["group_id"],
-                col(Run.rank): start["rank"],
-                col(Run.world_size): start["world_size"],
-                col(Run.job_id): start["job_id"],
-                col(Run.start_meta): start["meta"],
-            }
-        )
-    if delta.end is not None:
-        end = delta.end
-        values.update(
-            {
-                col(Run.end_status): end["status"],
-                col(Run.ended_at): end["ended_at"],
-                col(Run.end_meta): end["meta"],
-            }
-        )
+    for record, columns in ((delta.start, _START_COLUMNS), (delta.end, _END_COLUMNS)):
+        if record is not None:
+            values.update({col(getattr(Run, c)): record[k] for k, c in columns.items()})
     session.execute(update(Run).where(col(Run.id) == run_id).values(values))

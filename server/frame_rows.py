@@ -27,7 +27,7 @@ from gradwatch.server.models import (
 )
 from gradwatch.server.overview import steps_blob, summary_blobs
 from gradwatch.server.recordmeta import check_per_step, checked_tensors
-from gradwatch.wire import Array, Frame, Kind, to_jsonable
+from gradwatch.wire import Array, Frame, Kind, Record, to_jsonable
 
 TEXT_MAX = 4096  # a finding's message or hint: one screen of text at most
 PARAM_MAX = 1024  # a finding's parameter (one tensor name, or a few joined)
@@ -95,9 +95,9 @@ def parse_frame(run_id: str, frame: Frame) -> FrameRows:
         )
         out.add(Fingerprint, {**key, "phase": phase, "data": dump_json(meta)})
     elif kind == Kind.STEPS:
-        _steps(where, key, frame.record.meta, frame.record.arrays, out)
+        _steps(where, key, frame.record, out)
     elif kind == Kind.SCALARS:
-        _scalars(where, key, frame.record.meta, frame.record.arrays, out)
+        _scalars(where, key, frame.record, out)
     elif kind == Kind.FINDINGS:
         findings = meta.get("findings")
         if not isinstance(findings, list):
@@ -242,13 +242,8 @@ def _chunk(
     }
 
 
-def _steps(
-    where: v.Where,
-    key: dict[str, Any],
-    meta: dict[str, Any],
-    arrays: dict[str, Array],
-    out: FrameRows,
-) -> None:
+def _steps(where: v.Where, key: dict[str, Any], record: Record, out: FrameRows) -> None:
+    meta, arrays = record.meta, record.arrays
     optimizer = v.integer(where, "meta.optimizer", meta.get("optimizer"), low=0, high=1 << 20)
     stat_names = v.text_list(where, "meta.stats", meta.get("stats", []), max_len=64)
     steps = _step_array(where, arrays, "step")
@@ -282,13 +277,8 @@ def _steps(
     out.delta.steps = int(steps.max()) if optimizer == 0 else None
 
 
-def _scalars(
-    where: v.Where,
-    key: dict[str, Any],
-    meta: dict[str, Any],
-    arrays: dict[str, Array],
-    out: FrameRows,
-) -> None:
+def _scalars(where: v.Where, key: dict[str, Any], record: Record, out: FrameRows) -> None:
+    meta, arrays = record.meta, record.arrays
     keys = v.text_list(where, "meta.keys", meta.get("keys", []), max_len=NAME_MAX - 8)
     steps = _step_array(where, arrays, "step")
     n = len(steps)

@@ -368,7 +368,9 @@ class EnvelopePublic(BaseModel):
 
 
 class ComparePublic(BaseModel):
-    """Two runs compared (what ``gradwatch compare A B --json`` prints)."""
+    """Two runs compared (what ``gradwatch compare A B --json`` prints): non-finite floats
+    in the wire's tagged form (``{"$f": "nan"}``; decode with ``gradwatch.wire.from_jsonable``),
+    since ``difference`` may hold a string (a batch hash) where another pair has a float."""
 
     a: str
     b: str

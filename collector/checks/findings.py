@@ -30,6 +30,23 @@ MAX_LINES_PER_CHECK = 10
 MAX_KEPT = 10_000  # findings kept in memory on the run object
 
 
+#: the fields of a finding on the wire, in their order there
+_WIRE_FIELDS = (
+    "check",
+    "severity",
+    "step",
+    "optimizer",
+    "param",
+    "message",
+    "hint",
+    "details",
+    "source",
+    "t",
+    "incident",
+    "role",
+)
+
+
 @dataclass(frozen=True)
 class Finding:
     """One problem found by one check."""
@@ -50,20 +67,7 @@ class Finding:
 
     def to_meta(self) -> dict[str, Any]:
         """The wire form (a FINDINGS record carries a list of these)."""
-        return {
-            "check": self.check,
-            "severity": self.severity,
-            "step": self.step,
-            "optimizer": self.optimizer,
-            "param": self.param,
-            "message": self.message,
-            "hint": self.hint,
-            "details": self.details,
-            "source": self.source,
-            "t": self.t,
-            "incident": self.incident,
-            "role": self.role,
-        }
+        return {name: getattr(self, name) for name in _WIRE_FIELDS}
 
     def line(self) -> str:
         """The one line printed on stderr; a consequence is indented under its cause and

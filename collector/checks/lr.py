@@ -257,14 +257,9 @@ class LrChecks:
                 "a scheduler sized in epochs is probably stepped every batch: call "
                 "scheduler.step() once per epoch, or give it the number of batches.",
                 optimizer=o,
-                details={
-                    "group": g,
-                    "groups": held,
-                    "lr": lr[g],
-                    "peak": state.peak[g],
-                    "since_step": since,
-                    "scheduler": scheduler,
-                },
+                details=lrscale.group_details(
+                    g, held, lr, scheduler, peak=state.peak[g], since_step=since
+                ),
             )
         )
 

@@ -113,6 +113,14 @@ def over(limits: Limits, lr: Sequence[float]) -> list[int]:
     ]
 
 
+def group_details(
+    g: int, groups: list[int], lr: Sequence[float], scheduler: str | None, **more: object
+) -> dict[str, object]:
+    """The details of an lr finding about param group ``g`` (and the other ``groups`` it
+    names): its rate, what the check measured (``more``) and the scheduler."""
+    return {"group": g, "groups": groups, "lr": lr[g], **more, "scheduler": scheduler}
+
+
 def report(
     o: int,
     step: int,
@@ -141,14 +149,14 @@ def report(
         "1e-4…1e-3 and fine-tune at 1e-5…5e-5; look for a factor applied twice or a rate "
         "meant for SGD.",
         optimizer=o,
-        details={
-            "group": g,
-            "groups": groups,
-            "lr": lr[g],
-            "weight_rms": size,
-            "ratio": lr[g] / size,
-            "optimizer_class": limits.optimizer,
-            "scheduled_peak": planned,
-            "scheduler": scheduler,
-        },
+        details=group_details(
+            g,
+            groups,
+            lr,
+            scheduler,
+            weight_rms=size,
+            ratio=lr[g] / size,
+            optimizer_class=limits.optimizer,
+            scheduled_peak=planned,
+        ),
     )

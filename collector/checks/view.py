@@ -127,32 +127,20 @@ class WatchedOptimizer(Protocol):
     """One watched optimizer as the checks read it (implemented by
     :class:`gradwatch.hooks.optimizer.OptimizerWatch`; the checks never import the hooks)."""
 
-    @property
-    def index(self) -> int: ...
-    @property
-    def optimizer(self) -> torch.optim.Optimizer: ...
-    @property
-    def params(self) -> list[torch.Tensor]: ...
-    @property
-    def names(self) -> list[str]: ...
-    @property
-    def numel(self) -> list[int]: ...
-    @property
-    def shapes(self) -> list[list[int]]: ...
-    @property
-    def group_of(self) -> list[int]: ...
-    @property
-    def model_keys(self) -> list[str]: ...
-    @property
-    def forward_order(self) -> list[int] | None: ...
-    @property
-    def since_clear(self) -> int: ...
-    @property
-    def step(self) -> int: ...
-    @property
-    def stats(self) -> StepStats: ...
-    @property
-    def pending(self) -> Pending: ...
+    index: int
+    optimizer: torch.optim.Optimizer
+    params: list[torch.Tensor]
+    names: list[str]
+    numel: list[int]
+    shapes: list[list[int]]
+    group_of: list[int]
+    model_keys: list[str]
+    forward_order: list[int] | None
+    since_clear: int
+    step: int
+    stats: StepStats
+    pending: Pending
+
     @property
     def manual(self) -> object | None:
         """The driver of a loop that updates by hand, else None."""

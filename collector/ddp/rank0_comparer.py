@@ -58,7 +58,7 @@ class Comparer(threading.Thread):
         self.comparable = True  # parameter layouts agree
         self.nonfinite_done = False
         self.error: IntegrityError | None = None
-        self._raise_hook = self.owner.watches[0].optimizer.register_step_pre_hook(
+        self._raise_hook = self.owner._watches[0].optimizer.register_step_pre_hook(
             self.owner._guard(self._raise_pending, "cross-rank policy")
         )
 
@@ -92,7 +92,7 @@ class Comparer(threading.Thread):
                     self._compare(item[0], item[1], values)
             except Exception as exc:  # never let the comparer die loudly
                 self.stopped = True
-                self.owner.internal_errors += 1
+                self.owner._internal_errors += 1
                 self.owner._report_once(
                     "ddp compare", f"cross-rank checks stopped (internal error: {exc})"
                 )
@@ -145,14 +145,14 @@ class Comparer(threading.Thread):
             )
         differ = checks.fingerprint_differences(values)
         if differ:
-            self.owner.io.submit(notice_record({"notice": "ddp-fingerprint", "differ": differ}))
+            self.owner._io.submit(notice_record({"notice": "ddp-fingerprint", "differ": differ}))
             fields = ", ".join(sorted(differ))
             self.owner._report_once(
                 "ddp fingerprint", f"the ranks' fingerprints differ in {fields}: {differ}"
             )
 
     def _nonfinite(self, upto: int) -> None:
-        if self.nonfinite_done or not self.owner.sink.enabled("ddp-nonfinite-rank"):
+        if self.nonfinite_done or not self.owner._sink.enabled("ddp-nonfinite-rank"):
             return
         if int(self.store.add(self.key("nf_count"), 0)) == 0:
             return
@@ -164,7 +164,7 @@ class Comparer(threading.Thread):
             self._report(found)
 
     def _report(self, found: Finding | None, clear: str | None = None) -> None:
-        sink = self.owner.sink
+        sink = self.owner._sink
         if found is None:
             if clear is not None:
                 sink.clear(clear)

@@ -89,7 +89,7 @@ class GraphWatch:
 
     def _learn_order(self, graph: Graph, reached: list[int]) -> None:
         """Keep, per optimizer, the order of the graph that reached most of its tensors."""
-        for w, count in zip(self.run.watches, reached, strict=True):
+        for w, count in zip(self.run._watches, reached, strict=True):
             if count > self._order_reach.get(w.index, 0):
                 order = forward_order(graph, w.params)
                 if order is not None:
@@ -99,7 +99,7 @@ class GraphWatch:
     def _unowned(self, graph: Graph) -> None:
         """``param-not-in-optimizer`` for trainable parameters the loss reaches that no
         watched model and no optimizer holds."""
-        names = self.run.names
+        names = self.run._names
         loose = [
             t
             for t in graph.leaves
@@ -108,11 +108,11 @@ class GraphWatch:
             and id(t) not in names
             and id(t) not in self._reported
         ]
-        if not loose or not self.run.sink.enabled("param-not-in-optimizer"):
+        if not loose or not self.run._sink.enabled("param-not-in-optimizer"):
             return
         # a watched model's own tensors (a layer replaced after watch()) are the periodic
         # coverage check's, named as the model names them; any optimizer's may train them
-        models = self.run.model_hooks.models.values()
+        models = self.run._model_hooks.models.values()
         held = _held_by_optimizers() | {id(p) for m in models for p in m.parameters()}
         groups: dict[str, list[torch.Tensor]] = {}
         for t in loose:
@@ -123,7 +123,7 @@ class GraphWatch:
             self._reported.update(id(t) for t in tensors)
             shapes = ", ".join(_spelled(t) for t in tensors[:4])
             more = f" and {len(tensors) - 4} more" if len(tensors) > 4 else ""
-            self.run.sink.report(
+            self.run._sink.report(
                 finding(
                     "param-not-in-optimizer",
                     step,
@@ -140,11 +140,11 @@ class GraphWatch:
                     },
                 )
             )
-        self.run.sink.flush()
+        self.run._sink.flush()
 
     def _holder(self, tensor: torch.Tensor) -> str:
         """Which plain container of a watched model holds ``tensor`` (or its module)."""
-        for key, model in self.run.model_hooks.models.items():
+        for key, model in self.run._model_hooks.models.items():
             prefix = f"{key}." if key else ""
             for path, module in model.named_modules():
                 for attr, value in vars(module).items():

@@ -4,9 +4,9 @@ depend on this leaf module and never on :class:`gradwatch.session.handle.Run`, w
 them. ``W`` is the optimizer watch type (:class:`gradwatch.hooks.optimizer.OptimizerWatch`),
 kept generic so that this module imports no hook module.
 
-The methods are private on the run (``_guard``, ``_report_once``, ...): they are for its
-hooks, not for users. Only the layers below the hooks are imported here (options, checks,
-stats, transport)."""
+The members are private on the run (``_io``, ``_guard``, ``_report_once``, ...): they are
+for its hooks, not for users. Only the layers below the hooks are imported here (options,
+checks, stats, transport)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,9 @@ class NanScreen(Protocol[W_contra]):
     def stepped(self) -> None: ...
     def before_forward(self, key: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None: ...
     def after_forward(self, key: str, output: Any) -> None: ...
+    def rng_before_forward(self) -> dict[str, Any] | None:
+        """The CPU generator state at the current step's first training forward."""
+        ...
 
 
 class PolicySaver(Protocol):
@@ -55,44 +58,28 @@ class WatchedModels(Protocol):
 
 
 class HookContext(Protocol[W]):
-    """The run as its hooks see it (implemented by the run handle)."""
+    """The run as its hooks see it (implemented by the run handle). The hooks read these
+    attributes and never rebind them, except ``_internal_errors``."""
+
+    id: str
+    dir: Path
+    _options: WatchOptions
+    _names: dict[int, str]  # id(parameter) -> its name
+    _transfer_every: int
+    _transfer_max_age: float | None
+    _passes: int  # backward passes seen
+    _internal_errors: int  # the run's count; a hook that fails adds one
+    _checks: CheckEngine
+    _sink: FindingSink
+    _io: RunIO
+    _watches: list[W]
 
     @property
-    def id(self) -> str: ...
+    def _nan_origin(self) -> NanScreen[W]: ...
     @property
-    def dir(self) -> Path: ...
+    def _saver(self) -> PolicySaver: ...
     @property
-    def options(self) -> WatchOptions: ...
-    @property
-    def names(self) -> dict[int, str]:
-        """id(parameter) -> its name."""
-        ...
-
-    @property
-    def transfer_every(self) -> int: ...
-    @property
-    def transfer_max_age(self) -> float | None: ...
-    @property
-    def passes(self) -> int:
-        """Backward passes seen."""
-        ...
-
-    internal_errors: int  # the run's count; a hook that fails adds one
-
-    @property
-    def checks(self) -> CheckEngine: ...
-    @property
-    def sink(self) -> FindingSink: ...
-    @property
-    def io(self) -> RunIO: ...
-    @property
-    def watches(self) -> list[W]: ...
-    @property
-    def nan_origin(self) -> NanScreen[W]: ...
-    @property
-    def saver(self) -> PolicySaver: ...
-    @property
-    def model_hooks(self) -> WatchedModels: ...
+    def _model_hooks(self) -> WatchedModels: ...
 
     @property
     def step(self) -> int: ...

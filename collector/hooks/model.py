@@ -65,14 +65,14 @@ class ModelHooks:
         self._wrapped.clear()
 
     def _pre_hook(self, key: str) -> Any:
-        want_checksum = self.run.options.batch_checksum
-        nan = self.run.nan_origin  # its ``on`` is read per call (benchmarks toggle it)
+        want_checksum = self.run._options.batch_checksum
+        nan = self.run._nan_origin  # its ``on`` is read per call (benchmarks toggle it)
         started = self._started
         is_grad_enabled = torch.is_grad_enabled
         inspect = batch.inspect
         clock = time.perf_counter
         # every optimizer on the CPU: the I/O thread takes the checksum (batch.Deferred)
-        defer = all(w.stats.on_host for w in self.run.watches)
+        defer = all(w.stats.on_host for w in self.run._watches)
         manual = [w.manual for w in self.owners[key] if w.manual is not None]
 
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -89,7 +89,7 @@ class ModelHooks:
         return hook
 
     def _post_hook(self, key: str) -> Any:
-        nan = self.run.nan_origin
+        nan = self.run._nan_origin
         pop = self._started.pop
         owners = self.owners[key]
         clock = time.perf_counter

@@ -58,7 +58,7 @@ class OptimizerWatch:
         self.index = index
         self.optimizer = optimizer
         self.params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
-        self.names = [run.names[id(p)] for p in self.params]
+        self.names = [run._names[id(p)] for p in self.params]
         self.numel = [p.numel() for p in self.params]
         self.shapes = [list(p.shape) for p in self.params]
         self.group_of = [j for j, g in enumerate(optimizer.param_groups) for _ in g["params"]]
@@ -77,14 +77,14 @@ class OptimizerWatch:
             self.params,
             device,
             grads_after=self._grads_untouched,
-            grads_only=run.options.stats == "grad-norms",
+            grads_only=run._options.stats == "grad-norms",
         )
         n = len(self.params)
         self.transfer: Transfer[StepMeta] = Transfer(
             LEADING + 4 * n,
             device,
-            run.transfer_every,
-            run.transfer_max_age,
+            run._transfer_every,
+            run._transfer_max_age,
             (lambda steps: assemble(steps, n)) if self.stats.on_host else None,
         )
         self.step = 0
@@ -97,14 +97,14 @@ class OptimizerWatch:
         self._t_step_start = 0.0
         self._t_last = time.perf_counter()
         self._zero_grad: Callable[..., Any] | None = None
-        self.checker = StepChecker(self, run.checks)
+        self.checker = StepChecker(self, run._checks)
         #: a loop that updates the parameters by hand (gradwatch.hooks.manual_updates), else None
         self.manual = (
-            ManualDriver(self, run.checks) if isinstance(optimizer, ManualUpdates) else None
+            ManualDriver(self, run._checks) if isinstance(optimizer, ManualUpdates) else None
         )
         # on the CPU the NaN screen (gradwatch.nan.origin) looks at the gradient norms before
         # the update, so they are measured then
-        self.screened = run.options.nan_origin and self.stats.on_host
+        self.screened = run._options.nan_origin and self.stats.on_host
 
     # -- attach / detach -------------------------------------------------------------------
     def attach(self) -> None:
@@ -201,7 +201,7 @@ class OptimizerWatch:
         """The gradients were used (a step, or a GradScaler's decision to skip one)."""
         self.unapplied = []
         self.discarded = 0
-        self.stepped_at = self.run.passes
+        self.stepped_at = self.run._passes
 
     def forget_grads(self) -> None:
         """Take every gradient present as new (attached in the middle of a backward pass)."""
@@ -237,7 +237,7 @@ class OptimizerWatch:
             self.note_wipe()
             self.since_clear = 0
             pending.loss = None
-        self.unapplied.append(self.run.passes)
+        self.unapplied.append(self.run._passes)
         if self.discarded:
             pending.add(("wiped", self._now(), str(self.discarded)))
             self.discarded = 0
@@ -251,7 +251,7 @@ class OptimizerWatch:
 
     def _unscaled(self, root: torch.Tensor) -> torch.Tensor:
         """The loss itself: with a GradScaler the backward root is ``loss × scale``."""
-        scaler = self.run.options.scaler
+        scaler = self.run._options.scaler
         scale = getattr(scaler, "_scale", None)
         if isinstance(scale, torch.Tensor):
             return root.to(torch.float64) / scale.to(root.device, torch.float64)
@@ -289,7 +289,7 @@ class OptimizerWatch:
 
     def collecting(self) -> bool:
         """Whether the step about to happen is one whose statistics are collected."""
-        return self.step % self.run.options.every == 0
+        return self.step % self.run._options.every == 0
 
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
         self._t_step_start = time.perf_counter()
@@ -323,8 +323,8 @@ class OptimizerWatch:
         if self.checker.pre_step(self.pending, self._pre, closure) == "skip":
             self._drop_update()
         if self.screened:
-            self.run.nan_origin.screen(self)
-        self.run.saver.keep(self.index, self.step + 1)  # policy checkpoint: the state before
+            self.run._nan_origin.screen(self)
+        self.run._saver.keep(self.index, self.step + 1)  # policy checkpoint: the state before
 
     def manual_step(self, pre: PreStep, cleared: bool) -> None:
         """An update by hand was found (:mod:`gradwatch.hooks.manual_updates`): the step's
@@ -364,8 +364,8 @@ class OptimizerWatch:
         self._refresh_grads()
         self._t_last = end
         self.run._after_step(self)
-        if self.run.nan_origin.on:
-            self.run.nan_origin.stepped()
+        if self.run._nan_origin.on:
+            self.run._nan_origin.stepped()
 
     def _collect(self, pre: PreStep, pending: Pending, end: float) -> StepValues:
         """Hand this step's values (loss, batch checksum, statistics) to the transfer."""

@@ -49,8 +49,8 @@ class NanOrigin:
 
     def __init__(self, run: HookContext[OptimizerWatch]) -> None:
         self.run = run
-        self.on = run.options.nan_origin
-        self.models: dict[str, nn.Module] = dict(run.model_hooks.models)
+        self.on = run._options.nan_origin
+        self.models: dict[str, nn.Module] = dict(run._model_hooks.models)
         self.handles: list[Any] = []
         self.forwards: dict[str, deque[Captured]] = {}
         self.losses: deque[Any] = deque(maxlen=MAX_LOSSES)
@@ -149,7 +149,7 @@ class NanOrigin:
             return found
         if check == "nonfinite-param" and tensor is not None:
             return self._update_origin(v, tensor, before)
-        w = self.run.watches[v.optimizer]
+        w = self.run._watches[v.optimizer]
         if threading.get_ident() == self.thread and v.step == w.step + 1:
             return self.locate(w, v.step)
         return {
@@ -242,7 +242,7 @@ class NanOrigin:
     def _update_origin(self, v: StepView, i: int, before: float | None) -> dict[str, Any]:
         """``nonfinite-param`` with finite gradients: the update itself overflowed."""
         assert v.grad_norm is not None
-        opt = type(self.run.watches[v.optimizer].optimizer).__name__
+        opt = type(self.run._watches[v.optimizer].optimizer).__name__
         grad = float(v.grad_norm[i])
         origin: dict[str, Any] = {
             "found": True,

@@ -32,7 +32,7 @@ _original: Any = None
 def install(run: Run) -> None:
     """Let ``run`` adopt the first GradScaler used while it is open."""
     global _original
-    if run.scaler_watch is not None:
+    if run._scaler_watch is not None:
         return
     with _lock:
         _waiting.add(run)
@@ -56,7 +56,7 @@ def _adopt(scaler: torch.amp.GradScaler) -> None:
     with _lock:
         runs = list(_waiting)
         for run in runs:
-            if run.closed or run.scaler_watch is not None:
+            if run.closed or run._scaler_watch is not None:
                 _waiting.discard(run)
             elif scaler.is_enabled():
                 run._guard(_attach, "GradScaler detection")(run, scaler)
@@ -67,14 +67,14 @@ def _adopt(scaler: torch.amp.GradScaler) -> None:
 
 
 def _attach(run: Run, scaler: torch.amp.GradScaler) -> None:
-    run.options = dataclasses.replace(run.options, scaler=scaler)  # the loss is unscaled
+    run._options = dataclasses.replace(run._options, scaler=scaler)  # the loss is unscaled
     watch = ScalerWatch(
         scaler,
-        [w.optimizer for w in run.watches],
-        run.sink,
+        [w.optimizer for w in run._watches],
+        run._sink,
         lambda: run.step,
         run._guard,
         run._scaler_updated,
     )
     watch.attach()
-    run.scaler_watch = watch
+    run._scaler_watch = watch

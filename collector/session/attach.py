@@ -311,7 +311,7 @@ def watch(
         device=device,
     )
     if rank is not None:
-        run.ranks = ddp.RankSync(run, rank, opts.ddp_every, fast)
+        run._ranks = ddp.RankSync(run, rank, opts.ddp_every, fast)
     if no_ranks:
         run._report_once("ddp", f"cross-rank checks are off: {no_ranks}")
     run._start([start, records.fingerprint_record("fast", fast)], fast)
@@ -332,8 +332,8 @@ def _fingerprint_later(run: Run) -> None:
         except Exception as exc:  # the fingerprint is best effort, training goes on
             run._report_once("fingerprint", f"fingerprint incomplete ({exc})")
             return
-        run.io.submit(records.fingerprint_record("slow", slow))
+        run._io.submit(records.fingerprint_record("slow", slow))
 
     thread = threading.Thread(target=collect, name="gradwatch-fingerprint", daemon=True)
     thread.start()
-    run.background.append(thread)
+    run._background.append(thread)

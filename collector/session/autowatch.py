@@ -201,7 +201,7 @@ def _attach_by_hand(root: torch.Tensor | None, took: float, tensor: torch.Tensor
         return
     _state.runs.append(run)
     _attach_lint(run)
-    for w in run.watches:
+    for w in run._watches:
         w.forget_grads()  # this pass's gradients are new to the run
     run._backward_listener(root, took, tensor)  # the tap called its listeners before this run's
     _announce(run, roots, [])
@@ -321,7 +321,7 @@ def _attach_lint(run: Run) -> None:
         _say(f"cannot read the lint findings of this script ({exc}); not stored")
         return
     if isinstance(findings, list) and findings:
-        run.io.submit(records.findings_record({"findings": findings}))
+        run._io.submit(records.findings_record({"findings": findings}))
 
 
 def _refire(called: torch.nn.Module, before: set[int], args: tuple[Any, ...]) -> None:
@@ -340,7 +340,7 @@ def _refire(called: torch.nn.Module, before: set[int], args: tuple[Any, ...]) ->
 def _announce(run: Run, roots: list[torch.nn.Module], optimizers: list[Any]) -> None:
     models = ", ".join(type(r).__name__ for r in roots)
     opts = ", ".join(type(o).__name__ for o in optimizers) or "parameters updated by hand"
-    tensors = sum(len(w.params) for w in run.watches)
+    tensors = sum(len(w.params) for w in run._watches)
     _say(
         f"run {run.id} watching {models} with {opts} ({tensors} tensors); "
         f"data in {run.dir}; after the run: gradwatch findings {run.id}"

@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 import torch
 
@@ -60,6 +60,14 @@ def _disable_after_fork() -> None:
 os.register_at_fork(after_in_child=_disable_after_fork)
 
 
+class _Attachable(Protocol):
+    """A hook object of the run: registers its hooks on ``attach``, removes them on
+    ``detach``."""
+
+    def attach(self) -> None: ...
+    def detach(self) -> None: ...
+
+
 class Run:
     """One watched training run. Use :func:`gradwatch.watch` to make one.
 
@@ -84,16 +92,16 @@ class Run:
     ) -> None:
         self.id = run_id
         self.dir = run_dir
-        self.options = options
-        self.device = device
+        self._options = options
+        self._device = device
         # On the CPU the values are on the host at once and the checks see every step; the
         # rows are handed to the writer in groups (at most CPU_GROUP_SECONDS old) so that
         # one record is not encoded per step. On accelerators: one transfer per 10 steps.
         cpu = device.type == "cpu"
-        self.transfer_every = options.transfer_every or (CPU_GROUP_STEPS if cpu else 10)
-        self.transfer_max_age = CPU_GROUP_SECONDS if cpu and not options.transfer_every else None
-        self.names = names
-        self.internal_errors = 0
+        self._transfer_every = options.transfer_every or (CPU_GROUP_STEPS if cpu else 10)
+        self._transfer_max_age = CPU_GROUP_SECONDS if cpu and not options.transfer_every else None
+        self._names = names
+        self._internal_errors = 0
         self.unchecked_steps = 0  # written while the checks were behind (see _check_rows)
         self.status = "running"
         self._closed = False
@@ -103,39 +111,39 @@ class Run:
         self._reported: set[str] = set()
         self._scalars: list[tuple[int, str, float | torch.Tensor]] = []
         self._last_heartbeat = time.monotonic()
-        self.ranks: RankSync | None = None  # set by watch() in a multi-rank job
+        self._ranks: RankSync | None = None  # set by watch() in a multi-rank job
         #: helper threads (the slow fingerprint) that close() waits for, within its timeout
-        self.background: list[threading.Thread] = []
-        self.io = RunIO(run_dir, server=options.server, token=options.token)
-        self.sink = FindingSink(options.policy, self.io.submit)
-        self.checks = CheckEngine(
-            self.sink,
+        self._background: list[threading.Thread] = []
+        self._io = RunIO(run_dir, server=options.server, token=options.token)
+        self._sink = FindingSink(options.policy, self._io.submit)
+        self._checks = CheckEngine(
+            self._sink,
             accumulation_steps=options.accumulation_steps,
             models=models,
             allow_mutation=options.allow_mutation,
         )
-        self.passes = 0  # backward passes seen
+        self._passes = 0  # backward passes seen
         #: passes that reached several optimizers -> those optimizers (the latest few)
         self._shared: dict[int, list[OptimizerWatch]] = {}
-        self.watches = [OptimizerWatch(self, i, opt, device) for i, opt in enumerate(optimizers)]
-        self.graph = GraphWatch(self)
-        self.model_hooks = ModelHooks(self, models, self.watches)
-        for key, owners in self.model_hooks.owners.items():
+        self._watches = [OptimizerWatch(self, i, opt, device) for i, opt in enumerate(optimizers)]
+        self._graph = GraphWatch(self)
+        self._model_hooks = ModelHooks(self, models, self._watches)
+        for key, owners in self._model_hooks.owners.items():
             for watch in owners:
                 watch.model_keys.append(key)
-        self.nan_origin = NanOrigin(self)  # provenance of non-finite values; checkpoint policy
-        self.checks.numerics.origin = self.nan_origin.origin
-        self.saver = CheckpointSaver(self)
-        self.sink.checkpoint = self.saver.save
+        self._nan_origin = NanOrigin(self)  # provenance of non-finite values; checkpoint policy
+        self._checks.numerics.origin = self._nan_origin.origin
+        self._saver = CheckpointSaver(self)
+        self._sink.checkpoint = self._saver.save
         self._shape_listener = self._guard(self._loss_shape, "loss shape check")
         self._backward_listener = self._guard(self._after_backward, "backward listener")
-        self.scaler_watch = (
+        self._scaler_watch = (
             None
             if options.scaler is None
             else ScalerWatch(
                 options.scaler,
                 optimizers,
-                self.sink,
+                self._sink,
                 lambda: self.step,
                 self._guard,
                 self._scaler_updated,
@@ -146,12 +154,12 @@ class Run:
     @property
     def step(self) -> int:
         """Completed steps of the first optimizer (the run's step counter)."""
-        return self.watches[0].step
+        return self._watches[0].step
 
     @property
     def findings(self) -> list[Finding]:
         """The findings of this run so far (the first 10,000)."""
-        return list(self.sink.findings)
+        return list(self._sink.findings)
 
     @property
     def closed(self) -> bool:
@@ -181,11 +189,11 @@ class Run:
         """Move everything collected so far to the spool (and the server when one is set)."""
         if self._forked:
             return False
-        for watch in self.watches:
+        for watch in self._watches:
             self._drain(watch)
         self._emit_scalars()
-        self.sink.flush()
-        return self.io.flush(timeout)
+        self._sink.flush()
+        return self._io.flush(timeout)
 
     def _drain(self, watch: OptimizerWatch) -> None:
         reader = watch.drain()
@@ -205,35 +213,31 @@ class Run:
         if self._forked:
             return
         self._final_checks()
-        if self.ranks is not None:
-            self.ranks.close(timeout / 2)
+        if self._ranks is not None:
+            self._ranks.close(timeout / 2)
         lossguard.uninstall(self._shape_listener)
-        if self.scaler_watch is not None:
-            self.scaler_watch.detach()
-        for watch in self.watches:
-            watch.detach()
-        self.model_hooks.detach()
-        self.nan_origin.detach()
+        for hook in self._hooks():
+            hook.detach()
         backward_tap.uninstall(self._backward_listener)
         deadline = time.monotonic() + min(timeout / 2, FINGERPRINT_WAIT)
-        for thread in self.background:
+        for thread in self._background:
             thread.join(max(0.0, deadline - time.monotonic()))
         self.flush(timeout)
         self.status = status
-        self.io.submit(
+        self._io.submit(
             records.end_record(
                 {
                     "status": status,
                     "error": error,
                     "ended_at": time.time(),
-                    "steps": [w.step for w in self.watches],
-                    "internal_errors": self.internal_errors,
-                    "io": self.io.stats.__dict__.copy(),
+                    "steps": [w.step for w in self._watches],
+                    "internal_errors": self._internal_errors,
+                    "io": self._io.stats.__dict__.copy(),
                 }
             )
         )
-        self.io.close(timeout)
-        stats = self.io.stats
+        self._io.close(timeout)
+        stats = self._io.stats
         lost = stats.dropped_queue + stats.dropped_disk
         if lost:
             self._report_once(
@@ -244,16 +248,16 @@ class Run:
 
     def _final_checks(self) -> None:
         try:
-            for watch in self.watches:
+            for watch in self._watches:
                 if watch.manual is not None:
                     watch.manual.check()  # the last update by hand
-            for watch in self.watches:
+            for watch in self._watches:
                 self._drain(watch)
-            self.io.flush(FINAL_CHECKS_WAIT)  # the I/O thread checks the last rows
+            self._io.flush(FINAL_CHECKS_WAIT)  # the I/O thread checks the last rows
             self._closed_checks = True
-            self.checks.close([watch.checker.finish() for watch in self.watches])
+            self._checks.close([watch.checker.finish() for watch in self._watches])
         except Exception as exc:  # never let a check break close()
-            self.internal_errors += 1
+            self._internal_errors += 1
             self._report_once("final checks", f"internal error in the final checks ({exc})")
 
     def __enter__(self) -> Run:
@@ -282,21 +286,22 @@ class Run:
         return live_html(self)
 
     # -- used by the hooks --------------------------------------------------------------------
+    def _hooks(self) -> list[_Attachable]:
+        """The hook objects that attach at start and detach at close, in that order."""
+        scaler = [] if self._scaler_watch is None else [self._scaler_watch]
+        return [*scaler, *self._watches, self._model_hooks, self._nan_origin]
+
     def _start(self, first_records: list[Record], fingerprint: dict[str, Any]) -> None:
         """Register the hooks and queue the first records (called once by ``watch``)."""
         for record in first_records:
-            self.io.submit(record)
-        self.checks.at_start(fingerprint, self.watches)
+            self._io.submit(record)
+        self._checks.at_start(fingerprint, self._watches)
         backward_tap.install(self._backward_listener)
         lossguard.install(self._shape_listener)
-        if self.scaler_watch is not None:
-            self.scaler_watch.attach()
-        for watch in self.watches:
-            watch.attach()
-        self.model_hooks.attach()
-        self.nan_origin.attach()
-        if self.ranks is not None:
-            self.ranks.attach()
+        for hook in self._hooks():
+            hook.attach()
+        if self._ranks is not None:
+            self._ranks.attach()
         _live.add(self)
         _uncaught.install()
         atexit.register(self._at_exit)
@@ -313,7 +318,7 @@ class Run:
             except IntegrityError:
                 raise
             except Exception as exc:
-                self.internal_errors += 1
+                self._internal_errors += 1
                 self._report_once(
                     where,
                     f"internal error in {where} ({type(exc).__name__}: "
@@ -326,19 +331,19 @@ class Run:
     def _after_backward(
         self, root: torch.Tensor | None, took: float, tensor: torch.Tensor | None
     ) -> None:
-        self.passes += 1
-        reached = [watch.after_backward(root, took) for watch in self.watches]
-        for watch, count in zip(self.watches, reached, strict=True):
+        self._passes += 1
+        reached = [watch.after_backward(root, took) for watch in self._watches]
+        for watch, count in zip(self._watches, reached, strict=True):
             if count and watch.manual is not None:
                 watch.manual.after_backward()
         if len(reached) > 1 and sum(1 for r in reached if r) > 1:
             shared = self._shared
-            shared[self.passes] = [w for w, r in zip(self.watches, reached, strict=True) if r]
+            shared[self._passes] = [w for w, r in zip(self._watches, reached, strict=True) if r]
             while len(shared) > _SHARED_KEPT:
                 del shared[next(iter(shared))]
-        cut = self.graph.after_backward(tensor, reached)
+        cut = self._graph.after_backward(tensor, reached)
         if cut:
-            for watch in self.watches:
+            for watch in self._watches:
                 watch.pending.add(("backward-cut", watch._now(), cut))
 
     def _applied_elsewhere(self, n: int, watch: OptimizerWatch) -> bool:
@@ -350,11 +355,11 @@ class Run:
     def _scaler_updated(self) -> None:
         """``GradScaler.update()``: this iteration's gradients were applied or skipped on
         purpose (inf/NaN), so clearing them next discards nothing."""
-        for watch in self.watches:
+        for watch in self._watches:
             watch.note_applied()
 
     def _loss_shape(self, fn: str, a: torch.Size, b: torch.Size, out: torch.Size) -> None:
-        self.checks.loss_shape(self.step + 1, fn, a, b, out)
+        self._checks.loss_shape(self.step + 1, fn, a, b, out)
 
     def _report_once(self, key: str, message: str) -> None:
         """One line on stderr per ``key`` for the life of the run."""
@@ -367,9 +372,9 @@ class Run:
         now = time.monotonic()
         if now - self._last_heartbeat >= HEARTBEAT_SECONDS:
             self._last_heartbeat = now
-            self.io.submit(
+            self._io.submit(
                 records.heartbeat_record(
-                    {"t": time.time(), "steps": [w.step for w in self.watches]}
+                    {"t": time.time(), "steps": [w.step for w in self._watches]}
                 )
             )
 
@@ -380,11 +385,11 @@ class Run:
         def build() -> Record:
             data, metas = reader()
             self._check_rows(watch, data, metas)
-            if self.ranks is not None:
-                self.ranks.observe(watch, data, metas)
+            if self._ranks is not None:
+                self._ranks.observe(watch, data, metas)
             return records.steps_record(index, n_tensors, data, metas)
 
-        self.io.submit(build)
+        self._io.submit(build)
         if index == 0 and self._scalars:
             self._emit_scalars()
 
@@ -397,10 +402,10 @@ class Run:
         checked. Said once on stderr and in a NOTICE record."""
         if self._closed_checks:
             return
-        if self.io.backlog() > CHECKS_BACKLOG and watch.checker.finite_window(data, metas):
+        if self._io.backlog() > CHECKS_BACKLOG and watch.checker.finite_window(data, metas):
             self.unchecked_steps += len(metas)
             if "checks behind" not in self._reported:
-                self.io.submit(
+                self._io.submit(
                     records.notice_record({"notice": "checks-behind", "step": metas[0].step})
                 )
             self._report_once(
@@ -413,11 +418,11 @@ class Run:
             )
             return
         try:
-            watch.checker.check_rows(data, metas, lambda: self.io.backlog() > 0)
+            watch.checker.check_rows(data, metas, lambda: self._io.backlog() > 0)
         except IntegrityError:
             pass  # a raise policy acts in real time; here it is recorded already
         except Exception as exc:
-            self.internal_errors += 1
+            self._internal_errors += 1
             self._report_once(
                 "row checks",
                 f"internal error in the checks ({type(exc).__name__}"
@@ -427,7 +432,7 @@ class Run:
     def _emit_scalars(self) -> None:
         if self._scalars:
             entries, self._scalars = self._scalars, []
-            self.io.submit(lambda: records.scalars_record(entries))
+            self._io.submit(lambda: records.scalars_record(entries))
 
     def _at_exit(self) -> None:
         self.close("failed" if _uncaught.seen else "finished", error=_uncaught.seen)

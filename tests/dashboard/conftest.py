@@ -3,8 +3,6 @@ server holding them (and an empty one), and one headless Chromium for the sessio
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from gradwatch.server.db import make_engine
 from gradwatch.server.migrate import migrate
 from gradwatch.server.settings import Settings
 from gradwatch.server.spool_import import SpoolImporter
+from tests.collector.demo_runs import record_demo
 from tests.dashboard.browser import chromium
 from tests.server.live import live_server
 
@@ -25,23 +24,7 @@ DEMO_STEPS = 90
 @pytest.fixture(scope="session")
 def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data directory holding the demo's five runs (``gradwatch demo --no-serve``)."""
-    root = tmp_path_factory.mktemp("demo")
-    cmd = [
-        sys.executable,
-        "-m",
-        "gradwatch",
-        "demo",
-        "--no-serve",
-        "--data-dir",
-        str(root),
-        "--steps",
-        str(DEMO_STEPS),
-        "--jobs",
-        "3",
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return root
+    return record_demo(tmp_path_factory.mktemp("demo"), DEMO_STEPS, jobs=3)
 
 
 def serve(db: Path, data_dir: Path) -> Iterator[str]:

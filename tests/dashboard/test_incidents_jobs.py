@@ -14,12 +14,10 @@ import gradwatch
 from gradwatch.dashboard.api_client import Api
 from gradwatch.dashboard.components import findings_list
 from gradwatch.dashboard.pages import runs
-from gradwatch.server.db import make_engine
-from gradwatch.server.migrate import migrate
 from gradwatch.server.settings import Settings
-from gradwatch.server.spool_import import import_run
 from tests.dashboard.test_components import texts
-from tests.server.live import live_server
+from tests.server.live import live_server, sqlite_with
+from tests.server.training import job_of_two, train
 
 
 def f(check: str, step: int, severity: str, message: str, hint: str = "") -> dict[str, Any]:
@@ -56,28 +54,17 @@ def _train() -> gradwatch.Run:
     model = nn.Linear(3, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     with gradwatch.watch(model, opt, project="jobs") as run:
-        for _ in range(2):
-            opt.zero_grad()
-            model(torch.randn(4, 3)).pow(2).mean().backward()
-            opt.step()
+        train(run, model, opt, 2, shape=(4, 3))
     return run
 
 
 def test_the_runs_list_shows_one_job_with_its_runs_under_it(
     tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("GRADWATCH_JOB", "job-7")
-    first, second = _train(), _train()
-    monkeypatch.delenv("GRADWATCH_JOB")
-    alone = _train()
-    settings = Settings(
-        db_url=f"sqlite:///{tmp_path / 'd.db'}", data_dir=data_dir, import_interval=None
-    )
-    engine = make_engine(settings.db_url)
-    migrate(engine)
-    for run in (first, second, alone):
-        import_run(engine, run.dir)
+    first, second, alone = job_of_two(_train, monkeypatch, "job-7")
+    db_url, engine = sqlite_with(tmp_path / "d.db", first.dir, second.dir, alone.dir)
     engine.dispose()
+    settings = Settings(db_url=db_url, data_dir=data_dir, import_interval=None)
     with live_server(settings) as url:
         table, _ = runs.runs_view(Api(url), None, None, None)
     words = texts(table)

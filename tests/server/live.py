@@ -6,11 +6,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import uvicorn
+from sqlalchemy import Engine
 
 from gradwatch.server.app import create_app
+from gradwatch.server.db import make_engine
+from gradwatch.server.migrate import migrate
 from gradwatch.server.settings import Settings
+from gradwatch.server.spool_import import import_run
 
 
 @contextmanager
@@ -39,3 +44,14 @@ def wait_for(condition: Callable[[], object], what: str, limit: float = 60.0) ->
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what} after {limit} s")
         time.sleep(0.05)
+
+
+def sqlite_with(path: Path, *runs: Path) -> tuple[str, Engine]:
+    """A migrated SQLite database at ``path`` holding the recorded ``runs`` (run folders,
+    imported from their spools): its URL and an engine on it (the caller disposes it)."""
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    migrate(engine)
+    for run in runs:
+        import_run(engine, run)
+    return url, engine

@@ -8,8 +8,10 @@ so an attempt the server would swallow (``except ImportError``) still fails the 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,15 +24,16 @@ from typing import Any
 
 import pytest
 
+from gradwatch import cli
 from gradwatch.paths import runs_dir
 from gradwatch.server import groups
-from gradwatch.server.db import make_engine, write_session
+from gradwatch.server.db import write_session
 from gradwatch.server.live_drift import drift_pass
-from gradwatch.server.migrate import migrate
 from gradwatch.server.models import Run
 from gradwatch.server.spool_import import import_run
+from tests.collector.demo_runs import record_demo
 from tests.collector.drift_runs import BUGGY
-from tests.server.live import wait_for
+from tests.server.live import sqlite_with, wait_for
 
 NO_TORCH = textwrap.dedent(
     """
@@ -51,6 +54,8 @@ NO_TORCH = textwrap.dedent(
 SERVE = NO_TORCH + "from gradwatch.cli import main\nsys.exit(main(sys.argv[2:]))\n"
 DRIFTED = {"shuffle": 17, "perturb": 7, "threads": 4, "version": 5}
 """The runs that split from ``base`` (the pinned baseline), and where (tests/collector)."""
+DEMO_STEPS = 30
+"""The demo's shortest useful length: its drift (step 11) and NaN onset (step 15) inside."""
 
 
 def get(url: str) -> Any:
@@ -59,12 +64,16 @@ def get(url: str) -> Any:
 
 
 @contextmanager
-def torchless_server(tmp_path: Path, db_url: str, log: Path) -> Iterator[tuple[str, list[str]]]:
-    """``gradwatch serve`` (API, dashboard, spool import and monitor) without torch: the
-    base URL and the lines it has written to stderr so far."""
-    empty = tmp_path / "data"
-    empty.mkdir()
-    argv = ["serve", "--db", db_url, "--data-dir", str(empty), "--port", "0"]
+def torchless_server(
+    tmp_path: Path, db_url: str, log: Path, data_dir: Path | None = None
+) -> Iterator[tuple[str, list[str]]]:
+    """``gradwatch serve`` (API, dashboard, spool import and monitor) without torch, on
+    ``data_dir`` (an empty one by default): the base URL and the lines it has written to
+    stderr so far."""
+    if data_dir is None:
+        data_dir = tmp_path / "data"
+        data_dir.mkdir()
+    argv = ["serve", "--db", db_url, "--data-dir", str(data_dir), "--port", "0"]
     proc = subprocess.Popen(
         [sys.executable, "-c", SERVE, str(log), *argv],
         cwd=tmp_path,
@@ -126,10 +135,7 @@ def test_a_server_without_torch_compares_groups_and_watches_drift(
     tmp_path: Path, drift_runs: tuple[Path, dict[str, str]]
 ) -> None:
     root, ids = drift_runs
-    db_url = f"sqlite:///{tmp_path / 'gradwatch.db'}"
-    engine = make_engine(db_url)
-    migrate(engine)
-    import_run(engine, runs_dir(root) / ids["base"])
+    db_url, engine = sqlite_with(tmp_path / "gradwatch.db", runs_dir(root) / ids["base"])
     assert drift_pass(engine) == []  # base is known (its seed) before its replicates arrive
     with write_session(engine) as session:
         base = session.get(Run, ids["base"])
@@ -195,6 +201,61 @@ def test_a_server_without_torch_compares_groups_and_watches_drift(
             lo <= m <= hi
             for lo, m, hi in zip(*(envelope[k] for k in ("low", "median", "high")), strict=True)
         )
+    assert not log.exists(), f"the server tried to import: {log.read_text()}"
+    text = "".join(stderr)
+    assert "torch" not in text and "Traceback" not in text, text[-3000:]
+
+
+@pytest.fixture(scope="module")
+def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory holding the demo's five runs, recorded once for this module."""
+    return record_demo(tmp_path_factory.mktemp("demo"), DEMO_STEPS, jobs=2)
+
+
+def local_compare(root: Path, a: str, b: str, capsys: pytest.CaptureFixture[str]) -> Any:
+    """``gradwatch compare A B --json`` on the data directory, in this process (with torch),
+    as printed: non-finite floats tagged as the API sends them, so NaN equals NaN."""
+    capsys.readouterr()
+    cli.main(["compare", a, b, "--json", "--data-dir", str(root)])
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.slow
+def test_a_server_without_torch_compares_the_demo_runs_as_the_collector_does(
+    tmp_path: Path, demo_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every ordered pair of the demo's runs: ``GET /api/v1/compare`` of a torch-free
+    server that imported the spools itself says what ``gradwatch compare --json`` says on
+    the same spools, to the last field of the CLI's JSON (both as sent)."""
+    data = tmp_path / "data"
+    shutil.copytree(demo_root, data, ignore=shutil.ignore_patterns("gradwatch.db*"))
+    db_url, engine = sqlite_with(tmp_path / "gradwatch.db")
+    engine.dispose()
+    ids = sorted(p.name for p in runs_dir(demo_root).iterdir())
+    assert len(ids) == 5
+    log = tmp_path / "refused.log"
+    with torchless_server(tmp_path, db_url, log, data) as (url, stderr):
+        api = f"{url}/api/v1"
+
+        def imported() -> bool:
+            runs = get(f"{api}/runs?project=demo")["data"]
+            return len(runs) == len(ids) and all(r["ended"] is not None for r in runs)
+
+        wait_for(imported, "the spool import of the demo runs", limit=120)
+        names = {r["id"]: r["name"] for r in get(f"{api}/runs?project=demo")["data"]}
+        verdicts = {}
+        for a, b in itertools.permutations(ids, 2):
+            local = local_compare(demo_root, a, b, capsys)
+            served = get(f"{api}/compare?a={a}&b={b}")
+            assert served.keys() - local.keys() <= {"problems"}  # the server's data checks
+            assert {k: served[k] for k in local} == local, (names[a], names[b])
+            verdicts[names[a], names[b]] = local
+    assert verdicts["replicate-a", "replicate-b"]["verdict"] == "identical"
+    drift = verdicts["replicate-a", "drifting"]
+    assert (drift["verdict"], drift["cause"], drift["step"]) == ("diverged", "data-order", 11)
+    assert {verdicts["replicate-a", bug]["cause"] for bug in ("stale-grad", "nan-onset")} == {
+        "config"
+    }
     assert not log.exists(), f"the server tried to import: {log.read_text()}"
     text = "".join(stderr)
     assert "torch" not in text and "Traceback" not in text, text[-3000:]

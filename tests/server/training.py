@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
 import torch
 from torch import nn
 
@@ -16,11 +19,17 @@ def make() -> tuple[nn.Module, torch.optim.Optimizer]:
     return model, torch.optim.SGD(model.parameters(), lr=0.1)
 
 
-def train(run: gradwatch.Run, model: nn.Module, opt: torch.optim.Optimizer, steps: int) -> None:
-    """``steps`` optimizer steps on random data."""
+def train(
+    run: gradwatch.Run,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    steps: int,
+    shape: tuple[int, int] = (4, 8),
+) -> None:
+    """``steps`` optimizer steps on random inputs of ``shape`` (rows, features)."""
     for _ in range(steps):
         opt.zero_grad()
-        loss = model(torch.randn(4, 8)).pow(2).mean()
+        loss = model(torch.randn(*shape)).pow(2).mean()
         loss.backward()
         opt.step()
 
@@ -30,3 +39,13 @@ def spooled(run: gradwatch.Run) -> tuple[int, list[float]]:
     local = load_run(run.dir)
     rows = local.steps[0]
     return local.records, [row.stats[0][0] for row in rows]
+
+
+def job_of_two(
+    make: Callable[[], gradwatch.Run], monkeypatch: pytest.MonkeyPatch, job: str
+) -> tuple[gradwatch.Run, gradwatch.Run, gradwatch.Run]:
+    """Two runs made by ``make`` in job ``job`` (``$GRADWATCH_JOB``), then one alone."""
+    monkeypatch.setenv("GRADWATCH_JOB", job)
+    first, second = make(), make()
+    monkeypatch.delenv("GRADWATCH_JOB")
+    return first, second, make()

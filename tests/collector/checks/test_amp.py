@@ -87,8 +87,8 @@ def test_detection_restores_the_class_and_skips_a_disabled_scaler() -> None:
         assert torch.amp.GradScaler.scale is not original  # waiting for a scaler
         off = torch.amp.GradScaler("cpu", enabled=False)
         off.scale(model(torch.ones(1, 4)).sum()).backward()
-        assert run.scaler_watch is None
+        assert run._scaler_watch is None
         on = torch.amp.GradScaler("cpu")
         on.scale(model(torch.ones(1, 4)).sum())
-        assert run.scaler_watch is not None and run.scaler_watch.scaler is on
+        assert run._scaler_watch is not None and run._scaler_watch.scaler is on
         assert torch.amp.GradScaler.scale is original  # no run waits any more

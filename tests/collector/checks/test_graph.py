@@ -138,7 +138,7 @@ def test_a_model_trained_by_an_optimizer_of_its_own_is_not_reported() -> None:
 def test_the_graph_is_walked_once_per_shape_not_per_step() -> None:
     model = mlp()
     run = train(model, sgd(model), 40)
-    assert len(run.graph._shapes) == 1
+    assert len(run._graph._shapes) == 1
 
 
 # -- forward order -------------------------------------------------------------------------
@@ -161,7 +161,7 @@ class Residual(nn.Module):
 def test_forward_order_on_a_residual_net_follows_the_forward_pass() -> None:
     model = Residual()
     run = train(model, sgd(model), 3)
-    w = run.watches[0]
+    w = run._watches[0]
     assert w.forward_order is not None
     names = [w.names[i] for i in w.forward_order]
     expected = ["stem.weight", "stem.bias"]
@@ -208,4 +208,4 @@ def test_watch_without_graph_keeps_no_order() -> None:
     model = mlp()
     run = gradwatch.watch(model, sgd(model))
     run.close()
-    assert run.watches[0].forward_order is None
+    assert run._watches[0].forward_order is None

@@ -237,7 +237,7 @@ def test_exploding_grad_quiet_on_a_gradual_rise_to_a_new_level() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.0)  # the weights stay: a pure 5% rise
     run = train(model, opt, 150, step, data=lambda i: batch(0))
     assert of(run, "exploding-grad") == []
-    state = run.checks.numerics._state[0]
+    state = run._checks.numerics._state[0]
     last = state.history[(state.filled - 1) % 100]
     assert bool((last > 10 * state.history.median(dim=0).values).any())  # the old alarm
 
@@ -327,10 +327,10 @@ def test_update_ratio_first_step_divides_by_the_weights_before_the_update() -> N
         model.weight.mul_(1e-4)
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     run = train(model, opt, 1)
-    state = run.checks.numerics._state[0]
+    state = run._checks.numerics._state[0]
     # step 1 counts as out of range (> 10x) for the error level: one step of its streak
     assert state.streaks["error"].tolist() == [1]
-    assert run.checks.numerics.initial == {}  # consumed by the first row
+    assert run._checks.numerics.initial == {}  # consumed by the first row
 
 
 def test_update_ratio_correct_twin_is_quiet() -> None:

@@ -104,7 +104,8 @@ def parse(path: Path) -> Case:
 
 
 def all_cases() -> list[Path]:
-    return sorted(CASES.glob("*.py"))
+    """The case scripts (``_setup.py``, the helpers they share, is not one)."""
+    return sorted(p for p in CASES.glob("*.py") if not p.name.startswith("_"))
 
 
 @dataclass

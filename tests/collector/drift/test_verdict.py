@@ -30,6 +30,11 @@ def result(trained: tuple[Path, dict[str, str]], a: str, b: str, **kw: Any) -> d
     return out
 
 
+def verdict(res: dict[str, Any], *more: str) -> tuple[Any, ...]:
+    """A comparison's verdict, cause and first differing step, then its fields ``more``."""
+    return tuple(res[k] for k in ("verdict", "cause", "step", *more))
+
+
 def sections(res: dict[str, Any]) -> set[str]:
     return {d["section"] for d in res["fingerprint_diff"]}
 
@@ -49,12 +54,7 @@ def test_a_different_shuffle_seed_is_data_order_at_the_first_step_whose_batch_di
 ) -> None:
     res = result(trained, "base", "shuffle")
     # Epochs are 8 steps and the variant shuffles differently from the third epoch on.
-    assert (res["verdict"], res["cause"], res["step"], res["metric"]) == (
-        "diverged",
-        "data-order",
-        17,
-        "batch",
-    )
+    assert verdict(res, "metric") == ("diverged", "data-order", 17, "batch")
     assert res["difference"]["a"] != res["difference"]["b"]
     assert all(t["first_step"] == 17 for t in res["per_tensor"])
 
@@ -63,12 +63,7 @@ def test_a_different_init_seed_is_init_naming_the_first_tensor(
     trained: tuple[Path, dict[str, str]],
 ) -> None:
     res = result(trained, "base", "init")
-    assert (res["verdict"], res["cause"], res["step"], res["param"]) == (
-        "diverged",
-        "init",
-        1,
-        "0.weight",
-    )
+    assert verdict(res, "param") == ("diverged", "init", 1, "0.weight")
     assert "init_params_hash" in {d["field"] for d in res["fingerprint_diff"]}
 
 
@@ -76,13 +71,8 @@ def test_a_perturbed_gradient_is_backward_nondeterminism_at_that_step_and_tensor
     trained: tuple[Path, dict[str, str]],
 ) -> None:
     res = result(trained, "base", "perturb")
-    assert (res["verdict"], res["cause"], res["step"], res["metric"], res["param"]) == (
-        "diverged",
-        "backward-nondeterminism",
-        7,
-        "grad_norm",
-        "2.weight",
-    )
+    cause = ("diverged", "backward-nondeterminism", 7, "grad_norm", "2.weight")
+    assert verdict(res, "metric", "param") == cause
     assert res["exact"] is True and 0 < res["difference"]["abs"] < 1e-2
     first = {t["name"]: t["first_step"] for t in res["per_tensor"]}
     assert first["2.weight"] == 7 and first["0.weight"] == 8  # the split spreads a step later
@@ -96,14 +86,14 @@ def test_a_split_with_a_changed_environment_is_environment(
     trained: tuple[Path, dict[str, str]], variant: str, step: int, field: str
 ) -> None:
     res = result(trained, "base", variant)
-    assert (res["verdict"], res["cause"], res["step"]) == ("diverged", "environment", step)
+    assert verdict(res) == ("diverged", "environment", step)
     assert field in res["message"]
     assert [d["section"] for d in res["fingerprint_diff"] if d["field"] == field] == ["environment"]
 
 
 def test_a_changed_hyperparameter_is_config(trained: tuple[Path, dict[str, str]]) -> None:
     res = result(trained, "base", "config")
-    assert (res["verdict"], res["cause"], res["step"]) == ("diverged", "config", 1)
+    assert verdict(res) == ("diverged", "config", 1)
     # The loss and gradients of step 1 come before the learning rate acts.
     assert res["metric"] == "update_norm"
     assert {"field": "config.lr", "section": "config", "a": 0.05, "b": 0.06} in res[

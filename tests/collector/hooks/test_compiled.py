@@ -76,7 +76,7 @@ def test_inductor_in_place(tmp_path: Path, eager: LocalRun) -> None:
 def test_bf16_autocast_on_cpu(tmp_path: Path, eager: LocalRun) -> None:
     got, run = train(tmp_path, "bf16")
     assert run.findings == []
-    assert run.scaler_watch is None  # autocast alone: no scaler, nothing adopted
+    assert run._scaler_watch is None  # autocast alone: no scaler, nothing adopted
     assert got.tensor_names == eager.tensor_names and len(got.steps[0]) == STEPS
     for row, ref in zip(got.steps[0], eager.steps[0], strict=True):
         assert row.batch_hash == ref.batch_hash

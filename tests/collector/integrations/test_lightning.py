@@ -81,7 +81,7 @@ def test_records_every_step_with_its_own_gradients(tmp_path: Path) -> None:
 def test_gradient_accumulation_is_declared(tmp_path: Path) -> None:
     callback = fit(tmp_path, Tiny(), accumulate=2)
     assert callback.run is not None
-    assert callback.run.options.accumulation_steps == 2
+    assert callback.run._options.accumulation_steps == 2
     assert [r.n_backward for r in load_run(callback.run.dir).steps[0]] == [2] * 4
     assert callback.run.findings == []
 

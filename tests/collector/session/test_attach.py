@@ -26,6 +26,14 @@ def batch(i: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(5, 6, generator=g), torch.randn(5, 3, generator=g)
 
 
+def train_step(model: nn.Module, opt: torch.optim.Optimizer, i: int) -> None:
+    """One plain step on ``batch(i)``: zero_grad, MSE loss, backward, step."""
+    opt.zero_grad()
+    x, y = batch(i)
+    nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+
+
 @pytest.mark.parametrize(
     "bad", [None, float("nan"), float("inf"), float("-inf")], ids=["finite", "nan", "inf", "-inf"]
 )
@@ -205,10 +213,7 @@ def test_every_n_collects_every_nth_step_and_lr_follows_the_scheduler() -> None:
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
     with gradwatch.watch(model, opt, every=3) as run:
         for i in range(7):
-            opt.zero_grad()
-            x, y = batch(i)
-            nn.functional.mse_loss(model(x), y).backward()
-            opt.step()
+            train_step(model, opt, i)
             sched.step()
     got = steps(run.dir)
     assert [s["step"] for s in got] == [1, 4, 7]
@@ -282,10 +287,7 @@ def test_fingerprint_and_batch_checksum_are_recorded() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with gradwatch.watch(model, opt, config={"seed": 0}) as run:
         for i in (0, 1, 0):
-            opt.zero_grad()
-            x, y = batch(i)
-            nn.functional.mse_loss(model(x), y).backward()
-            opt.step()
+            train_step(model, opt, i)
     phases = {r.meta["phase"]: r.meta for r in records(run.dir, Kind.FINGERPRINT)}
     assert set(phases) == {"fast", "slow"}
     assert phases["fast"]["init_params_hash"] and phases["fast"]["config"] == {"seed": 0}
@@ -300,10 +302,7 @@ def test_rows_are_transferred_in_batches_of_transfer_every_steps() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with gradwatch.watch(model, opt, transfer_every=4) as run:
         for i in range(10):
-            opt.zero_grad()
-            x, y = batch(i)
-            nn.functional.mse_loss(model(x), y).backward()
-            opt.step()
+            train_step(model, opt, i)
             if i == 6:
                 assert sum(
                     len(r.arrays["step"].to_list()) for r in records(run.dir, Kind.STEPS)
@@ -362,15 +361,15 @@ def test_grad_norms_mode_records_gradients_only_and_turns_off_the_checks_that_ne
     model = mlp()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     with gradwatch.watch(model, opt, stats="grad-norms") as run:
-        assert run.options.policy("update-ratio") == "off"
-        assert run.options.policy("nonfinite-param") == "off"
+        assert run._options.policy("update-ratio") == "off"
+        assert run._options.policy("nonfinite-param") == "off"
         for i in range(5):
             opt.zero_grad()
             x, y = batch(i)
             nn.functional.mse_loss(model(x), y).backward()
             expected = [float(p.grad.norm()) for p in model.parameters()]  # type: ignore[union-attr]
             opt.step()
-            assert run.watches[0].stats._snapshot is None
+            assert run._watches[0].stats._snapshot is None
     (start,) = records(run.dir, Kind.RUN_START)
     assert start.meta["options"]["stats"] == "grad-norms"
     rows = steps(run.dir)

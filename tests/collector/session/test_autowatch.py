@@ -74,7 +74,7 @@ def test_attaches_at_the_first_forward_with_the_models_names(
     model, _ = train()
     assert len(installed) == 1
     run = installed[0]
-    assert [run.names[id(p)] for p in model.parameters()] == [
+    assert [run._names[id(p)] for p in model.parameters()] == [
         n for n, _ in model.named_parameters()
     ]
     assert run.step == 3  # the first step was seen too
@@ -102,7 +102,7 @@ def test_an_optimizer_built_later_gets_its_own_run(installed: list[Run]) -> None
     train(1)
     _, opt = train(1)
     assert len(installed) == 2
-    assert installed[1].watches[0].optimizer is opt
+    assert installed[1]._watches[0].optimizer is opt
 
 
 def test_raw_tensors_without_a_module_are_not_watched(

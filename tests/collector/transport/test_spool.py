@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gradwatch.transport.spool import (
+    SEGMENT_BYTES,
     SpoolCursor,
     SpoolWriter,
     list_segments,
@@ -31,6 +32,14 @@ def record(i: int) -> Record:
     )
 
 
+def write(run: Path, n: int, segment_bytes: int = SEGMENT_BYTES) -> None:
+    """``n`` records (steps 0 to n-1) appended by one writer, closed."""
+    writer = SpoolWriter(run, segment_bytes=segment_bytes)
+    for i in range(n):
+        writer.append(record(i))
+    writer.close()
+
+
 def test_append_and_read_across_rotation(tmp_path: Path) -> None:
     writer = SpoolWriter(tmp_path / "run", segment_bytes=2_000)
     seqs = [writer.append(record(i)) for i in range(200)]
@@ -46,10 +55,7 @@ def test_append_and_read_across_rotation(tmp_path: Path) -> None:
 
 def test_seq_continues_after_reopen_in_a_new_segment(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    first = SpoolWriter(run)
-    for i in range(5):
-        first.append(record(i))
-    first.close()
+    write(run, 5)
     second = SpoolWriter(run)
     assert second.last_seq == 5
     assert second.append(record(5)) == 6
@@ -60,10 +66,7 @@ def test_seq_continues_after_reopen_in_a_new_segment(tmp_path: Path) -> None:
 
 def test_batches_resume_from_a_cursor(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    writer = SpoolWriter(run, segment_bytes=3_000)
-    for i in range(300):
-        writer.append(record(i))
-    writer.close()
+    write(run, 300, segment_bytes=3_000)
     cursor, seen = SpoolCursor(), []
     while (batch := read_batch(run, cursor, max_bytes=1_000, max_frames=7)).frames:
         assert len(batch.frames) <= 7
@@ -93,10 +96,7 @@ def test_ack_file(tmp_path: Path) -> None:
 
 def test_explicit_torn_tail_is_skipped_and_writer_moves_on(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    writer = SpoolWriter(run)
-    for i in range(10):
-        writer.append(record(i))
-    writer.close()
+    write(run, 10)
     path = segment_path(run, 0)
     frames = read_spool(run).frames
     cut = frames[-1].offset + frames[-1].size // 2

@@ -3,15 +3,10 @@
 the optimizer built afterwards."""
 
 import torch
+from _setup import classification, seeded_mlp, train
 from torch import nn
 
-torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 10))
+model = seeded_mlp(8, 32, 10)
 model[2] = nn.Linear(32, 3)
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
-for step in range(40):
-    x = torch.randn(32, 8)
-    y = x[:, :3].argmax(dim=1)
-    opt.zero_grad()
-    nn.functional.cross_entropy(model(x), y).backward()
-    opt.step()
+train(model, opt, 40, classification(8, 3), "cross_entropy")

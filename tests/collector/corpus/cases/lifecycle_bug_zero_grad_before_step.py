@@ -3,14 +3,14 @@
 batch"): every step applies zero gradients and the model never trains. Twin: ok_basic_sgd."""
 
 import torch
+from _setup import regression, seeded_mlp
 from torch import nn
 
-torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+model = seeded_mlp(4, 16, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
+batch = regression()
 for step in range(40):
-    x = torch.randn(32, 4)
-    y = x.sum(dim=1, keepdim=True)
+    x, y = batch()
     nn.functional.mse_loss(model(x), y).backward()
-    opt.zero_grad()
+    opt.zero_grad()  # the bug: clears the gradients step() was about to apply
     opt.step()

@@ -3,14 +3,8 @@
 (N, N) and the model learns the mean of the targets (PyTorch only warns once)."""
 
 import torch
-from torch import nn
+from _setup import regression, seeded_mlp, train
 
-torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+model = seeded_mlp(4, 16, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
-for step in range(30):
-    x = torch.randn(32, 4)
-    y = x.sum(dim=1)
-    opt.zero_grad()
-    nn.functional.mse_loss(model(x), y).backward()
-    opt.step()
+train(model, opt, 30, regression(keepdim=False))  # (N, 1) predictions, (N,) targets

@@ -2,14 +2,15 @@
 """Correct twin of loss_bug_shape_mismatch: the prediction is squeezed to (N,)."""
 
 import torch
+from _setup import regression, seeded_mlp, train
 from torch import nn
 
-torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+model = seeded_mlp(4, 16, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
-for step in range(60):
-    x = torch.randn(32, 4)
-    y = x.sum(dim=1)
-    opt.zero_grad()
-    nn.functional.mse_loss(model(x).squeeze(-1), y).backward()
-    opt.step()
+
+
+def squeezed_mse(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return nn.functional.mse_loss(out.squeeze(-1), y)  # the fix: (N, 1) -> (N,)
+
+
+train(model, opt, 60, regression(keepdim=False), squeezed_mse)

@@ -5,27 +5,8 @@ the gradient's size and Adam normalises it away, so every weight moves by about 
 step, 50x its own size: lr-too-large names the rate at the first step."""
 
 import torch
-from torch import nn
+from _setup import layernorm_net, regression, train
 
-torch.manual_seed(0)
-model = nn.Sequential(
-    nn.Linear(16, 64),
-    nn.LayerNorm(64),
-    nn.GELU(),
-    nn.Linear(64, 64),
-    nn.LayerNorm(64),
-    nn.GELU(),
-    nn.Linear(64, 1),
-)
-for m in model.modules():
-    if isinstance(m, nn.Linear):
-        nn.init.normal_(m.weight, std=0.02)
-        nn.init.zeros_(m.bias)
+model = layernorm_net()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3 * 1e3, weight_decay=0.1)
-for step in range(100):
-    x = torch.randn(32, 16)
-    y = x[:, :4].sum(dim=1, keepdim=True)
-    opt.zero_grad()
-    nn.functional.mse_loss(model(x), y).backward()
-    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
+train(model, opt, 100, regression(16, inputs=4), clip=1.0)

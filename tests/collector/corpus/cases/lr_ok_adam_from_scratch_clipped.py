@@ -3,29 +3,15 @@
 with a hand-set linear warm-up over 20 steps (nanoGPT's get_lr)."""
 
 import torch
-from torch import nn
+from _setup import layernorm_net, regression, train
 
-torch.manual_seed(0)
-model = nn.Sequential(
-    nn.Linear(16, 64),
-    nn.LayerNorm(64),
-    nn.GELU(),
-    nn.Linear(64, 64),
-    nn.LayerNorm(64),
-    nn.GELU(),
-    nn.Linear(64, 1),
-)
-for m in model.modules():
-    if isinstance(m, nn.Linear):
-        nn.init.normal_(m.weight, std=0.02)
-        nn.init.zeros_(m.bias)
+model = layernorm_net()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
-for step in range(200):
+
+
+def warm_up(step: int) -> None:
     for group in opt.param_groups:
         group["lr"] = 1e-3 * min(1.0, (step + 1) / 21)
-    x = torch.randn(32, 16)
-    y = x[:, :4].sum(dim=1, keepdim=True)
-    opt.zero_grad()
-    nn.functional.mse_loss(model(x), y).backward()
-    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
+
+
+train(model, opt, 200, regression(16, inputs=4), clip=1.0, before=warm_up)

@@ -3,15 +3,14 @@
 small epsilon is differentiable everywhere."""
 
 import torch
-from torch import nn
+from _setup import regression, seeded_mlp, train
 
-torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for step in range(60):
-    x = torch.randn(32, 8)
-    z = model(x)
+
+def spread_loss(z: torch.Tensor, _: torch.Tensor) -> torch.Tensor:
     dist = (((z.unsqueeze(0) - z.unsqueeze(1)) ** 2).sum(dim=-1) + 1e-8).sqrt()
-    opt.zero_grad()
-    (dist.mean() - 1.0).pow(2).backward()
-    opt.step()
+    return (dist.mean() - 1.0).pow(2)
+
+
+model = seeded_mlp(8, 16, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+train(model, opt, 60, regression(8), spread_loss)

@@ -28,7 +28,7 @@ from gradwatch.server.settings import Settings
 from gradwatch.server.spool_import import import_run
 from gradwatch.server.webhooks import SIGNATURE_HEADER, deliver_pass
 from tests.collector.drift_runs import SCRIPT
-from tests.server.live import live_server, wait_for
+from tests.server.live import live_server, sqlite_with, wait_for
 from tests.server.receiver import receiver
 
 
@@ -179,7 +179,9 @@ def test_a_run_is_compared_and_alerted_while_it_trains(
 ) -> None:
     """End to end on SQLite: the passes themselves run on both databases above."""
     root, ids = drift_runs
-    db_url = f"sqlite:///{tmp_path / 'live.db'}"
+    base = runs_dir(root) / ids["base"]  # the finished replicate
+    db_url, engine = sqlite_with(tmp_path / "live.db", base)
+    engine.dispose()
     settings = Settings(
         db_url=db_url,
         data_dir=tmp_path / "server-data",
@@ -187,10 +189,6 @@ def test_a_run_is_compared_and_alerted_while_it_trains(
         monitor_interval=0.2,
         allow_private_webhooks=True,
     )
-    engine = make_engine(db_url)
-    migrate(engine)
-    import_run(engine, runs_dir(root) / ids["base"])  # the finished replicate
-    engine.dispose()
     with receiver() as hook, live_server(settings) as url:
         _post(
             url + "/api/v1/alert-rules",

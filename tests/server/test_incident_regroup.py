@@ -20,6 +20,7 @@ from gradwatch.server.settings import Settings
 from gradwatch.server.spool_import import import_run
 from gradwatch.server.webhooks import deliver_pass
 from tests.server.receiver import receiver
+from tests.server.training import job_of_two, train
 
 JUMP = "learning rate of group 0 jumped from 0.01 to 10,000 at step 9."
 
@@ -31,11 +32,8 @@ def nan_after_lr_jump() -> gradwatch.Run:
     model = nn.Linear(3, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     with gradwatch.watch(model, opt, project="inc") as run:
-        for _ in range(3):
-            opt.zero_grad()
-            model(torch.randn(8, 3)).pow(2).mean().backward()
-            opt.step()
-        sink = run.sink
+        train(run, model, opt, 3, shape=(8, 3))
+        sink = run._sink
         sink.report(finding("nonfinite-loss", 10, "loss is NaN.", "stop.", severity="error"))
         sink.report(
             finding("loss-diverging", 12, "loss grew 1e6×.", "look.", details={"x": math.inf})
@@ -99,10 +97,7 @@ def test_the_webhook_text_leads_with_the_incident_sentence(
 def test_the_api_lists_the_runs_of_one_job(
     client: TestClient, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("GRADWATCH_JOB", "job-one")
-    first, second = nan_after_lr_jump(), nan_after_lr_jump()
-    monkeypatch.delenv("GRADWATCH_JOB")
-    alone = nan_after_lr_jump()
+    first, second, alone = job_of_two(nan_after_lr_jump, monkeypatch, "job-one")
     engine = make_engine(settings.db_url)
     for run in (first, second, alone):
         import_run(engine, run.dir)
