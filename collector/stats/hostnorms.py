@@ -194,8 +194,18 @@ class Layout:
 
     def c_sizes(self) -> Any:
         if self._c_sizes is None:
-            self._c_sizes = (ctypes.c_int64 * len(self.sizes))(*self.sizes)
+            # the same lists of sizes come back every step (a model's gradients, parameters)
+            found = _SIZES.get(self.sizes)
+            if found is None:
+                if len(_SIZES) >= _SIZES_KEPT:
+                    _SIZES.clear()
+                found = _SIZES[self.sizes] = (ctypes.c_int64 * len(self.sizes))(*self.sizes)
+            self._c_sizes = found
         return self._c_sizes
+
+
+_SIZES: dict[tuple[int, ...], Any] = {}  # read-only C arrays of element counts, by value
+_SIZES_KEPT = 64
 
 
 _lock = threading.Lock()
