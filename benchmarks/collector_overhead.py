@@ -76,12 +76,15 @@ SEQ_LEN = 32  # tokens per sequence of the transformer
 # (gradwatch's batch checksum aside), but the step's noise grows with it, and at 64 samples
 # (a ~45 ms step) the step varies by ±2-5 ms from block to block on a 2-core VM, ten times
 # what either collector adds, so no comparison resolved (results of 2026-11-30, 09:59).
-BATCH_SIZE = {"mlp": 64, "cnn": 8, "transformer": 32}
+# The transformer likewise runs 8 sequences of 32 tokens: at 32 sequences (a ~55 ms step)
+# its block medians varied by ±8-14 ms under load while both collectors add 1-3 ms, and
+# three runs of one code gave 1.27x, 2.03x and 0.64x (2026-12-01).
+BATCH_SIZE = {"mlp": 64, "cnn": 8, "transformer": 8}
 # repetitions per model, as a multiple of --reps: the CNN's step is short and what either
 # collector adds is a few tenths of a millisecond, so it takes 5× the repetitions (still
 # the shortest model to run) for the median added times to settle; with 40, two full runs
 # on one code gave 1.32× and 1.57×
-REPS_SCALE = {"mlp": 1, "cnn": 5, "transformer": 1}
+REPS_SCALE = {"mlp": 1, "cnn": 5, "transformer": 3}
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "collector_overhead.json"
 
 Batch = tuple[torch.Tensor, torch.Tensor]
