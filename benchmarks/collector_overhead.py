@@ -195,9 +195,30 @@ def make_workload(name: str, batch_size: int) -> Workload:
 # -- the three variants -----------------------------------------------------------------------
 
 
-def plain_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> StepFn:
+# torch's own backward and loss, taken before any run is attached: while a gradwatch run is
+# open it wraps both process-wide (gradwatch.hooks.backward, gradwatch.hooks.lossguard), and
+# the variants without gradwatch must not pay for that when one run stays attached through
+# every block (the default) or while the variants alternate step by step
+_TORCH_BACKWARD = torch.autograd.backward
+_TORCH_CROSS_ENTROPY = F.cross_entropy
+
+
+def plain_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, unwatched: bool = False
+) -> StepFn:
     """The training step every variant runs (gradwatch sees it through its hooks); it
-    returns the loss (for trackers that log it, as benchmarks/peers.py does)."""
+    returns the loss (for trackers that log it, as benchmarks/peers.py does). ``unwatched``:
+    torch's own backward and loss even while a gradwatch run is open (plain training)."""
+    if unwatched:
+
+        def bare(i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            optimizer.zero_grad(set_to_none=True)
+            loss = _TORCH_CROSS_ENTROPY(model(x), y)
+            _TORCH_BACKWARD(loss)
+            optimizer.step()
+            return loss
+
+        return bare
 
     def step(i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
@@ -229,9 +250,9 @@ class LowerBound:
         """One training step with collection; ``i`` indexes the preallocated buffer."""
         t0 = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(self.model(x), y)
+        loss = _TORCH_CROSS_ENTROPY(self.model(x), y)  # never through gradwatch's wrappers
         t1 = time.perf_counter()
-        loss.backward()
+        _TORCH_BACKWARD(loss)
         t2 = time.perf_counter()
         with torch.no_grad():
             params = [p.detach() for p in self.params]
@@ -310,7 +331,7 @@ def make_variants(work: Workload, steps: int) -> dict[str, VariantState]:
         if name == "lower_bound":
             step_fn: StepFn = LowerBound(model, optimizer, steps).step
         else:
-            step_fn = plain_step(model, optimizer)
+            step_fn = plain_step(model, optimizer, unwatched=name == "plain")
         out[name] = VariantState(name, model, optimizer, step_fn)
     return out
 
