@@ -35,12 +35,11 @@ def test_variants_without_gradwatch_bypass_its_process_wide_wrappers(tmp_path: P
     """With one run attached through every block, gradwatch's backward tap and loss
     wrappers are installed process-wide: the plain variant and the lower bound must still
     run torch's own backward and loss (they stand for training without gradwatch)."""
+    import collector_overhead as core
     import torch
 
     import gradwatch
     from gradwatch.hooks import backward as backward_tap
-
-    import collector_overhead as core
 
     work = core.make_workload("mlp", 4)
     states = core.make_variants(work, 4)
