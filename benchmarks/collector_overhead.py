@@ -76,12 +76,15 @@ SEQ_LEN = 32  # tokens per sequence of the transformer
 # (gradwatch's batch checksum aside), but the step's noise grows with it, and at 64 samples
 # (a ~45 ms step) the step varies by ±2-5 ms from block to block on a 2-core VM, ten times
 # what either collector adds, so no comparison resolved (results of 2026-11-30, 09:59).
-BATCH_SIZE = {"mlp": 64, "cnn": 8, "transformer": 32}
+# The transformer likewise runs 8 sequences of 32 tokens: at 32 sequences (a ~55 ms step)
+# its block medians varied by ±8-14 ms under load while both collectors add 1-3 ms, and
+# three runs of one code gave 1.27x, 2.03x and 0.64x (2026-12-01).
+BATCH_SIZE = {"mlp": 64, "cnn": 8, "transformer": 8}
 # repetitions per model, as a multiple of --reps: the CNN's step is short and what either
 # collector adds is a few tenths of a millisecond, so it takes 5× the repetitions (still
 # the shortest model to run) for the median added times to settle; with 40, two full runs
 # on one code gave 1.32× and 1.57×
-REPS_SCALE = {"mlp": 1, "cnn": 5, "transformer": 1}
+REPS_SCALE = {"mlp": 1, "cnn": 5, "transformer": 3}
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "collector_overhead.json"
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -192,9 +195,30 @@ def make_workload(name: str, batch_size: int) -> Workload:
 # -- the three variants -----------------------------------------------------------------------
 
 
-def plain_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> StepFn:
+# torch's own backward and loss, taken before any run is attached: while a gradwatch run is
+# open it wraps both process-wide (gradwatch.hooks.backward, gradwatch.hooks.lossguard), and
+# the variants without gradwatch must not pay for that when one run stays attached through
+# every block (the default) or while the variants alternate step by step
+_TORCH_BACKWARD = torch.autograd.backward
+_TORCH_CROSS_ENTROPY = F.cross_entropy
+
+
+def plain_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, unwatched: bool = False
+) -> StepFn:
     """The training step every variant runs (gradwatch sees it through its hooks); it
-    returns the loss (for trackers that log it, as benchmarks/peers.py does)."""
+    returns the loss (for trackers that log it, as benchmarks/peers.py does). ``unwatched``:
+    torch's own backward and loss even while a gradwatch run is open (plain training)."""
+    if unwatched:
+
+        def bare(i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            optimizer.zero_grad(set_to_none=True)
+            loss = _TORCH_CROSS_ENTROPY(model(x), y)
+            _TORCH_BACKWARD(loss)
+            optimizer.step()
+            return loss
+
+        return bare
 
     def step(i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
@@ -226,9 +250,9 @@ class LowerBound:
         """One training step with collection; ``i`` indexes the preallocated buffer."""
         t0 = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(self.model(x), y)
+        loss = _TORCH_CROSS_ENTROPY(self.model(x), y)  # never through gradwatch's wrappers
         t1 = time.perf_counter()
-        loss.backward()
+        _TORCH_BACKWARD(loss)
         t2 = time.perf_counter()
         with torch.no_grad():
             params = [p.detach() for p in self.params]
@@ -292,6 +316,10 @@ class VariantState:
     watch_s: list[float] = field(default_factory=list)  # gradwatch only
     fingerprint_s: list[float] = field(default_factory=list)
     close_s: list[float] = field(default_factory=list)
+    #: --steady: the gradwatch run attached for every block, and each block's catch-up
+    #: (``run.flush()`` after the timed steps: what the writer still had to do)
+    run: Any = None
+    catchup_s: list[float] = field(default_factory=list)
 
 
 def make_variants(work: Workload, steps: int) -> dict[str, VariantState]:
@@ -303,7 +331,7 @@ def make_variants(work: Workload, steps: int) -> dict[str, VariantState]:
         if name == "lower_bound":
             step_fn: StepFn = LowerBound(model, optimizer, steps).step
         else:
-            step_fn = plain_step(model, optimizer)
+            step_fn = plain_step(model, optimizer, unwatched=name == "plain")
         out[name] = VariantState(name, model, optimizer, step_fn)
     return out
 
@@ -432,26 +460,51 @@ def run_block(
     record: bool,
     settle: int = 0,
 ) -> None:
-    """One block of one variant (gradwatch: attached for exactly this block): ``settle``
-    untimed lead-in steps, then ``steps`` timed ones."""
+    """One block of one variant: ``settle`` untimed lead-in steps, then ``steps`` timed
+    ones. gradwatch is either attached for exactly this block (a fresh run), or, with a
+    run attached throughout (``state.run``, --steady), flushed after the timed steps: the
+    flush waits until the writer has handled every row of the block, and its wall time,
+    spread over the block's steps, is added to the block's step time (so the writer's
+    work never lands on another variant's block, and is never left out)."""
     rss_ok = _reset_peak_rss()
-    ctx = attached(state, data_dir) if state.name == "gradwatch" else contextlib.nullcontext()
+    fresh = state.name == "gradwatch" and state.run is None
+    ctx = attached(state, data_dir) if fresh else contextlib.nullcontext()
+    catchup = 0.0
     with ctx:
         lead = timed_steps(state, work.batches, settle)[0] if settle else []
         p0 = time.process_time()
         wall, cpu = timed_steps(state, work.batches, steps)
+        if state.run is not None:
+            t0 = time.perf_counter()
+            state.run.flush()
+            catchup = time.perf_counter() - t0
     process_cpu = (time.process_time() - p0) / steps
     if record:
-        state.blocks["wall"].append(statistics.median(wall))
+        state.blocks["wall"].append(statistics.median(wall) + catchup / steps)
         state.blocks["thread_cpu"].append(statistics.median(cpu))
         state.blocks["process_cpu"].append(process_cpu)
-        state.block_means.append(statistics.fmean(wall))
+        state.block_means.append(statistics.fmean(wall) + catchup / steps)
         state.settle_s.append(sum(lead))
         state.peak_rss_kib.append(_peak_rss_kib() if rss_ok else -1)
+        if state.run is not None:
+            state.catchup_s.append(catchup)
     else:  # warm-up: forget the setup timings too
         state.watch_s.clear()
         state.fingerprint_s.clear()
         state.close_s.clear()
+
+
+def one_time_costs(
+    states: dict[str, VariantState], work: Workload, data_dir: Path, settle: int, n: int
+) -> None:
+    """--steady: ``n`` fresh gradwatch runs, each paired with a plain block of the same
+    length, for the one-time costs (``watch()``, the fingerprint thread, the first
+    ``settle`` steps over plain's, ``close()``); the step times are not recorded."""
+    gw, plain = states["gradwatch"], states["plain"]
+    for _ in range(n):
+        plain.settle_s.append(sum(timed_steps(plain, work.batches, settle)[0]))
+        with attached(gw, data_dir):
+            gw.settle_s.append(sum(timed_steps(gw, work.batches, settle)[0]))
 
 
 def bench_model(
@@ -465,6 +518,8 @@ def bench_model(
     parts_n: int = 50,
     settle: int = 0,
     turn: int = 2,
+    steady: bool = True,
+    fresh_runs: int = 3,
 ) -> dict[str, Any]:
     """All repetitions of one model; returns its JSON section."""
     work = make_workload(name, batch_size)
@@ -474,6 +529,11 @@ def bench_model(
         flush=True,
     )
     t_start = time.perf_counter()
+    gw = states["gradwatch"]
+    if steady:  # one run through every block, as in a training run
+        gw.run = gradwatch.watch(gw.model, gw.optimizer, every=1, data_dir=data_dir)
+        for thread in gw.run.background:
+            thread.join()
     for state in states.values():  # warm-up: allocator, Adam state, first hooks
         run_block(state, work, warmup, data_dir, record=False)
     load: list[float] = []
@@ -487,7 +547,19 @@ def bench_model(
             f"[{name}] rep {rep + 1}/{reps}  wall median ms: {line}  (load {load[-1]:.2f})",
             flush=True,
         )
+    if steady:
+        gw.run.close()
+        if gw.run.internal_errors:
+            raise RuntimeError(f"gradwatch reported {gw.run.internal_errors} internal errors")
+        gw.run = None
+        for v in VARIANTS:  # the lead-ins of the timed blocks are not one-time costs here
+            states[v].settle_s.clear()
+        if settle:
+            one_time_costs(states, work, data_dir, settle, fresh_runs)
     result = summarize(work, states, time.perf_counter() - t_start, settle)
+    result["steady"] = steady
+    if steady:
+        result["catchup_ms"] = _stats([t * 1e3 for t in gw.catchup_s])
     result["batch_size"] = batch_size
     result["collection_parts_cpu_ms"] = collection_parts(work, parts_n)
     if triples:
@@ -639,6 +711,29 @@ def _factor(f: float | None) -> str:
     return "n/a" if f is None else f"{f:.2f}×"
 
 
+def _run_text(cfg: dict[str, Any], models: dict[str, Any]) -> str:
+    """How gradwatch was attached, and the writer's catch-up where it was flushed."""
+    if cfg.get("gradwatch_run") == "fresh per block":
+        return (
+            "gradwatch: a fresh run attached to every gradwatch block (its start-up work on"
+            " the writer thread falls in the block), closed after it."
+        )
+    catchup = ", ".join(
+        f"{name} {r['catchup_ms']['median']:.2f} ms [{r['catchup_ms']['min']:.2f},"
+        f" {r['catchup_ms']['max']:.2f}]"
+        for name, r in models.items()
+        if "catchup_ms" in r
+    )
+    return (
+        "gradwatch: one run attached through every block, as in a training run, and flushed"
+        " after each of its blocks: `run.flush()` waits until the writer thread has handled"
+        " every row of the block, and that wait, spread over the block's steps, is added to"
+        " gradwatch's step time (so the writer's work is neither left out nor charged to"
+        f" another variant). The flush per block, median [min, max]: {catchup}. The one-time"
+        " costs come from fresh runs measured apart."
+    )
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The results as a Markdown document: wall-time table, CPU-time table, setup costs."""
     m, cfg = result["machine"], result["config"]
@@ -656,6 +751,8 @@ def markdown(result: dict[str, Any]) -> str:
         f" per variant (+{cfg['warmup']} warm-up steps; every block starts with"
         f" {cfg.get('settle_steps', 0)} untimed steps), Adam, every=1, interleaved in"
         " rotating order.",
+        "",
+        _run_text(cfg, models),
         "",
         "## Wall time per step",
         "",
@@ -872,6 +969,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="steps per turn when alternating, the last one timed (default 2; 1 times a step"
         " that follows another variant's)",
     )
+    p.add_argument(
+        "--fresh-per-block",
+        action="store_true",
+        help="attach a fresh gradwatch run to every gradwatch block (each block then also"
+        " carries a run's start-up work on the writer thread) instead of one run through"
+        " all blocks, flushed after each",
+    )
+    p.add_argument(
+        "--fresh-runs",
+        type=int,
+        default=3,
+        help="one run through all blocks: fresh runs measured apart for the one-time costs",
+    )
     p.add_argument("--quick", action="store_true", help="smoke run: 2 reps x 2 steps")
     p.add_argument("--profile", metavar="MODEL", help="cProfile gradwatch on MODEL and exit")
     args = p.parse_args(argv)
@@ -940,6 +1050,9 @@ def measure(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
             "alternate_triples": args.alternate,
             "settle_steps": args.settle,
             "alternate_turn": args.turn,
+            "gradwatch_run": (
+                "fresh per block" if args.fresh_per_block else "one through all blocks"
+            ),
             "goal": f"gradwatch added time <= {GOAL} x lower-bound added time",
         },
         "models": {},
@@ -957,6 +1070,8 @@ def measure(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
             5 if args.quick else 50,
             args.settle,
             args.turn,
+            steady=not args.fresh_per_block,
+            fresh_runs=1 if args.quick else args.fresh_runs,
         )
     result["seconds"] = time.perf_counter() - t0
     return result

@@ -81,7 +81,9 @@ class Variant:
         self.model = model
         self.optimizer = optimizer
         self.workdir = workdir
-        self.train = core.plain_step(model, optimizer)
+        # torch's own backward and loss unless the variant is gradwatch: a gradwatch run
+        # open through every block wraps both process-wide
+        self.train = core.plain_step(model, optimizer, unwatched=not self.watched)
         self.named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         self.t = 0  # steps done by this variant (the logged step index)
 
@@ -90,6 +92,7 @@ class Variant:
         self.t += 1
 
     per_block_setup = False  # True: begin_block attaches the tracker (a one-time cost)
+    watched = False  # True: the variant's steps go through gradwatch's process-wide wrappers
 
     def begin_block(self) -> None:
         """Before each block, outside the timings (nothing here)."""
@@ -121,30 +124,33 @@ class LowerBound(Variant):
 
 
 class Gradwatch(Variant):
-    """A fresh gradwatch run per block: ``watch()`` before the block (a one-time cost, timed
-    apart), ``close()`` at its end (flushes; inside the block's CPU time). gradwatch wraps
-    ``torch.autograd.backward`` and the functional losses process-wide while a run is open,
-    so a run left open would also tax the other variants' steps."""
+    """One gradwatch run through every block, as every other tracker keeps one run per
+    model: ``watch()`` before the first block, ``run.flush()`` at each block's end (it
+    waits until the writer thread has handled the block's rows: the flush column, inside
+    the block's CPU time), ``close()`` after the last. gradwatch wraps
+    ``torch.autograd.backward`` and the functional losses process-wide while a run is open:
+    the other variants' steps call torch's own (``plain_step(unwatched=True)``), but two
+    gradwatch variants in one benchmark see each other's backward passes, so compare them
+    one at a time for exact figures."""
 
     options: ClassVar[dict[str, Any]] = {}
-    per_block_setup = True
+    watched = True
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, workdir: Path) -> None:
         super().__init__(model, optimizer, workdir)
-        self.run: gradwatch.Run | None = None
-        self.begin_block()  # fails fast when this gradwatch lacks the option
-        self.end_block()
-
-    def begin_block(self) -> None:
         try:
             run = gradwatch.watch(self.model, self.optimizer, data_dir=self.workdir, **self.options)
         except (gradwatch.ConfigError, TypeError) as e:
             raise UnavailableError(f"this gradwatch has no option {self.options}: {e}") from e
         for thread in run._background:  # the fingerprint helper thread: a one-time cost
             thread.join()
-        self.run = run
+        self.run: gradwatch.Run | None = run
 
     def end_block(self) -> None:
+        if self.run is not None:
+            self.run.flush()
+
+    def close(self) -> None:
         if self.run is None:
             return
         run, self.run = self.run, None
@@ -152,16 +158,13 @@ class Gradwatch(Variant):
         if run._internal_errors:
             raise RuntimeError(f"gradwatch reported {run._internal_errors} internal errors")
 
-    def close(self) -> None:
-        self.end_block()
-
 
 class GradwatchStockOps(Gradwatch):
     """gradwatch with the fused CPU kernel switched off for this run only (the environment
     variable is read once per process, and the variants share one process)."""
 
-    def begin_block(self) -> None:
-        super().begin_block()
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, workdir: Path) -> None:
+        super().__init__(model, optimizer, workdir)
         assert self.run is not None
         for watch in self.run._watches:
             watch.stats._kernel = None

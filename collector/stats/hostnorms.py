@@ -47,7 +47,7 @@ import torch
 
 from gradwatch.session import quietproc
 
-__all__ = ["ENV", "Kernel", "cache_dir", "load", "status"]
+__all__ = ["ENV", "Kernel", "Layout", "cache_dir", "load", "status"]
 
 ENV = "GRADWATCH_CPU_KERNEL"
 """``0`` turns the kernel off (statistics then use stock torch ops)."""
@@ -94,6 +94,23 @@ class Kernel:
             t.dtype is dtype and t.is_cpu and t.is_contiguous() for t in tensors
         )
 
+    @staticmethod
+    def layout(tensors: Sequence[torch.Tensor], dtype: torch.dtype) -> Layout | None:
+        """Where ``tensors`` lie in memory, read in one pass, or ``None`` when the kernel
+        cannot read them (see :meth:`fits`). A layout is valid while the tensors keep
+        their storage: callers take it anew each step (a ``.data`` assignment between
+        steps can move, resize or re-stride a parameter)."""
+        if not (dtype is torch.float32 or dtype is torch.float64):
+            return None
+        ptrs: list[int] = []
+        sizes: list[int] = []
+        for t in tensors:
+            if t.dtype is not dtype or not t.is_cpu or not t.is_contiguous():
+                return None
+            ptrs.append(t.data_ptr())
+            sizes.append(t.numel())
+        return Layout(ptrs, tuple(sizes), dtype is torch.float64)
+
     def sumsq(
         self,
         a: Sequence[torch.Tensor],
@@ -104,13 +121,19 @@ class Kernel:
         when ``b`` is given, with up to ``threads`` threads (at most one per
         :data:`MIN_PER_THREAD` elements). Callers check :meth:`fits` for ``a`` and ``b``;
         this checks that ``b`` matches ``a`` element for element."""
-        k = len(a)
+        la = self._checked(a, a[0].dtype if a else torch.float32)
+        lb = self._checked(b, la.dtype) if b is not None else None
+        return self.sumsq_at(la, lb, threads)
+
+    def sumsq_at(self, a: Layout, b: Layout | None = None, threads: int = 1) -> torch.Tensor:
+        """:meth:`sumsq` of tensors whose :meth:`layout` was just taken."""
+        k = len(a.ptrs)
         out = torch.empty(2 * k if b is not None else k, dtype=torch.float64)
         if k == 0:
             return out
-        pa, pb, sizes, f64, threads, spawn = self._args(a, b, threads)
+        pa, pb, sizes, threads, spawn = self._args(a, b, threads)
         base = out.data_ptr()
-        if self._sumsq(k, pa, pb, sizes, f64, threads, spawn, base, base + 8 * k if pb else None):
+        if self._sumsq(k, pa, pb, sizes, a.f64, threads, spawn, base, base + 8 * k if pb else None):
             raise MemoryError("gradwatch's CPU norm kernel could not allocate its partial sums")
         return out
 
@@ -120,29 +143,69 @@ class Kernel:
         """``dst[i] ← src[i]`` with streaming stores (callers check :meth:`fits`)."""
         if not src:
             return
-        pa, pb, sizes, f64, threads, spawn = self._args(src, dst, threads)
-        if self._copy(len(src), pa, pb, sizes, f64, threads, spawn):
+        ls = self._checked(src, src[0].dtype)
+        self.copy_at(self._checked(dst, ls.dtype), ls, threads)
+
+    def copy_at(self, dst: Layout, src: Layout, threads: int = 1) -> None:
+        """:meth:`copy` between tensors whose :meth:`layout` was just taken."""
+        if not src.ptrs:
+            return
+        pa, pb, sizes, threads, spawn = self._args(src, dst, threads)
+        if self._copy(len(src.ptrs), pa, pb, sizes, src.f64, threads, spawn):
             raise MemoryError("gradwatch's CPU copy kernel could not allocate its work list")
 
+    def _checked(self, tensors: Sequence[torch.Tensor], dtype: torch.dtype) -> Layout:
+        found = self.layout(tensors, dtype)
+        if found is None:
+            raise ValueError("the kernel reads contiguous CPU float32/float64 tensors of one dtype")
+        return found
+
     @staticmethod
-    def _args(
-        a: Sequence[torch.Tensor], b: Sequence[torch.Tensor] | None, threads: int
-    ) -> tuple[Any, Any, Any, int, int, int]:
-        k = len(a)
-        sizes = [t.numel() for t in a]
-        if b is not None and (
-            len(b) != k
-            or any(t.numel() != n or t.dtype != a[0].dtype for t, n in zip(b, sizes, strict=True))
-        ):
+    def _args(a: Layout, b: Layout | None, threads: int) -> tuple[Any, Any, Any, int, int]:
+        if b is not None and (b.sizes != a.sizes or b.f64 != a.f64):
             raise ValueError("the kernel's second list must match the first in sizes and dtype")
-        ptr_array = ctypes.c_void_p * k
-        pa = ptr_array(*[t.data_ptr() for t in a])
-        pb = ptr_array(*[t.data_ptr() for t in b]) if b is not None else None
-        total = sum(sizes)
+        total = a.total
         threads = max(1, min(threads, total // MIN_PER_THREAD))
         spawn = int(total // threads >= SPAWN_PER_THREAD)
-        f64 = int(a[0].dtype is torch.float64)
-        return pa, pb, (ctypes.c_int64 * k)(*sizes), f64, threads, spawn
+        return a.pointers(), b.pointers() if b is not None else None, a.c_sizes(), threads, spawn
+
+
+class Layout:
+    """The data pointers and element counts of a list of tensors the kernel can read."""
+
+    __slots__ = ("_c_ptrs", "_c_sizes", "f64", "ptrs", "sizes", "total")
+
+    def __init__(self, ptrs: list[int], sizes: tuple[int, ...], f64: bool) -> None:
+        self.ptrs = ptrs
+        self.sizes = sizes
+        self.f64 = int(f64)
+        self.total = sum(sizes)
+        self._c_ptrs: Any = None
+        self._c_sizes: Any = None
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.float64 if self.f64 else torch.float32
+
+    def pointers(self) -> Any:
+        if self._c_ptrs is None:
+            self._c_ptrs = (ctypes.c_void_p * len(self.ptrs))(*self.ptrs)
+        return self._c_ptrs
+
+    def c_sizes(self) -> Any:
+        if self._c_sizes is None:
+            # the same lists of sizes come back every step (a model's gradients, parameters)
+            found = _SIZES.get(self.sizes)
+            if found is None:
+                if len(_SIZES) >= _SIZES_KEPT:
+                    _SIZES.clear()
+                found = _SIZES[self.sizes] = (ctypes.c_int64 * len(self.sizes))(*self.sizes)
+            self._c_sizes = found
+        return self._c_sizes
+
+
+_SIZES: dict[tuple[int, ...], Any] = {}  # read-only C arrays of element counts, by value
+_SIZES_KEPT = 64
 
 
 _lock = threading.Lock()

@@ -212,6 +212,7 @@ class StepStats:
         self._uniform = uniform_dtype(self.params)
         self.on_host = device.type == "cpu" and all(p.device.type == "cpu" for p in self.params)
         self._snapshot: list[torch.Tensor] | None = None
+        self._snapshot_at: hostnorms.Layout | None = None  # ours: it never moves
         # the fused path: one device (the run's), one accumulation dtype
         self._fused = (
             self._uniform is not None and bool(self.params) and self.params[0].device == device
@@ -305,8 +306,10 @@ class StepStats:
                 values.grad_norm, values.nonfinite = pre.grad_norm, pre.nonfinite
             return values
         snapshot = self._snapshot
-        if snapshot is not None and self._kernel_reads(self.params):
-            return self._after_step_kernel(pre, snapshot)
+        if snapshot is not None and self._snapshot_at is not None:
+            at = self._layout(self.params)
+            if at is not None and at.sizes == self._snapshot_at.sizes:
+                return self._after_step_kernel(pre, at, self._snapshot_at)
         if snapshot is not None:
             torch._foreach_sub_(snapshot, self.params)  # θ_before − θ_after
         if not self._fused:
@@ -333,13 +336,15 @@ class StepStats:
             values.grad_norm, values.nonfinite = pre.grad_norm, pre.nonfinite
         return values
 
-    def _after_step_kernel(self, pre: PreStep, snapshot: list[torch.Tensor]) -> StepValues:
+    def _after_step_kernel(
+        self, pre: PreStep, at: hostnorms.Layout, snapshot: hostnorms.Layout
+    ) -> StepValues:
         """The host path with the fused kernel: ‖θ‖ and ‖θ_before − θ‖ in one read of the
         parameters and the snapshot (which is left as it is: the next step overwrites it),
         the gradients in a second call; everything float64."""
         kernel = self._kernel
         assert kernel is not None
-        sums = kernel.sumsq(self.params, snapshot, self._kernel_threads)
+        sums = kernel.sumsq_at(at, snapshot, self._kernel_threads)
         if pre.grad_norm is not None:
             values = StepValues(self.n, sums.sqrt_(), PARAM)
             values.grad_norm, values.nonfinite = pre.grad_norm, pre.nonfinite
@@ -350,18 +355,19 @@ class StepStats:
         values.nonfinite = self._post_counts(grads, norms)
         return values
 
-    def _kernel_reads(self, tensors: list[torch.Tensor]) -> bool:
-        """Whether the kernel is on and can read ``tensors`` now (checked every step: a
-        ``.data`` assignment can change a parameter's layout, dtype or device)."""
+    def _layout(self, tensors: list[torch.Tensor]) -> hostnorms.Layout | None:
+        """Where ``tensors`` lie, when the kernel is on and can read them now (taken every
+        step: a ``.data`` assignment can change a parameter's layout, dtype or device)."""
         kernel = self._kernel
-        return kernel is not None and kernel.fits(tensors, self._uniform or torch.float32)
+        return kernel.layout(tensors, self._uniform or torch.float32) if kernel else None
 
     def _norms(self, tensors: list[torch.Tensor]) -> torch.Tensor:
         """The L2 norm of each tensor, in one fused op (the accumulation dtype) or, on the
         host where it can, with the kernel (float64) (fused path: one device, one dtype)."""
-        if self._kernel_reads(tensors):
+        at = self._layout(tensors)
+        if at is not None:
             assert self._kernel is not None
-            return self._kernel.sumsq(tensors, None, self._kernel_threads).sqrt_()
+            return self._kernel.sumsq_at(at, None, self._kernel_threads).sqrt_()
         return torch.stack(torch._foreach_norm(tensors, 2.0, dtype=self._norm_dtype))
 
     def _post_counts(self, grads: list[torch.Tensor], norms: torch.Tensor) -> torch.Tensor | None:
@@ -383,12 +389,17 @@ class StepStats:
     def release(self) -> None:
         """Free the snapshot (the only memory proportional to the model that is kept)."""
         self._snapshot = None
+        self._snapshot_at = None
 
     def _take_snapshot(self) -> None:
-        if self._snapshot is None:
+        snapshot = self._snapshot
+        if snapshot is None:
             self._snapshot = [p.detach().clone() for p in self.params]
-        elif self._kernel is not None and self._kernel_reads(self.params):
-            # the snapshot is ours (contiguous clones); the kernel checks that sizes match
-            self._kernel.copy(self._snapshot, self.params, self._kernel_threads)
+            self._snapshot_at = self._layout(self._snapshot)
+            return
+        kernel, ours = self._kernel, self._snapshot_at
+        at = self._layout(self.params) if ours is not None else None
+        if kernel is not None and ours is not None and at is not None and at.sizes == ours.sizes:
+            kernel.copy_at(ours, at, self._kernel_threads)
         else:
-            torch._foreach_copy_(self._snapshot, self.params)
+            torch._foreach_copy_(snapshot, self.params)

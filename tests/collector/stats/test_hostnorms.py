@@ -247,7 +247,7 @@ def test_stepstats_falls_back_when_a_parameter_changes_layout() -> None:
     n = len(params)
     assert values.first == GRAD
     assert torch.allclose(values.norms[2 * n :].double(), update, rtol=1e-4)
-    assert not stats._kernel_reads(params)
+    assert stats._layout(params) is None
 
 
 def test_grads_kernel_and_non_contiguous_gradient() -> None:
