@@ -532,7 +532,7 @@ def bench_model(
     gw = states["gradwatch"]
     if steady:  # one run through every block, as in a training run
         gw.run = gradwatch.watch(gw.model, gw.optimizer, every=1, data_dir=data_dir)
-        for thread in gw.run.background:
+        for thread in gw.run._background:
             thread.join()
     for state in states.values():  # warm-up: allocator, Adam state, first hooks
         run_block(state, work, warmup, data_dir, record=False)
@@ -549,8 +549,8 @@ def bench_model(
         )
     if steady:
         gw.run.close()
-        if gw.run.internal_errors:
-            raise RuntimeError(f"gradwatch reported {gw.run.internal_errors} internal errors")
+        if gw.run._internal_errors:
+            raise RuntimeError(f"gradwatch reported {gw.run._internal_errors} internal errors")
         gw.run = None
         for v in VARIANTS:  # the lead-ins of the timed blocks are not one-time costs here
             states[v].settle_s.clear()
