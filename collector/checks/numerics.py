@@ -108,7 +108,7 @@ class NumericsChecks:
             return []
         bad = [i for i in v.order if v.nonfinite[i] > 0]  # first in forward order
         counts = {v.names[i]: int(v.nonfinite[i]) for i in bad}
-        self.sink.settle("nonfinite-grad", v.optimizer, {v.names[i] for i in bad[:1]})
+        key = self.sink.episode("nonfinite-grad", v.optimizer, [v.names[bad[0]]])
         message, details = self._with_origin(
             "nonfinite-grad",
             v,
@@ -125,7 +125,7 @@ class NumericsChecks:
                     "find the operation that produced it (details.origin; "
                     "torch.autograd.detect_anomaly pinpoints it too), lower the learning rate or "
                     "clip gradients; with fp16 use a GradScaler.",
-                    param=v.names[bad[0]],
+                    param=key,
                     optimizer=v.optimizer,
                     details=details,
                 )
@@ -313,6 +313,7 @@ class NumericsChecks:
             message, details = self._with_origin(
                 "nonfinite-param", v, message, details, bad[0], before
             )
+        key = self.sink.episode("nonfinite-param", v.optimizer, [v.names[bad[0]]])
         self.sink.report(
             finding(
                 "nonfinite-param",
@@ -320,7 +321,7 @@ class NumericsChecks:
                 message,
                 "stop here: the run cannot recover; find the first non-finite gradient or loss "
                 "(watch(checks={'nonfinite-grad': 'skip'}) drops such updates).",
-                param=v.names[bad[0]],
+                param=key,
                 optimizer=v.optimizer,
                 details=details,
             )
