@@ -137,6 +137,8 @@ class NumericsChecks:
         assert v.grad_norm is not None
         total = explode.totals(v.grad_norm.unsqueeze(0))
         reason = explode.flag(state, total)
+        if reason is None and float(total[0]) == math.inf and not _any_nonfinite(v):
+            reason = ("overflow", math.inf)  # finite elements whose norm overflows: huge
         explode.observe(state, v.grad_norm, total)
         value = float(total[0])
         if reason is not None:
@@ -339,6 +341,11 @@ class NumericsChecks:
             return
         facts = (v.names, v.group_of, v.lr, v.has_grad_t)
         ratio_mod.row(self.sink, state, (v.optimizer, v.step), ratio, before, facts)
+
+
+def _any_nonfinite(v: StepView) -> bool:
+    """Whether some gradient element of the step is NaN/Inf (``nonfinite-grad``'s case)."""
+    return v.nonfinite is not None and bool((v.nonfinite > 0).any())
 
 
 def _tiny(grad_norm: torch.Tensor, rms: torch.Tensor, top: float | torch.Tensor) -> torch.Tensor:

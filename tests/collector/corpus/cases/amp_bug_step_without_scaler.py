@@ -1,8 +1,10 @@
-# expect: nonfinite-loss at step 3 role cause
+# expect: exploding-grad at step 2 role cause
+# expect: nonfinite-loss at step 3 role consequence
 """Bug: the loss is scaled for a GradScaler (`scaler.scale(loss).backward()`) but the
 optimizer is stepped directly (`opt.step()` instead of `scaler.step(opt)`), so every update
-applies gradients 65,536× too large: step 1 throws the weights far out, and the loss of
-step 3 is infinite. Fixed twin: amp_ok_bf16_autocast_gradscaler."""
+applies gradients 65,536× too large: step 1 throws the weights far out, the gradient norm
+of step 2 overflows float32 (every element still finite), and the loss of step 3 is
+infinite. Fixed twin: amp_ok_bf16_autocast_gradscaler."""
 
 import torch
 from torch import nn
