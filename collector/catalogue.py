@@ -66,7 +66,8 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "exists but is exactly zero is reported too, and its message names both causes (cut "
        "off, or nothing flows back: dead activations, a zero layer after it, underflow in a "
        "deep stack). One finding per episode lists the tensors (count and the first names, "
-       "in forward order); tensors that join while it lasts add none.",
+       "in forward order); tensors that join while it lasts add none, and it ends after "
+       "{coverage.EPISODE_CALM} steps without any.",
        "missing or all-zero for {coverage.PERSIST_STEPS} steps in a row",
        "parameters that get a gradient at least once every {coverage.PERSIST_STEPS} steps "
        "(branches used in turn); frozen parameters"),
@@ -86,7 +87,8 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "progressive unfreezing within the horizon"),
     _C("param-not-updated", "Parameter coverage", "warning",
        "A parameter with a non-zero gradient did not change at `step()`; one finding per "
-       "episode lists the tensors. When their group's learning rate has collapsed, "
+       "episode lists the tensors (it ends after {coverage.EPISODE_CALM} steps without "
+       "any). When their group's learning rate has collapsed, "
        "`lr-collapse` is reported first, at the same step, and this finding is its "
        "consequence.",
        "unchanged for {coverage.PERSIST_STEPS} steps in a row",

@@ -14,6 +14,9 @@ from gradwatch.checks.view import StepView, held_for
 
 PERSIST_STEPS = 3  # param-no-grad and param-not-updated must hold this many steps in a row
 FROZEN_HORIZON = 1000  # steps a tensor may stay frozen in an optimizer before a warning
+#: steps in a row with no tensor in the condition before an episode of ``param-no-grad`` or
+#: ``param-not-updated`` ends (tensors that flicker in and out of it are one episode)
+EPISODE_CALM = 20
 
 
 class CoverageChecks:
@@ -26,6 +29,8 @@ class CoverageChecks:
         self._not_updated: dict[int, torch.Tensor] = {}
         self._frozen_since: dict[tuple[int, int], int] = {}
         self._trained: set[tuple[int, int]] = set()
+        self._not_in_optimizer: str | None = None  # the open episode's key
+        self._calm: dict[tuple[str, int], int] = {}  # open episodes: calm steps so far
         #: told which tensors stopped moving before ``param-not-updated`` reports them, so
         #: a learning rate that collapsed to ~0 is reported first, as their cause (set by
         #: the check engine: :meth:`gradwatch.checks.lr.LrChecks.stalled`)
@@ -35,9 +40,15 @@ class CoverageChecks:
     def not_in_optimizer(self, names: list[str], step: int) -> None:
         """Trainable tensors of the watched models that no watched optimizer holds: one
         finding listing them."""
-        key = self.sink.episode("param-not-in-optimizer", None, names)
-        if key is None:
+        # its own episode key: the connectivity check reports unregistered tensors under
+        # this id too (gradwatch.hooks.connectivity), which this must neither join nor end
+        key = self._not_in_optimizer
+        if not names:
+            if key is not None:
+                self.sink.clear("param-not-in-optimizer", key)
+            self._not_in_optimizer = None
             return
+        key = self._not_in_optimizer = key or names[0]
         self.sink.report(
             finding(
                 "param-not-in-optimizer",
@@ -101,12 +112,29 @@ class CoverageChecks:
             )
 
     def no_grad_streak(self, optimizer: int) -> bool:
-        """Whether a ``param-no-grad`` streak of ``optimizer`` is running."""
-        return optimizer in self._no_grad
+        """Whether a ``param-no-grad`` streak or episode of ``optimizer`` is running."""
+        return optimizer in self._no_grad or ("param-no-grad", optimizer) in self._calm
 
     def not_updated_streak(self, optimizer: int) -> bool:
-        """Whether a ``param-not-updated`` streak of ``optimizer`` is running."""
-        return optimizer in self._not_updated
+        """Whether a ``param-not-updated`` streak or episode of ``optimizer`` is running."""
+        return optimizer in self._not_updated or ("param-not-updated", optimizer) in self._calm
+
+    def _episode(self, check: str, optimizer: int, names: list[str]) -> str | None:
+        """:meth:`FindingSink.episode` with hysteresis: an open episode ends only after
+        ``EPISODE_CALM`` steps in a row with no tensor in the condition."""
+        key = (check, optimizer)
+        if names:
+            self._calm[key] = 0
+            return self.sink.episode(check, optimizer, names)
+        calm = self._calm.get(key)
+        if calm is None:
+            self.sink.settle(check, optimizer, set())
+        elif calm + 1 >= EPISODE_CALM:
+            del self._calm[key]
+            self.sink.settle(check, optimizer, set())
+        else:
+            self._calm[key] = calm + 1
+        return None
 
     # -- values ---------------------------------------------------------------------------
     def no_grad(self, v: StepView) -> list[Action]:
@@ -115,7 +143,7 @@ class CoverageChecks:
         assert v.grad_norm is not None
         streak = self._no_grad.get(v.optimizer)
         if streak is None and all(v.has_grad) and bool((v.grad_norm != 0).all()):
-            self.sink.settle("param-no-grad", v.optimizer, set())
+            self._episode("param-no-grad", v.optimizer, [])
             return []  # the common case: every tensor got a gradient
         has = v.has_grad_t & (v.grad_norm != 0)
         missing = v.trainable_t & ~has & bool(has.any())
@@ -125,7 +153,7 @@ class CoverageChecks:
         else:
             self._no_grad.pop(v.optimizer, None)
         bad = _in_order(torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist(), v.order)
-        key = self.sink.episode("param-no-grad", v.optimizer, [v.names[i] for i in bad])
+        key = self._episode("param-no-grad", v.optimizer, [v.names[i] for i in bad])
         if key is None:
             return []
         zero = [i for i in bad if v.has_grad[i]]
@@ -157,6 +185,7 @@ class CoverageChecks:
         frozen = not all(v.requires_grad)
         if (
             v.optimizer not in self._not_updated
+            and ("param-not-updated", v.optimizer) not in self._calm
             and not frozen
             and not bool((v.update_norm == 0).any())
         ):
@@ -201,7 +230,7 @@ class CoverageChecks:
         assert v.grad_norm is not None
         stuck = _in_order(torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist(), v.order)
         names = [v.names[i] for i in stuck]
-        key = self.sink.episode("param-not-updated", v.optimizer, names)
+        key = self._episode("param-not-updated", v.optimizer, names)
         if key is None:
             return
         i = stuck[0]

@@ -119,12 +119,15 @@ def test_param_no_grad_a_new_episode_after_recovery_is_a_new_finding() -> None:
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             self.calls += 1
-            cut = self.calls <= 5 or self.calls > 15
+            cut = self.calls <= 5 or 15 < self.calls <= 20 or self.calls > 45
             return self.a(x) + (self.b(x).detach() if cut else self.b(x))
 
     model = OnOff()
-    found = of(train(model, sgd(model), 25), "param-no-grad")
-    assert [f.step for f in found] == [3, 18]
+    found = of(train(model, sgd(model), 50), "param-no-grad")
+    # steps 6-15 connected are fewer than EPISODE_CALM: 16-20 continue the first episode;
+    # 21-45 connected end it, so the cut from step 46 on is a second one
+    assert [f.step for f in found] == [3, 48]
+    assert coverage.EPISODE_CALM == 20
     assert all(f.details["tensors"] == ["b.weight", "b.bias"] for f in found)
 
 
