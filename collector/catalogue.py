@@ -66,9 +66,9 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "exists but is exactly zero is reported too, and its message names both causes (cut "
        "off, or nothing flows back: dead activations, a zero layer after it, underflow in a "
        "deep stack). One finding per episode lists the tensors (count and the first names, "
-       "in forward order); tensors that join while it lasts add none, and it ends after "
-       "{coverage.EPISODE_CALM} steps without any.",
-       "missing or all-zero for {coverage.PERSIST_STEPS} steps in a row",
+       "in forward order); tensors that join while it lasts add none.",
+       "missing or all-zero for {coverage.PERSIST_STEPS} steps in a row; the episode ends "
+       "after {coverage.EPISODE_CALM} steps without any",
        "parameters that get a gradient at least once every {coverage.PERSIST_STEPS} steps "
        "(branches used in turn); frozen parameters"),
     _C("param-not-in-optimizer", "Parameter coverage", "error",
@@ -87,11 +87,11 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "progressive unfreezing within the horizon"),
     _C("param-not-updated", "Parameter coverage", "warning",
        "A parameter with a non-zero gradient did not change at `step()`; one finding per "
-       "episode lists the tensors (it ends after {coverage.EPISODE_CALM} steps without "
-       "any). When their group's learning rate has collapsed, "
+       "episode lists the tensors. When their group's learning rate has collapsed, "
        "`lr-collapse` is reported first, at the same step, and this finding is its "
        "consequence.",
-       "unchanged for {coverage.PERSIST_STEPS} steps in a row",
+       "unchanged for {coverage.PERSIST_STEPS} steps in a row; the episode ends after "
+       "{coverage.EPISODE_CALM} steps without any",
        "zero gradients; optimizers that skip a step on purpose (GradScaler overflow)"),
     _C("frozen-param-changed", "Parameter coverage", "warning",
        "A parameter with `requires_grad=False` changed value (weight decay or momentum on a "
