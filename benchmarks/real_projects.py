@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -107,7 +108,13 @@ def run_case(
         runs = sorted((data / "runs").glob("*"))
         findings = [f for run in runs for f in read_findings(run, data)]
         counted = counted_steps(data)
-    outcome = {"exit": code, "wall_s": round(wall, 1), "threads": threads, "stderr_tail": tail}
+    outcome = {
+        "exit": code,
+        "wall_s": round(wall, 1),
+        "threads": threads,
+        "load_1min": round(os.getloadavg()[0], 1),  # the machine's load as the run ended
+        "stderr_tail": tail,
+    }
     steps = {"steps": updates(case, out), "steps_counted": counted}
     return {**describe(case), **outcome, **steps, **judge(case, findings, code, steps)}
 
@@ -243,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(["python benchmarks/real_projects.py", *(argv or sys.argv[1:])]),
         "commits": {k: commit_of(v) for k, v in {**trees, "gradwatch": rc.HERE.parent}.items()},
         "python": sys.version.split()[0],
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average (1 min) "
+        f"{os.getloadavg()[0]:.1f} at the start",
         "packages": report.versions(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

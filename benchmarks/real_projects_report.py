@@ -58,6 +58,17 @@ def _bug_line(run: dict[str, Any]) -> str:
     return f"{where}; {run['verdict']}: {said}"
 
 
+def _machine(meta: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
+    """The machine and its load (wall seconds are only comparable at a similar load)."""
+    loads = [r["load_1min"] for r in runs if isinstance(r.get("load_1min"), int | float)]
+    if not meta.get("machine") and not loads:
+        return []
+    text = f"Machine: {meta.get('machine', 'not recorded')}"
+    if loads:
+        text += f"; load average (1 min) as the runs ended: {min(loads):g}–{max(loads):g}"
+    return [text + ".", ""]
+
+
 def markdown(
     meta: dict[str, Any], runs: list[dict[str, Any]], missing: tuple[str, ...] = ()
 ) -> str:
@@ -72,6 +83,7 @@ def markdown(
         "",
         f"Command: `{meta['command']}` (CPU). Commits: {commits}. Python {meta['python']}, {pkgs}.",
         "",
+        *_machine(meta, runs),
         f"**Clean runs quiet (no runtime warning/error): {quiet} of {len(clean)}. "
         f"Injected bugs caught by the expected check at the right step: {caught} of {len(bugs)}.**",
         "",

@@ -65,34 +65,43 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "`requires_grad` was set by hand, or the tensors the graph ends at). A gradient that "
        "exists but is exactly zero is reported too, and its message names both causes (cut "
        "off, or nothing flows back: dead activations, a zero layer after it, underflow in a "
-       "deep stack).",
-       "missing or all-zero for {coverage.PERSIST_STEPS} steps in a row",
+       "deep stack). One finding per episode lists the tensors (count and the first names, "
+       "in forward order); tensors that join while it lasts add none.",
+       "missing or all-zero for {coverage.PERSIST_STEPS} steps in a row; the episode ends "
+       "after {coverage.EPISODE_CALM} steps without any",
        "parameters that get a gradient at least once every {coverage.PERSIST_STEPS} steps "
        "(branches used in turn); frozen parameters"),
     _C("param-not-in-optimizer", "Parameter coverage", "error",
        "A trainable parameter of the watched model is in no optimizer param group (a layer "
        "replaced after the optimizer was built); also an `nn.Parameter` the loss reaches "
        "that no watched model and no optimizer holds (layers in a plain list or dict, "
-       "parameters made in `forward`), with shapes and the module holding it.",
+       "parameters made in `forward`), with shapes and the module holding it. One finding "
+       "lists them all.",
        "checked at the start and every {checks.COVERAGE_EVERY} steps",
        "parameters with `requires_grad=False`"),
     _C("frozen-param-in-optimizer", "Parameter coverage", "warning",
        "A parameter with `requires_grad=False` sits in an optimizer and never trains "
-       "(`info` while frozen; `warning` once frozen past the horizon).",
+       "(`info` while frozen; `warning` once frozen past the horizon); one finding per "
+       "severity lists the tensors.",
        "warning after {coverage.FROZEN_HORIZON} steps frozen",
        "progressive unfreezing within the horizon"),
     _C("param-not-updated", "Parameter coverage", "warning",
-       "A parameter with a non-zero gradient did not change at `step()`.",
-       "unchanged for {coverage.PERSIST_STEPS} steps in a row",
+       "A parameter with a non-zero gradient did not change at `step()`; one finding per "
+       "episode lists the tensors. When their group's learning rate has collapsed, "
+       "`lr-collapse` is reported first, at the same step, and this finding is its "
+       "consequence.",
+       "unchanged for {coverage.PERSIST_STEPS} steps in a row; the episode ends after "
+       "{coverage.EPISODE_CALM} steps without any",
        "zero gradients; optimizers that skip a step on purpose (GradScaler overflow)"),
     _C("frozen-param-changed", "Parameter coverage", "warning",
        "A parameter with `requires_grad=False` changed value (weight decay or momentum on a "
-       "frozen tensor).",
+       "frozen tensor); one finding lists the tensors.",
        "a non-zero update norm at a step",
        "tensors unfrozen before the change"),
     _C("param-mutated-outside-step", "Parameter coverage", "info",
        "A parameter changed between two steps without an optimizer step (in-place `.data` "
-       "edits, EMA copies, manual clipping of weights).",
+       "edits, EMA copies, manual clipping of weights); one finding per episode lists the "
+       "tensors.",
        "compared every {stepcheck.MUTATION_EVERY} collected steps",
        "nothing: it is `info` because EMA and weight clipping are often intended"),
     _C("nonfinite-loss", "Numerics", "error",
@@ -117,7 +126,8 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "the occasional skip while the scale settles"),
     _C("exploding-grad", "Numerics", "warning",
        "The whole gradient norm (all tensors together) jumped far above its own recent "
-       "level, or is absurdly large; one finding per episode lists the tensors that jumped.",
+       "level, or is absurdly large (also a norm that overflows float32 while every element "
+       "is finite); one finding per episode lists the tensors that jumped.",
        "after {explode.MIN_HISTORY} steps: > {explode.EXPLODE_FACTOR:g}× its rolling median, "
        "> {explode.EXPLODE_MADS:g} robust deviations of the log-norm above it and > "
        "{explode.SUDDEN:g}× the median of the last {explode.RECENT} steps; before that "
@@ -154,7 +164,9 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "scheduler sized in epochs stepped every batch); names the group, the values and the "
        "scheduler.",
        "below {lr.COLLAPSE_FACTOR:g}× its peak for {lr.COLLAPSE_MIN_STEPS} steps and for "
-       "{lr.COLLAPSE_SHARE:g} of the steps before it fell there",
+       "{lr.COLLAPSE_SHARE:g} of the steps before it fell there; or, earlier, at that level "
+       "when tensors of the group stop changing at all (`param-not-updated`, then its "
+       "consequence)",
        "step, cosine, linear and exponential decay over the run, OneCycle, "
        "ReduceLROnPlateau, constant learning rates"),
     _C("lr-too-large", "Learning rate", "warning",

@@ -14,9 +14,10 @@ varies that much from batch to batch has a wide robust deviation, and none is an
 An outlier batch is no finding by itself — data varies and a model may absorb it. When a
 numeric symptom of the same step and optimizer is found (``SYMPTOMS``), that finding is led
 by a clause naming the batch and carries ``details.batch_outlier``; the incident model then
-makes it the cause of an ``input-batch`` incident whose consequences follow. (A value check
-whose policy acts before the update — ``raise``, ``skip``, ``checkpoint`` — runs before the
-batch's scale is read, on the training thread: its findings are not led by the batch.)
+makes it the cause of an ``input-batch`` incident whose consequences follow. When a value
+check's policy acts before the update (``raise``, ``skip``, ``checkpoint``), each step's
+batch scale is read on the training thread before that step's checks, so those findings
+are led by the batch too.
 """
 
 from __future__ import annotations

@@ -59,7 +59,10 @@ Every check has a stable id (used in findings, the CLI, `--check ID=POLICY`, the
 the dashboard), a default severity, and a policy the user sets per check
 (`gradwatch run --check stale-grad=raise`, `watch(..., checks={"stale-grad": "raise"})`,
 `all=POLICY` for every check). A finding is stored at the *onset* of a condition; while the
-same condition holds for the same check and tensor it is not stored again.
+same condition holds it is not stored again. A condition of many tensors is one episode:
+its finding lists the tensors (their count and the first few names, in forward order), and
+tensors that join it while it lasts — a cascade through a deep stack, step after step —
+add no finding; the next onset after it has ended for every tensor is a new finding.
 
 This page supersedes the design-time catalogue (`CHECKS.md`). False alarms are bugs: each
 check must stay quiet on correct training code; "quiet on" says what it ignores on purpose.

@@ -4,16 +4,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from fnmatch import fnmatch
 
 import torch
 
-from gradwatch.checks.findings import Action, FindingSink, finding
+from gradwatch.checks.findings import Action, FindingSink, finding, listing
 from gradwatch.checks.view import StepView, held_for
 
 PERSIST_STEPS = 3  # param-no-grad and param-not-updated must hold this many steps in a row
 FROZEN_HORIZON = 1000  # steps a tensor may stay frozen in an optimizer before a warning
+#: steps in a row with no tensor in the condition before an episode of ``param-no-grad`` or
+#: ``param-not-updated`` ends (tensors that flicker in and out of it are one episode)
+EPISODE_CALM = 20
 
 
 class CoverageChecks:
@@ -26,28 +29,47 @@ class CoverageChecks:
         self._not_updated: dict[int, torch.Tensor] = {}
         self._frozen_since: dict[tuple[int, int], int] = {}
         self._trained: set[tuple[int, int]] = set()
+        self._not_in_optimizer: str | None = None  # the open episode's key
+        self._calm: dict[tuple[str, int], int] = {}  # open episodes: calm steps so far
+        #: told which tensors stopped moving before ``param-not-updated`` reports them, so
+        #: a learning rate that collapsed to ~0 is reported first, as their cause (set by
+        #: the check engine: :meth:`gradwatch.checks.lr.LrChecks.stalled`)
+        self.stalled: Callable[[StepView, list[int]], None] | None = None
 
     # -- host facts -----------------------------------------------------------------------
     def not_in_optimizer(self, names: list[str], step: int) -> None:
-        """Trainable tensors of the watched models that no watched optimizer holds."""
-        for name in names:
-            self.sink.report(
-                finding(
-                    "param-not-in-optimizer",
-                    step,
-                    "this trainable parameter is in no optimizer, so it never trains (a layer "
-                    "replaced after the optimizer was built, or submodules kept in a plain list?).",
-                    "build the optimizer after the model is final, register submodules with "
-                    "nn.ModuleList/ModuleDict, or set requires_grad=False if it is meant to be "
-                    "frozen.",
-                    param=name,
-                    details={"param": name},
-                )
+        """Trainable tensors of the watched models that no watched optimizer holds: one
+        finding listing them."""
+        # its own episode key: the connectivity check reports unregistered tensors under
+        # this id too (gradwatch.hooks.connectivity), which this must neither join nor end
+        key = self._not_in_optimizer
+        if not names:
+            if key is not None:
+                self.sink.clear("param-not-in-optimizer", key)
+            self._not_in_optimizer = None
+            return
+        key = self._not_in_optimizer = key or names[0]
+        self.sink.report(
+            finding(
+                "param-not-in-optimizer",
+                step,
+                f"{_these(names, verb='is')} in no optimizer, so "
+                f"{'it never trains' if len(names) == 1 else 'they never train'} (a layer "
+                "replaced after the optimizer was built, or submodules kept in a plain list?).",
+                "build the optimizer after the model is final, register submodules with "
+                "nn.ModuleList/ModuleDict, or set requires_grad=False if it is meant to be "
+                "frozen.",
+                param=key,
+                details={"param": key, "count": len(names), "tensors": names},
             )
+        )
 
     def frozen(self, v: StepView, *, final: bool = False) -> None:
-        """``frozen-param-in-optimizer``: info while frozen, warning past the horizon."""
-        for i, name in enumerate(v.names):
+        """``frozen-param-in-optimizer``: info while frozen, warning past the horizon; one
+        finding per severity listing the tensors."""
+        info: list[int] = []
+        late: list[int] = []
+        for i in v.order:
             key = (v.optimizer, i)
             if v.requires_grad[i]:
                 self._trained.add(key)
@@ -55,33 +77,64 @@ class CoverageChecks:
                 continue
             since = self._frozen_since.setdefault(key, v.step)
             frozen_for = v.step - since
-            late = key not in self._trained and (final or frozen_for >= FROZEN_HORIZON)
+            is_late = key not in self._trained and (final or frozen_for >= FROZEN_HORIZON)
+            (late if is_late else info).append(i)
+        for held, is_late in ((info, False), (late, True)):
+            if not held:
+                continue
+            names = [v.names[i] for i in held]
+            since = min(self._frozen_since[(v.optimizer, i)] for i in held)
+            frozen_for = v.step - since
             self.sink.report(
                 finding(
                     "frozen-param-in-optimizer",
                     v.step,
-                    f"this parameter has requires_grad=False but sits in optimizer {v.optimizer}"
+                    f"{_these(names, verb='has')} requires_grad=False but "
+                    f"{'sits' if len(names) == 1 else 'sit'} in optimizer {v.optimizer}"
                     + (
-                        f" and has not trained for {frozen_for} steps."
-                        if late
-                        else " (fine while it is meant to stay frozen for now)."
+                        f" and {'has' if len(names) == 1 else 'have'} not trained for "
+                        f"{frozen_for} steps."
+                        if is_late
+                        else " (fine while meant to stay frozen for now)."
                     ),
                     "if it should train, set requires_grad=True before training; if it should "
                     "stay frozen, leave it out of the optimizer.",
-                    severity="warning" if late else "info",
-                    param=name,
+                    severity="warning" if is_late else "info",
+                    param=names[0],
                     optimizer=v.optimizer,
-                    details={"frozen_since_step": since, "frozen_for_steps": frozen_for},
+                    details={
+                        "frozen_since_step": since,
+                        "frozen_for_steps": frozen_for,
+                        "count": len(names),
+                        "tensors": names,
+                    },
                 )
             )
 
     def no_grad_streak(self, optimizer: int) -> bool:
-        """Whether a ``param-no-grad`` streak of ``optimizer`` is running."""
-        return optimizer in self._no_grad
+        """Whether a ``param-no-grad`` streak or episode of ``optimizer`` is running."""
+        return optimizer in self._no_grad or ("param-no-grad", optimizer) in self._calm
 
     def not_updated_streak(self, optimizer: int) -> bool:
-        """Whether a ``param-not-updated`` streak of ``optimizer`` is running."""
-        return optimizer in self._not_updated
+        """Whether a ``param-not-updated`` streak or episode of ``optimizer`` is running."""
+        return optimizer in self._not_updated or ("param-not-updated", optimizer) in self._calm
+
+    def _episode(self, check: str, optimizer: int, names: list[str]) -> str | None:
+        """:meth:`FindingSink.episode` with hysteresis: an open episode ends only after
+        ``EPISODE_CALM`` steps in a row with no tensor in the condition."""
+        key = (check, optimizer)
+        if names:
+            self._calm[key] = 0
+            return self.sink.episode(check, optimizer, names)
+        calm = self._calm.get(key)
+        if calm is None:
+            self.sink.settle(check, optimizer, set())
+        elif calm + 1 >= EPISODE_CALM:
+            del self._calm[key]
+            self.sink.settle(check, optimizer, set())
+        else:
+            self._calm[key] = calm + 1
+        return None
 
     # -- values ---------------------------------------------------------------------------
     def no_grad(self, v: StepView) -> list[Action]:
@@ -90,7 +143,7 @@ class CoverageChecks:
         assert v.grad_norm is not None
         streak = self._no_grad.get(v.optimizer)
         if streak is None and all(v.has_grad) and bool((v.grad_norm != 0).all()):
-            self.sink.settle("param-no-grad", v.optimizer, set())
+            self._episode("param-no-grad", v.optimizer, [])
             return []  # the common case: every tensor got a gradient
         has = v.has_grad_t & (v.grad_norm != 0)
         missing = v.trainable_t & ~has & bool(has.any())
@@ -99,20 +152,30 @@ class CoverageChecks:
             self._no_grad[v.optimizer] = streak
         else:
             self._no_grad.pop(v.optimizer, None)
-        bad = torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist()
-        self.sink.settle("param-no-grad", v.optimizer, {v.names[i] for i in bad})
+        bad = _in_order(torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist(), v.order)
+        key = self._episode("param-no-grad", v.optimizer, [v.names[i] for i in bad])
+        if key is None:
+            return []
+        zero = [i for i in bad if v.has_grad[i]]
         return [
             self.sink.report(
                 finding(
                     "param-no-grad",
                     v.step,
-                    *_no_grad_text(int(streak[i]), v.has_grad[i]),
-                    param=v.names[i],
+                    *_no_grad_text(
+                        [v.names[i] for i in bad], int(streak[bad[0]]), len(zero), len(bad)
+                    ),
+                    param=key,
                     optimizer=v.optimizer,
-                    details={"steps_without_grad": int(streak[i]), "has_grad": v.has_grad[i]},
+                    details={
+                        "steps_without_grad": int(streak[bad[0]]),
+                        "has_grad": v.has_grad[bad[0]],
+                        "count": len(bad),
+                        "tensors": [v.names[i] for i in bad],
+                        "zero_grad": [v.names[i] for i in zero],
+                    },
                 )
             )
-            for i in bad
         ]
 
     def after_update(self, v: StepView) -> None:
@@ -122,6 +185,7 @@ class CoverageChecks:
         frozen = not all(v.requires_grad)
         if (
             v.optimizer not in self._not_updated
+            and ("param-not-updated", v.optimizer) not in self._calm
             and not frozen
             and not bool((v.update_norm == 0).any())
         ):
@@ -137,83 +201,137 @@ class CoverageChecks:
         else:
             self._not_updated.pop(v.optimizer, None)
         if self.sink.enabled("param-not-updated"):
-            for i in torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist():
-                self.sink.report(
-                    finding(
-                        "param-not-updated",
-                        v.step,
-                        "this parameter had a non-zero gradient but did not change for "
-                        f"{int(streak[i])} steps.",
-                        "check its param group's learning rate (0?) and that the optimizer holds "
-                        "this exact tensor.",
-                        param=v.names[i],
-                        optimizer=v.optimizer,
-                        details={
-                            "grad_norm": float(g[i]),
-                            "lr": v.lr[v.group_of[i]] if v.group_of else None,
-                        },
-                    )
-                )
+            self._not_updated_report(v, streak)
         changed = ~v.trainable_t & (v.update_norm > 0)
         if frozen and self.sink.enabled("frozen-param-changed") and bool(changed.any()):
-            for i in torch.nonzero(changed).flatten().tolist():
-                self.sink.report(
-                    finding(
-                        "frozen-param-changed",
-                        v.step,
-                        "this parameter has requires_grad=False but the optimizer changed it "
-                        "(weight decay or momentum acting on a frozen tensor).",
-                        "leave frozen tensors out of the optimizer, or set weight_decay=0 for "
-                        "them.",
-                        param=v.names[i],
-                        optimizer=v.optimizer,
-                        details={"update_norm": float(v.update_norm[i])},
-                    )
+            moved = _in_order(torch.nonzero(changed).flatten().tolist(), v.order)
+            names = [v.names[i] for i in moved]
+            key = self.sink.episode("frozen-param-changed", v.optimizer, names)
+            self.sink.report(
+                finding(
+                    "frozen-param-changed",
+                    v.step,
+                    f"{_these(names)} requires_grad=False but the optimizer changed "
+                    f"{'it' if len(names) == 1 else 'them'} (weight decay or momentum acting "
+                    "on a frozen tensor).",
+                    "leave frozen tensors out of the optimizer, or set weight_decay=0 for them.",
+                    param=key,
+                    optimizer=v.optimizer,
+                    details={
+                        "update_norm": float(v.update_norm[moved[0]]),
+                        "count": len(names),
+                        "tensors": {v.names[i]: float(v.update_norm[i]) for i in moved},
+                    },
                 )
+            )
+
+    def _not_updated_report(self, v: StepView, streak: torch.Tensor) -> None:
+        """``param-not-updated``: one finding per episode, listing the stuck tensors."""
+        assert v.grad_norm is not None
+        stuck = _in_order(torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist(), v.order)
+        names = [v.names[i] for i in stuck]
+        key = self._episode("param-not-updated", v.optimizer, names)
+        if key is None:
+            return
+        i = stuck[0]
+        lr = v.lr[v.group_of[i]] if v.group_of else None
+        if self.stalled is not None:  # a collapsed learning rate is the cause: named first
+            self.stalled(v, stuck)
+        self.sink.report(
+            finding(
+                "param-not-updated",
+                v.step,
+                f"{_these(names, verb='had')} a non-zero gradient but did not change for "
+                f"{int(streak[i])} steps.",
+                "check its param group's learning rate (0?) and that the optimizer holds "
+                "this exact tensor.",
+                param=key,
+                optimizer=v.optimizer,
+                details={
+                    "grad_norm": float(v.grad_norm[i]),
+                    "lr": lr,
+                    "count": len(names),
+                    "tensors": names,
+                },
+            )
+        )
 
     def mutated(self, v: StepView, previous: torch.Tensor | None, now: torch.Tensor) -> None:
         """``param-mutated-outside-step``: the norm of θ changed between two steps."""
         if previous is None or previous.shape != now.shape or torch.equal(previous, now):
             return  # torch.equal: one op and no copy in the common case (nothing changed)
         changed = (previous != now) & torch.isfinite(previous) & torch.isfinite(now)
-        for i in torch.nonzero(changed).flatten().tolist():
-            name = v.names[i]
-            if any(fnmatch(name, pattern) for pattern in self.allow_mutation):
-                continue
-            self.sink.report(
-                finding(
-                    "param-mutated-outside-step",
-                    v.step,
-                    "this parameter changed between two optimizer steps without a step "
-                    "(an in-place .data edit?).",
-                    "if intended (EMA, manual clipping), add the name to "
-                    "watch(allow_mutation=[...]);"
-                    " otherwise find the in-place edit.",
-                    param=name,
-                    optimizer=v.optimizer,
-                    details={
-                        "norm_after_previous_step": float(previous[i]),
-                        "norm_before_this_step": float(now[i]),
-                    },
-                )
+        edited = [
+            i
+            for i in _in_order(torch.nonzero(changed).flatten().tolist(), v.order)
+            if not any(fnmatch(v.names[i], pattern) for pattern in self.allow_mutation)
+        ]
+        if not edited:
+            return
+        names = [v.names[i] for i in edited]
+        key = self.sink.episode("param-mutated-outside-step", v.optimizer, names)
+        first = edited[0]
+        self.sink.report(
+            finding(
+                "param-mutated-outside-step",
+                v.step,
+                f"{_these(names, verb='changed')} between two optimizer steps without a step "
+                "(an in-place .data edit?).",
+                "if intended (EMA, manual clipping), add the name to "
+                "watch(allow_mutation=[...]);"
+                " otherwise find the in-place edit.",
+                param=key,
+                optimizer=v.optimizer,
+                details={
+                    "norm_after_previous_step": float(previous[first]),
+                    "norm_before_this_step": float(now[first]),
+                    "count": len(names),
+                    "tensors": names,
+                },
             )
+        )
 
 
-def _no_grad_text(steps: int, has_grad: bool) -> tuple[str, str]:
-    """Message and hint of ``param-no-grad``: no gradient at all means the tensor is cut off
-    from the loss; an all-zero one may also mean that nothing flows back to it (the
-    gradient tensor exists, but every path to the loss multiplies to zero)."""
-    if not has_grad:
+def _in_order(indices: list[int], order: Sequence[int]) -> list[int]:
+    """``indices`` in forward order (``order``: every tensor's index, first layer first)."""
+    if len(indices) < 2:
+        return indices
+    wanted = set(indices)
+    return [i for i in order if i in wanted] or sorted(indices)
+
+
+def _these(names: Sequence[str], verb: str = "has") -> str:
+    """The subject of a finding about ``names``: ``this parameter has`` for one,
+    ``12 parameters (a, b, c, d and 8 more) have`` for several."""
+    if len(names) == 1:
+        return f"this parameter {verb}"
+    plural = {"has": "have", "is": "are"}.get(verb, verb)
+    return f"{len(names)} parameters ({listing(names)}) {plural}"
+
+
+def _no_grad_text(names: Sequence[str], steps: int, zero: int, total: int) -> tuple[str, str]:
+    """Message and hint of ``param-no-grad`` over ``names`` (``zero`` of the ``total``
+    have a gradient tensor that is exactly zero): no gradient at all means the tensors are
+    cut off from the loss; an all-zero one may also mean that nothing flows back to them
+    (the gradient tensor exists, but every path to the loss multiplies to zero)."""
+    one = total == 1
+    who = "this trainable parameter" if one else f"{total} trainable parameters ({listing(names)})"
+    it = "it is" if one else "they are"
+    if zero == 0:
         return (
-            f"this trainable parameter received no gradient for {steps} steps: it is cut off "
-            "from the loss.",
+            f"{who} received no gradient for {steps} steps: {it} cut off from the loss.",
             "look for .detach(), .item(), torch.tensor(t), a no_grad block or an unused branch "
             "between this layer and the loss.",
         )
+    got = (
+        f"{'has' if one else 'have'} had an exactly zero gradient"
+        if zero == total
+        else f"received no gradient, or an exactly zero one ({zero} of them),"
+    )
     return (
-        f"this trainable parameter's gradient has been exactly zero for {steps} steps: it is "
-        "cut off from the loss, or nothing flows back to it (dead activations, a zero layer "
-        "after it, or a gradient that underflowed through a deep stack).",
+        f"{who} {got} for {steps} steps: {it} cut off from the loss, or nothing flows back "
+        f"to {'it' if one else 'them'} (dead activations, a zero layer after "
+        f"{'it' if one else 'them'}, or a gradient that underflowed through a deep stack).",
         "look for .detach()/.item()/torch.tensor(t) between this layer and the loss; if it "
         "is connected, look for saturated or dead activations and the initialisation (a "
         "normalisation layer or residual connection keeps gradients alive in deep stacks).",

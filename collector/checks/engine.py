@@ -79,6 +79,7 @@ class CheckEngine:
         self.numerics = NumericsChecks(sink)
         self.losses = loss_checks.LossChecks(sink)
         self.lr = LrChecks(sink)
+        self.coverage.stalled = self.lr.stalled  # a collapsed LR is named before its effect
         #: outlier input batches, named in the symptoms they cause (see checks.batchscale)
         self.batches = BatchScales()
         sink.annotate = self.batches.annotate

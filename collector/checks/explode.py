@@ -193,6 +193,7 @@ def report(sink: FindingSink, v: StepView, state: State, reason: Reason, total: 
         "growth": f"it more than doubled at each of the last {GROWTH_STEPS} steps",
         "early": f"{times(total / base)} the median of the first {span} steps ({num(base)})",
         "median": f"{times(total / base)} its median of the last {span} steps ({num(base)})",
+        "overflow": "beyond what float32 can hold although every element is finite",
     }[kind]
     return sink.report(
         finding(

@@ -15,7 +15,7 @@ import dataclasses
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,6 +28,14 @@ from gradwatch.wire import Kind, Record
 Action = Literal["none", "skip", "raise"]
 MAX_LINES_PER_CHECK = 10
 MAX_KEPT = 10_000  # findings kept in memory on the run object
+LISTED = 4  # tensors named in a finding that lists many (the rest are counted)
+
+
+def listing(names: Sequence[str], limit: int = LISTED) -> str:
+    """``a, b, c, d and 12 more``: the first ``limit`` names, then how many others."""
+    shown = ", ".join(names[:limit])
+    more = len(names) - limit
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 #: the fields of a finding on the wire, in their order there
@@ -184,6 +192,21 @@ class FindingSink:
         if not self._active:
             return set()
         return {k[1] for k in self._active if k[0] == check and k[2] == optimizer}
+
+    def episode(self, check: str, optimizer: int | None, bad: Sequence[str]) -> str | None:
+        """One finding per episode of a per-tensor condition (a per-step cascade across
+        tensors is one finding): the tensor that keys ``check``'s open episode for
+        ``optimizer`` — the first of ``bad`` at its onset, kept while any tensor is bad, so
+        tensors that join it add no finding — or ``None`` when none is bad (the episode
+        ends; the next onset is a new finding). Report the episode's finding with
+        ``param`` set to the returned tensor, listing ``bad``."""
+        if not bad:
+            self.settle(check, optimizer, set())
+            return None
+        opened = sorted(p for p in self.active(check, optimizer) if p is not None)
+        key = opened[0] if opened else bad[0]
+        self.settle(check, optimizer, {key})
+        return key
 
     def settle(self, check: str, optimizer: int | None, still_bad: set[str]) -> None:
         """Clear ``check`` for every tensor of ``optimizer`` that is no longer bad."""

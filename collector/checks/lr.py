@@ -8,7 +8,10 @@
 * ``lr-collapse``: a group's learning rate has been below ``COLLAPSE_FACTOR`` times its
   peak for ``COLLAPSE_MIN_STEPS`` steps and for a ``COLLAPSE_SHARE`` of the steps before
   it fell there — a scheduler sized in epochs stepped every batch. Decay schedules over
-  the run reach such a level only in their last percent of steps, or never.
+  the run reach such a level only in their last percent of steps, or never. When the
+  collapse shows its effect earlier — tensors of the group stop changing at all
+  (``param-not-updated`` is about to report them) — it is reported at that step, so the
+  incident leads with the learning rate and the stuck tensors are its consequence.
 
 Both read only the host-side learning rates of each collected row; a window of rows in
 which no group rises or falls to these levels costs a few tensor ops.
@@ -29,7 +32,7 @@ from gradwatch.checks.findings import FindingSink, finding
 from gradwatch.checks.fmt import num, times
 
 if TYPE_CHECKING:
-    from gradwatch.checks.view import WatchedOptimizer
+    from gradwatch.checks.view import StepView, WatchedOptimizer
 
 JUMP_FACTOR = 10.0
 #: rows with a positive LR before a rise counts as a jump: a ramp from a tiny base
@@ -238,27 +241,62 @@ class LrChecks:
                 state.collapsed = False
                 self.sink.clear("lr-collapse", None, o)
             return
-        if state.collapsed:
+        if not state.collapsed:
+            self._report_collapse(o, step, lr, state, held, None)
+
+    def stalled(self, v: StepView, stuck: list[int]) -> None:
+        """Tensors of optimizer ``v.optimizer`` have stopped moving (``param-not-updated``
+        is about to report them): when the learning rate of their group is at the collapse
+        level, that is the collapse, confirmed by its effect before ``COLLAPSE_MIN_STEPS``
+        have passed — reported now, so the stuck tensors read as its consequence."""
+        state = self._groups.get(v.optimizer)
+        if state is None or state.collapsed or not v.group_of or not any(state.low_since):
             return
+        groups = sorted({v.group_of[i] for i in stuck})
+        held = [g for g in groups if g < len(state.low_since) and state.low_since[g] is not None]
+        if held:
+            self._report_collapse(v.optimizer, v.step, v.lr, state, held, len(stuck))
+
+    def _report_collapse(
+        self, o: int, step: int, lr: list[float], state: _Groups, held: list[int], stuck: int | None
+    ) -> None:
         state.collapsed = True
         g = held[0]
         since = state.low_since[g]
         assert since is not None
         scheduler = self.scheduler(o)
         by = f" under {scheduler}" if scheduler else ""
+        effect = (
+            "the parameters have all but stopped moving"
+            if stuck is None
+            else f"{stuck} parameter tensor(s) of the group no longer change at all"
+        )
         self.sink.report(
             finding(
                 "lr-collapse",
                 step,
-                f"the learning rate of group {g} collapsed{by} to {num(lr[g])}, "
-                f"{times(lr[g] / state.peak[g])} its peak of {num(state.peak[g])}, at step "
-                f"{since} and has stayed there for {step - since + 1} steps: the parameters "
-                "have all but stopped moving.",
+                f"the learning rate of group {g} collapsed{by} to {num(lr[g])}"
+                + (
+                    f", {times(lr[g] / state.peak[g])} its peak of {num(state.peak[g])},"
+                    if lr[g] > 0
+                    else f" from its peak of {num(state.peak[g])}"
+                )
+                + f" at step {since} and has stayed there for {step - since + 1} steps: "
+                f"{effect}.",
                 "a scheduler sized in epochs is probably stepped every batch: call "
-                "scheduler.step() once per epoch, or give it the number of batches.",
+                "scheduler.step() once per epoch, or give it the number of batches."
+                if scheduler
+                else "check the code that sets param_group['lr'] (a factor applied every "
+                "step, a schedule read past its end).",
                 optimizer=o,
                 details=lrscale.group_details(
-                    g, held, lr, scheduler, peak=state.peak[g], since_step=since
+                    g,
+                    held,
+                    lr,
+                    scheduler,
+                    peak=state.peak[g],
+                    since_step=since,
+                    stuck_tensors=stuck,
                 ),
             )
         )

@@ -108,7 +108,7 @@ class NumericsChecks:
             return []
         bad = [i for i in v.order if v.nonfinite[i] > 0]  # first in forward order
         counts = {v.names[i]: int(v.nonfinite[i]) for i in bad}
-        self.sink.settle("nonfinite-grad", v.optimizer, {v.names[i] for i in bad[:1]})
+        key = self.sink.episode("nonfinite-grad", v.optimizer, [v.names[bad[0]]])
         message, details = self._with_origin(
             "nonfinite-grad",
             v,
@@ -125,7 +125,7 @@ class NumericsChecks:
                     "find the operation that produced it (details.origin; "
                     "torch.autograd.detect_anomaly pinpoints it too), lower the learning rate or "
                     "clip gradients; with fp16 use a GradScaler.",
-                    param=v.names[bad[0]],
+                    param=key,
                     optimizer=v.optimizer,
                     details=details,
                 )
@@ -137,6 +137,8 @@ class NumericsChecks:
         assert v.grad_norm is not None
         total = explode.totals(v.grad_norm.unsqueeze(0))
         reason = explode.flag(state, total)
+        if reason is None and float(total[0]) == math.inf and not _any_nonfinite(v):
+            reason = ("overflow", math.inf)  # finite elements whose norm overflows: huge
         explode.observe(state, v.grad_norm, total)
         value = float(total[0])
         if reason is not None:
@@ -313,6 +315,7 @@ class NumericsChecks:
             message, details = self._with_origin(
                 "nonfinite-param", v, message, details, bad[0], before
             )
+        key = self.sink.episode("nonfinite-param", v.optimizer, [v.names[bad[0]]])
         self.sink.report(
             finding(
                 "nonfinite-param",
@@ -320,7 +323,7 @@ class NumericsChecks:
                 message,
                 "stop here: the run cannot recover; find the first non-finite gradient or loss "
                 "(watch(checks={'nonfinite-grad': 'skip'}) drops such updates).",
-                param=v.names[bad[0]],
+                param=key,
                 optimizer=v.optimizer,
                 details=details,
             )
@@ -338,6 +341,11 @@ class NumericsChecks:
             return
         facts = (v.names, v.group_of, v.lr, v.has_grad_t)
         ratio_mod.row(self.sink, state, (v.optimizer, v.step), ratio, before, facts)
+
+
+def _any_nonfinite(v: StepView) -> bool:
+    """Whether some gradient element of the step is NaN/Inf (``nonfinite-grad``'s case)."""
+    return v.nonfinite is not None and bool((v.nonfinite > 0).any())
 
 
 def _tiny(grad_norm: torch.Tensor, rms: torch.Tensor, top: float | torch.Tensor) -> torch.Tensor:

@@ -97,10 +97,25 @@ class StepChecker:
                 else pre.nonfinite.to("cpu", torch.float64)
             )
             v.loss = None if pending.loss is None else float(pending.loss)
+            self._batch_scale_now(v.step, pending)
         if pre is not None and self.live:
             self._mutation(v)
         self._view = v
         return self.engine.pre_step(w, v)
+
+    def _batch_scale_now(self, step: int, pending: Pending) -> None:
+        """A value check acts before the update (policy raise, skip or checkpoint): this
+        step's batch scale is read now, before the checks, so that a finding the batch
+        explains is led by it as on the I/O thread's path (which then leaves the batch
+        scales to this one: each step is observed once, in step order)."""
+        from gradwatch.stats.batch_checksum import float_elements, resolve
+
+        scale: float | None = None
+        if pending.batch is not None:
+            pending.batch = checksum = resolve(pending.batch)  # read once, kept for the row
+            k = float_elements(pending.batch_sig)
+            scale = float(checksum[2]) / k if k and checksum.numel() > 2 else None
+        self.engine.batches.observe(self.w.index, [step], [scale])
 
     def _initial_norms(self) -> None:
         """‖θ‖ before the first update, for the first step's update ratio (every later
@@ -140,7 +155,8 @@ class StepChecker:
         training shares the GIL with it instead of the backlog growing in memory."""
         values_done = self.engine.needs_values_now()
         win = self._window(data, metas)
-        self.engine.batches.observe(self.w.index, win.steps, win.batch_scale)
+        if not values_done:  # otherwise each step's batch was observed before its update
+            self.engine.batches.observe(self.w.index, win.steps, win.batch_scale)
         quiet = self.engine.quiet_rows(self.w, win, values_done)
         r, rows = 0, len(metas)
         if rows > 1 and not any(quiet):  # perhaps the histories start with this window

@@ -62,6 +62,26 @@ def test_verdicts() -> None:
     assert rp.judge(buggy, [], 1)["verdict"] == "script failed (1); missed"
 
 
+def test_the_report_names_the_machine_and_its_load() -> None:
+    import real_projects_report as report
+
+    meta = {
+        "command": "python benchmarks/real_projects.py",
+        "commits": {"gradwatch": "0123456789abcdef"},
+        "python": "3.11",
+        "packages": {},
+        "machine": "x86_64, 2 cores, load average (1 min) 3.5 at the start",
+    }
+    run = {"bug": None, "verdict": "quiet", "load_1min": 7.5, "label": "p/c/s/clean"}
+    lines = report._machine(meta, [run, {**run, "load_1min": 12.0}])
+    assert lines == [
+        "Machine: x86_64, 2 cores, load average (1 min) 3.5 at the start; "
+        "load average (1 min) as the runs ended: 7.5–12.",
+        "",
+    ]
+    assert report._machine({}, [{"bug": None}]) == []
+
+
 def test_one_lightning_case_runs_under_gradwatch_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     only = "lightning/mlp-steplr/seed=0/nan-in-batch-200"

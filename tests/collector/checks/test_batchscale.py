@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 from torch import nn
 
+import gradwatch
 from gradwatch.checks.batchscale import BatchScales, clause
 from gradwatch.checks.findings import finding
 from gradwatch.checks.incidents import kind_of
@@ -95,4 +97,37 @@ def test_a_run_names_the_outlier_batch_as_the_cause_of_the_spike() -> None:
     (spike,) = of(run, "exploding-grad")
     assert spike.step == 121 and spike.role == "cause"
     assert spike.details["batch_outlier"]["factor"] > 300
+    assert kind_of(spike.to_meta()) == "input-batch"
+
+
+@pytest.mark.parametrize("policy", ["skip", "checkpoint", "raise"])
+def test_an_acting_policy_still_names_the_outlier_batch_as_the_cause(policy: str) -> None:
+    """A value check whose policy acts before the update (skip, checkpoint, raise) runs
+    on the training thread before the I/O thread reads the batch: the batch's scale is
+    read then, so the finding is led by the outlier batch as under ``warn``."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def data(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        g = torch.Generator().manual_seed(i)
+        x = torch.randn(32, 16, generator=g)
+        y = x[:, :4].sum(dim=1, keepdim=True)
+        return (x * 1000 if i == 120 else x), y
+
+    run = gradwatch.watch(model, opt, checks={"exploding-grad": policy})
+    try:
+        for i in range(160):
+            x, y = data(i)
+            opt.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+    except gradwatch.IntegrityError:
+        assert policy != "skip"
+    finally:
+        run.close()
+    (spike,) = of(run, "exploding-grad")
+    assert spike.step == 121 and spike.role == "cause"
+    assert spike.details["batch_outlier"]["factor"] > 300
+    assert spike.message.startswith("the input batch of this step is an outlier")
     assert kind_of(spike.to_meta()) == "input-batch"

@@ -61,9 +61,11 @@ def test_param_no_grad_names_the_cut_off_tensors_at_the_third_step(cut: str) -> 
     model = TwoBranch(cut)
     run = train(model, sgd(model), 10)
     found = of(run, "param-no-grad")
-    assert {f.param for f in found} == {"b.weight", "b.bias"}
-    assert {(f.step, f.severity) for f in found} == {(3, "warning")}
+    assert len(found) == 1  # one finding lists both cut-off tensors
+    assert found[0].details["tensors"] == ["b.weight", "b.bias"]
+    assert (found[0].step, found[0].severity, found[0].param) == (3, "warning", "b.weight")
     assert found[0].details["steps_without_grad"] == 3
+    assert "2 trainable parameters (b.weight, b.bias)" in found[0].message
 
 
 def test_param_no_grad_an_all_zero_gradient_is_not_called_cut_off() -> None:
@@ -76,9 +78,57 @@ def test_param_no_grad_an_all_zero_gradient_is_not_called_cut_off() -> None:
     model[2].weight.requires_grad_(False)
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.05)
     found = of(train(model, opt, 5), "param-no-grad")
-    assert {f.param for f in found} == {"0.weight", "0.bias"}
-    assert all(f.details["has_grad"] for f in found)
+    assert [f.details["tensors"] for f in found] == [["0.weight", "0.bias"]]
+    assert found[0].details["zero_grad"] == ["0.weight", "0.bias"]
     assert "exactly zero" in found[0].message and "nothing flows back" in found[0].message
+
+
+class Branches(nn.Module):
+    """``Σ branch_k(x)``; from step ``3k`` on, branch ``k`` is detached (a cut that spreads
+    across the model one tensor pair at a time)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.branches = nn.ModuleList(nn.Linear(D_IN, D_OUT) for _ in range(n))
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        out = self.branches[0](x)
+        for k, branch in enumerate(self.branches[1:], start=1):
+            y = branch(x)
+            out = out + (y.detach() if self.calls >= 3 * k else y)
+        return out
+
+
+def test_param_no_grad_a_cascade_across_tensors_is_one_finding() -> None:
+    """Tensors cut off one after another, step after step, are one episode: one finding
+    at the first onset, which names the first tensors; those that join add nothing."""
+    model = Branches(6)
+    run = train(model, sgd(model), 30)
+    found = of(run, "param-no-grad")
+    assert len(found) == 1, [f.line() for f in found]
+    assert found[0].step == 5  # branch 1 is cut from step 3 on: 3 steps in a row at step 5
+    assert found[0].details["tensors"] == ["branches.1.weight", "branches.1.bias"]
+
+
+def test_param_no_grad_a_new_episode_after_recovery_is_a_new_finding() -> None:
+    class OnOff(TwoBranch):
+        calls = 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            cut = self.calls <= 5 or 15 < self.calls <= 20 or self.calls > 45
+            return self.a(x) + (self.b(x).detach() if cut else self.b(x))
+
+    model = OnOff()
+    found = of(train(model, sgd(model), 50), "param-no-grad")
+    # steps 6-15 connected are fewer than EPISODE_CALM: 16-20 continue the first episode;
+    # 21-45 connected end it, so the cut from step 46 on is a second one
+    assert [f.step for f in found] == [3, 48]
+    assert coverage.EPISODE_CALM == 20
+    assert all(f.details["tensors"] == ["b.weight", "b.bias"] for f in found)
 
 
 def test_param_no_grad_is_quiet_for_a_branch_used_every_other_step() -> None:
@@ -105,7 +155,7 @@ def test_param_not_in_optimizer_layer_replaced_after_the_optimizer_was_built() -
     model[2] = nn.Linear(HIDDEN, D_OUT)  # e.g. a new head for fine-tuning
     run = train(model, opt, 5)
     found = of(run, "param-not-in-optimizer")
-    assert {f.param for f in found} == {"2.weight", "2.bias"}
+    assert [f.details["tensors"] for f in found] == [["2.weight", "2.bias"]]
     assert {(f.step, f.severity) for f in found} == {(0, "error")}
 
 
@@ -113,7 +163,8 @@ def test_param_not_in_optimizer_optimizer_built_for_part_of_the_model() -> None:
     model = mlp()
     opt = torch.optim.SGD(model[0].parameters(), lr=0.05)
     run = train(model, opt, 5)
-    assert {f.param for f in of(run, "param-not-in-optimizer")} == {"2.weight", "2.bias"}
+    found = of(run, "param-not-in-optimizer")
+    assert [f.details["tensors"] for f in found] == [["2.weight", "2.bias"]]
 
 
 def test_param_not_in_optimizer_layer_replaced_during_training_is_found_later() -> None:
@@ -129,7 +180,7 @@ def test_param_not_in_optimizer_layer_replaced_during_training_is_found_later() 
     model = mlp()
     run = train(model, sgd(model), 60, step)
     found = of(run, "param-not-in-optimizer")
-    assert {f.param for f in found} == {"2.weight", "2.bias"}, run.findings
+    assert [f.details["tensors"] for f in found] == [["2.weight", "2.bias"]], run.findings
     assert all(11 <= f.step <= 11 + 50 for f in found)
 
 
@@ -152,9 +203,9 @@ def test_frozen_param_in_optimizer_never_unfrozen_is_info_then_a_warning_at_clos
     found = of(run, "frozen-param-in-optimizer")
     info = [f for f in found if f.severity == "info"]
     late = [f for f in found if f.severity == "warning"]
-    assert {f.param for f in info} == {"0.weight", "0.bias"}
+    assert [f.details["tensors"] for f in info] == [["0.weight", "0.bias"]]
     assert {f.step for f in info} == {1}
-    assert {f.param for f in late} == {"0.weight", "0.bias"}
+    assert [f.details["tensors"] for f in late] == [["0.weight", "0.bias"]]
     assert {f.step for f in late} == {30}
     assert [f for f in problems(run) if f.check != "frozen-param-in-optimizer"] == []
 
@@ -166,7 +217,7 @@ def test_frozen_param_in_optimizer_warning_past_the_horizon(
     model, opt = frozen_backbone_in_optimizer()
     run = gradwatch_run_without_close(model, opt, 60)
     late = [f for f in of(run, "frozen-param-in-optimizer") if f.severity == "warning"]
-    assert {f.param for f in late} == {"0.weight", "0.bias"}
+    assert [f.details["tensors"] for f in late] == [["0.weight", "0.bias"]]
     assert all(41 <= f.step <= 60 for f in late), late
     run.close()
 
@@ -200,9 +251,28 @@ def test_param_not_updated_param_group_with_lr_zero() -> None:
     )
     run = train(model, opt, 10)
     found = of(run, "param-not-updated")
-    assert {f.param for f in found} == {"0.weight", "0.bias"}
+    assert [f.details["tensors"] for f in found] == [["0.weight", "0.bias"]]
     assert {(f.step, f.severity) for f in found} == {(3, "warning")}
     assert found[0].details["lr"] == 0.0
+
+
+def test_param_not_updated_groups_stalling_one_after_another_are_one_finding() -> None:
+    """Param groups whose rate is set to 0 at different steps (a cascade across tensors)
+    give one finding, at the first onset."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*(nn.Linear(D_IN, D_IN) for _ in range(4)), nn.Linear(D_IN, D_OUT))
+    opt = torch.optim.SGD([{"params": m.parameters()} for m in model], lr=0.05)
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        if 5 <= i < 9:
+            opt.param_groups[i - 5]["lr"] = 0.0  # one more group stops at each step
+        standard(i, model, opt, x, y)
+
+    run = train(model, opt, 20, step)
+    found = of(run, "param-not-updated")
+    assert len(found) == 1, [f.line() for f in found]
+    assert found[0].step == 8
+    assert found[0].details["tensors"] == ["0.weight", "0.bias"]
 
 
 def test_param_not_updated_correct_twin_is_quiet() -> None:
@@ -233,7 +303,7 @@ def test_frozen_param_changed_momentum_and_weight_decay_move_a_frozen_tensor() -
     run = train(model, opt, 10, _freeze_at_5(set_to_none=False))
     assert not torch.equal(model[0].weight, frozen_at)  # the bug is real
     found = of(run, "frozen-param-changed")
-    assert {f.param for f in found} == {"0.weight", "0.bias"}
+    assert [list(f.details["tensors"]) for f in found] == [["0.weight", "0.bias"]]
     assert {(f.step, f.severity) for f in found} == {(6, "warning")}
 
 

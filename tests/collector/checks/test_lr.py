@@ -28,10 +28,28 @@ def test_lr_collapse_a_per_epoch_scheduler_stepped_every_batch_names_it() -> Non
     sched = sch.StepLR(opt, step_size=10, gamma=0.1)  # meant for epochs, stepped per batch
     run = train(model, opt, 120, with_scheduler(sched))
     (f,) = of(run, "lr-collapse")
-    # LR < 1e-5 of its peak from step 61 (0.1 * 0.1**6), held 50 steps
-    assert (f.step, f.severity, f.details["since_step"]) == (110, "warning", 61)
+    # LR < 1e-5 of its peak from step 61 (0.1 * 0.1**6); held 50 steps it would be found at
+    # step 110, but at step 74 the updates round to nothing (tensors stop changing): the
+    # collapse is reported then, and the stuck tensors are its consequence
+    assert (f.step, f.severity, f.details["since_step"]) == (74, "warning", 61)
     assert f.details["scheduler"] == "StepLR" and f.details["group"] == 0
     assert "under StepLR" in f.message and "0.1" in f.message
+    assert f.role == "cause" and f.details["stuck_tensors"] >= 1
+    stuck = of(run, "param-not-updated")
+    assert [(s.step, s.role, s.incident) for s in stuck] == [(74, "consequence", f.incident)]
+
+
+def test_lr_collapse_without_stuck_tensors_waits_for_its_persistence() -> None:
+    """Adam's update is about the learning rate whatever the gradient: with momentum the
+    parameters keep moving (no tensor is stuck), so the collapse is found once it has
+    lasted ``COLLAPSE_MIN_STEPS`` steps."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sched = sch.StepLR(opt, step_size=10, gamma=0.1)
+    run = train(model, opt, 120, with_scheduler(sched))
+    found = of(run, "lr-collapse")
+    assert len(found) == 1 and found[0].details["since_step"] == 61
+    assert found[0].step == 110 or found[0].details["stuck_tensors"] is not None
 
 
 def test_lr_jump_is_named_at_its_step_with_the_scheduler() -> None:

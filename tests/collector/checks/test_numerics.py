@@ -218,6 +218,26 @@ def test_exploding_grad_learning_rate_too_high_grows_every_step() -> None:
     assert f.details["rolling_median"] is None
 
 
+def test_exploding_grad_a_norm_that_overflows_with_finite_elements_is_found() -> None:
+    """Gradients whose every element is finite but whose float32 norm overflows (a loss
+    scaled by 1e25 by mistake) are no non-finite gradient, yet they are exploding: found
+    at their step, not left to the NaN they make later."""
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        (mse(model(x), y) * (1e25 if i == 10 else 1.0)).backward()
+        if i == 10:
+            assert all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+        opt.step()
+
+    model = mlp()
+    run = train(model, adam(model), 15, step)
+    (f,) = of(run, "exploding-grad")
+    assert f.step == 11 and f.details["reason"] == "overflow"
+    assert "beyond what float32 can hold" in f.message
+    assert of(run, "nonfinite-grad") == []
+
+
 def test_exploding_grad_correct_twin_is_quiet() -> None:
     model = mlp()
     assert_quiet(train(model, adam(model), 60))

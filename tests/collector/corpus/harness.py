@@ -10,6 +10,9 @@ A case declares what gradwatch must say in comment lines at its top:
 - ``# expect: quiet`` — the script is correct: no warning or error finding at all.
 - ``# run-args: FLAGS`` — flags for ``gradwatch run`` (e.g. ``--accumulation-steps 4``).
 - ``# timeout: SECONDS`` — how long the script may take (default 180).
+- ``# launch: torchrun N`` — run the script as a DDP job of N processes on this machine
+  (``gradwatch run -- python -m torch.distributed.run --standalone --nproc-per-node N
+  CASE``, as users launch one); its findings are those of every rank's run.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ class Case:
     expects: list[Expect] = field(default_factory=list)
     run_args: list[str] = field(default_factory=list)
     timeout: float = 180.0
+    #: the launcher in front of the script (``python -m torch.distributed.run …``), or none
+    launcher: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -98,6 +103,17 @@ def parse(path: Path) -> Case:
             case.run_args = shlex.split(value)
         elif key == "timeout":
             case.timeout = float(value)
+        elif key == "launch":
+            name, _, procs = value.partition(" ")
+            if name != "torchrun" or not procs.strip().isdigit():
+                raise ValueError(f"{path.name}: cannot read launcher {value!r}")
+            case.launcher = [
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc-per-node",
+                procs.strip(),
+            ]
     if case.quiet == bool(case.expects):
         raise ValueError(f"{path.name}: declare either '# expect: quiet' or '# expect: CHECK …'")
     return case
@@ -142,6 +158,7 @@ def run_case(case: Case, data_dir: Path, threads: int | None = None) -> Outcome:
         *case.run_args,
         "--",
         sys.executable,
+        *case.launcher,
         str(case.path),
     ]
     proc = subprocess.run(

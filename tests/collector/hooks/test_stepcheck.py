@@ -208,6 +208,7 @@ def histories(run: gradwatch.Run) -> dict[str, Any]:
     out["deep"] = engine.numerics._deep
     out["no_grad"] = {k: v.tolist() for k, v in engine.coverage._no_grad.items()}
     out["not_updated"] = {k: v.tolist() for k, v in engine.coverage._not_updated.items()}
+    out["episodes"] = sorted(engine.coverage._calm.items())  # open episodes, calm steps
     losses = engine.losses
     out["losses"] = (list(losses._recent.get(0, [])), losses._best, losses._count, losses._noise)
     out["active"] = sorted(engine.sink._active, key=repr)

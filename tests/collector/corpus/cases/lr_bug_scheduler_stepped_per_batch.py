@@ -1,7 +1,8 @@
-# expect: lr-collapse at step 230
+# expect: lr-collapse at steps 181-230 role cause
 """Bug: StepLR(step_size=30, gamma=0.1) is meant for epochs but stepped after every batch:
 by step 181 the learning rate is 1e-6 of its start and training silently stops (the
-finding comes 50 steps later, once the collapse has lasted). The fix
+finding comes once the collapse has lasted 50 steps, or earlier — at step 213 — when
+tensors stop changing at all; those are its consequence, not a cause of their own). The fix
 steps it once per epoch (see lr_ok_schedulers_over_the_run)."""
 
 import torch
