@@ -36,8 +36,19 @@ NUMPY_DTYPES = {"f8": "<f8", "f4": "<f4", "i8": "<i8", "i4": "<i4", "u1": "u1"}
 
 
 def dump_json(value: Any) -> str:
-    """JSON text with exact non-finite floats (the wire's ``$f`` encoding), ASCII only."""
-    return json.dumps(to_jsonable(value), allow_nan=False, separators=(",", ":"))
+    """JSON text with exact non-finite floats (the wire's ``$f`` encoding), ASCII only.
+
+    Values parsed from JSON (string keys) are dumped as they are when that needs no
+    tagging: no non-finite float (``allow_nan=False`` raises) and no one-key ``$f``/``$d``
+    object (found in the text); anything else takes ``to_jsonable``'s walk.
+    """
+    try:
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (ValueError, TypeError):
+        text = None
+    if text is None or '{"$f":' in text or '{"$d":' in text:
+        text = json.dumps(to_jsonable(value), allow_nan=False, separators=(",", ":"))
+    return text
 
 
 @dataclass
