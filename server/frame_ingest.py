@@ -89,7 +89,7 @@ _STORED_PROJECT = (
 _FRAME_COLUMNS = ("run_id", "seq", "kind", "received_at")
 # the tables of the frames' rows that take complete rows (``insert_rows``); the others go
 # through SQLAlchemy (Python-side column defaults, rare kinds)
-_RAW_TABLES = {SeriesChunk: "series_chunks", SeriesBlob: "series_blobs"}
+_RAW_TABLES: dict[type, str] = {SeriesChunk: "series_chunks", SeriesBlob: "series_blobs"}
 
 
 def stored_project(session: Session, run_id: str) -> str | None:
