@@ -23,7 +23,7 @@ def _walked(value: Any) -> str:
         {"loss": math.nan, "lr": [math.inf, -math.inf, -0.0]},
         {"$f": "nan"},  # a user's one-key object that looks like a tag
         {"$d": {"x": 1}},
-        {"a": {"$f": "inf"}, "b": "{\"$f\": 1}"},
+        {"a": {"$f": "inf"}, "b": '{"$f": 1}'},
         {"$f": 1, "other": 2},  # two keys: no tag needed
         {"text": "héllo \u2028 \x00", "tuple": (1, 2.5)},
         [],
