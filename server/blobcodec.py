@@ -2,10 +2,11 @@
 
 A float's high byte(s) hold its sign and exponent, which change little along a tensor's
 steps (and within one chunk take few values even for noise), while its low bytes are
-close to random. A ``stat:`` blob of ``f4`` (``f8``) values is therefore stored as its
-top 1 (2) byte plane(s) deflated with Huffman coding only (no match search: a few ns a
-value) followed by the low planes as they are, with dtype ``f4z`` (``f8z``); a blob that
-would not shrink stays plain. Decoding restores every bit (NaN payloads, -0.0,
+close to random. A ``stat:`` blob of ``f4`` values is therefore stored as its
+top byte plane deflated with Huffman coding only (no match search: a few ns a
+value) followed by the low planes as they are, with dtype ``f4z``; a blob that would not
+shrink stays plain. ``f8`` (top 2 planes, ``f8z``) is read and can be written, but
+ingest leaves it plain (``PACKED``). Decoding restores every bit (NaN payloads, -0.0,
 subnormals): ``unpack_bytes(pack(a)) == a.tobytes()``.
 
 Layout of a packed blob: ``<u32 length of the deflated part>``, the raw-deflate stream of
@@ -27,14 +28,19 @@ from typing import Any
 import numpy as np
 
 HIGH_PLANES = {"f4": 1, "f8": 2}
+# what ingest packs: f4 only. Packing f8 saves a fifth to a third of its bytes but costs
+# ~30 ns a value (its planes' strided copies): 0.3-0.45 ms of a ~1.7 ms request of
+# 12,000 f8 values (benchmarks/ingest_cpu.py), too much for the capacity goal.
+PACKED = ("f4",)
 _LEN = struct.Struct("<I")
 
 
-def pack(values: np.ndarray[Any, Any]) -> tuple[str, bytes]:
-    """``(dtype, data)`` of a float matrix: packed when that is smaller, else plain."""
+def pack(values: np.ndarray[Any, Any], dtypes: tuple[str, ...] = PACKED) -> tuple[str, bytes]:
+    """``(dtype, data)`` of a float matrix: packed when its dtype is one of ``dtypes``
+    and that is smaller, else plain."""
     plain = values.dtype.str.lstrip("<|=")
     raw = np.ascontiguousarray(values).tobytes()
-    high = HIGH_PLANES.get(plain)
+    high = HIGH_PLANES.get(plain) if plain in dtypes else None
     if high is None or values.size < 64:
         return plain, raw
     size = values.dtype.itemsize

@@ -18,7 +18,7 @@ def test_packing_is_lossless_bit_for_bit_and_smaller(dtype: str) -> None:
         values.flat[: len(SPECIAL)] = np.array(SPECIAL).astype(dtype)
     odd_nan = np.frombuffer(np.array([0x7FC00123], "<u4").tobytes(), "<f4")[0]
     values[9, 9] = odd_nan  # a NaN with a payload keeps it
-    kind, data = pack(values)
+    kind, data = pack(values, ("f4", "f8"))
     assert kind == dtype + "z"
     assert len(data) < values.nbytes * (0.82 if dtype == "f4" else 0.9)
     back = unpack_rows(data, kind, 300, 50)
@@ -32,6 +32,8 @@ def test_what_would_not_shrink_stays_plain() -> None:
     assert pack(small) == ("f4", small.tobytes())
     ints = np.arange(100, dtype="<i8").reshape(1, 100)
     assert pack(ints) == ("i8", ints.tobytes())
+    doubles = np.random.default_rng(0).random((30, 10))
+    assert pack(doubles) == ("f8", doubles.tobytes())  # ingest packs f4 only
 
 
 def test_a_damaged_packed_blob_is_refused() -> None:
