@@ -173,7 +173,7 @@ def drift_pass(engine: Engine) -> list[str]:
         or (seed is not None and (project_id, groups.group_key(config, code)) in referable)
     ]
     try:
-        looked = _first_looks(engine, {str(r[0]) for r in rows if not r[4]})
+        looked = _first_looks(engine, [str(r[0]) for r in rows if not r[4]])
     except Exception as e:  # then check_run looks at each of them on its own
         log.warning("drift: first look at new runs: %s: %s", type(e).__name__, e)
         looked = set()
@@ -188,25 +188,38 @@ def drift_pass(engine: Engine) -> list[str]:
     return diverged
 
 
-def _first_looks(engine: Engine, run_ids: set[str]) -> set[str]:
-    """The new runs (no drift state yet) that have no reference: their drift states (the
-    seed) stored in one transaction, as ``check_run`` would store each in its own; the
-    others are left to ``check_run``. Many runs starting at once then cost one write."""
+def _first_looks(engine: Engine, run_ids: list[str]) -> set[str]:
+    """The new runs (no drift state yet, in the pass's order) that have no reference: their
+    drift states (the seed) stored in one short transaction, as ``check_run`` would store
+    each in its own; the rest is left to ``check_run``. Many runs starting at once then
+    cost one write instead of one each.
+
+    Seeds are read first, outside the write lock; references are looked up inside it, in
+    order, so a state stored for an earlier run counts for a later one exactly as when
+    ``check_run`` went one by one; from the first run of a group that has a reference on,
+    that group's runs are left to ``check_run`` (which compares them in the same order).
+    """
     if not run_ids:
         return set()
-    states: list[dict[str, Any]] = []
+    looks: list[tuple[Run, str, int | None]] = []
     with Session(engine) as session:
-        for run_id in sorted(run_ids):
+        for run_id in run_ids:
             run = session.get(Run, run_id)
-            if run is None or groups.group_key(run.config_hash, run.code_hash) is None:
-                continue
-            seed = _seed(crud.fingerprint(session, run_id=run_id))
-            if groups.reference(session, run, seed) is None:
-                states.append({"run_id": run_id, "seed": seed})
-    if states:
+            key = None if run is None else groups.group_key(run.config_hash, run.code_hash)
+            if run is not None and key is not None:
+                looks.append((run, key, _seed(crud.fingerprint(session, run_id=run_id))))
+    done: set[str] = set()
+    deferred: set[tuple[int, str]] = set()
+    if looks:
         with write_session(engine) as session:
-            insert_ignore(session, DriftState, states)
-    return {s["run_id"] for s in states}
+            for run, key, seed in looks:
+                group = (run.project_id, key)
+                if group in deferred or groups.reference(session, run, seed) is not None:
+                    deferred.add(group)
+                    continue
+                insert_ignore(session, DriftState, [{"run_id": run.id, "seed": seed}])
+                done.add(run.id)
+    return done
 
 
 def _groups_with_references(session: Session) -> set[tuple[int, str | None]]:
