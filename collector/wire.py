@@ -217,6 +217,19 @@ def from_jsonable(obj: Any) -> Any:
     return {k: from_jsonable(v) for k, v in obj.items()}
 
 
+def _may_be_tagged(text: str) -> bool:
+    """False when JSON ``text`` holds no ``$f``/``$d`` key, so ``from_jsonable`` would
+    return its value unchanged: those keys can only be written as ``"$f"``/``"$d"`` or
+    with ``\\u`` escapes (the walk over every value costs more than parsing)."""
+    return '"$f"' in text or '"$d"' in text or "\\u" in text
+
+
+def loads_tagged(text: str) -> Any:
+    """``from_jsonable(json.loads(text))``, without the walk when nothing is tagged."""
+    value = json.loads(text)
+    return from_jsonable(value) if _may_be_tagged(text) else value
+
+
 def _reject_constant(token: str) -> Any:
     raise WireError(f"bare {token} is not allowed in meta JSON (use the $f encoding)")
 
@@ -295,7 +308,9 @@ def _decode_record(payload: bytes) -> Record:
     if kind_code not in _KINDS:
         raise WireError(f"unknown record kind {kind_code}")
     text = reader.take(meta_len, "meta").decode("utf-8")
-    meta = from_jsonable(json.loads(text, parse_constant=_reject_constant))
+    meta = json.loads(text, parse_constant=_reject_constant)
+    if _may_be_tagged(text):
+        meta = from_jsonable(meta)
     if not isinstance(meta, dict):
         raise WireError(f"meta must be a JSON object, got {type(meta).__name__}")
     (count,) = reader.unpack("<H", "the array count")

@@ -28,12 +28,13 @@ from sqlalchemy.exc import OperationalError
 from gradwatch._version import __version__
 from gradwatch.server.api.deps import ReadAccess
 from gradwatch.server.api.routes import api_router
+from gradwatch.server.api.routes.ingest import IngestFastPath
 from gradwatch.server.bodylimit import BodyLimit
 from gradwatch.server.db import make_engine
 from gradwatch.server.exceptions import RequestError
 from gradwatch.server.guards import RejectNul
 from gradwatch.server.ingest_writer import IngestWriter
-from gradwatch.server.jsonresp import GWJSONResponse
+from gradwatch.server.jsonresp import GWJSONResponse, database_busy
 from gradwatch.server.migrate import migrate
 from gradwatch.server.monitor import Monitor
 from gradwatch.server.settings import Settings
@@ -97,6 +98,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_api_route(  # after every API route: an unknown /api/... path is a JSON 404
         "/api/{rest:path}", _no_such_route, methods=list(METHODS), include_in_schema=False
     )
+    app.add_middleware(IngestFastPath)  # inside the NUL guard and the body limit
     app.add_middleware(RejectNul)
     app.add_middleware(  # outermost: before routing, parsing and the token check
         BodyLimit,
@@ -136,12 +138,7 @@ async def _request_error(_request: Request, exc: RequestError) -> Response:
 
 async def _database_busy(_request: Request, exc: OperationalError) -> Response:
     """A transient database failure (lock timeout, deadlock, lost connection): retry later."""
-    log.warning("database error, answered 503: %s", str(exc).splitlines()[0][:300])
-    return GWJSONResponse(
-        {"detail": "the database is busy or unreachable; retry shortly (nothing was stored)"},
-        status_code=503,
-        headers={"Retry-After": "1"},
-    )
+    return database_busy(exc)
 
 
 async def _validation_error(_request: Request, exc: RequestValidationError) -> Response:

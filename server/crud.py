@@ -36,12 +36,12 @@ from gradwatch.server.schemas import (
 )
 from gradwatch.server.status import StatusPolicy, run_status
 from gradwatch.server.store import ensure_project
-from gradwatch.wire import from_jsonable, to_jsonable
+from gradwatch.wire import loads_tagged, to_jsonable
 
 
 def load_json(text: str | None) -> Any:
     """Stored JSON text back to Python (non-finite floats restored)."""
-    return None if text is None else from_jsonable(json.loads(text))
+    return None if text is None else loads_tagged(text)
 
 
 def tagged(value: Any) -> Any:

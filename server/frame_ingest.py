@@ -20,16 +20,21 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, case, select, update
-from sqlalchemy.sql import ColumnElement
+from sqlalchemy import update
 from sqlmodel import Session, col
 
 from gradwatch.contract import DEFAULT_PROJECT
 from gradwatch.server.alerting import raise_alerts
 from gradwatch.server.exceptions import RequestError
 from gradwatch.server.frame_rows import FrameRows, RunDelta, parse_frame
-from gradwatch.server.models import RUN_ID_MAX, Finding, IngestedFrame, Project, Run, RunTag
-from gradwatch.server.store import ensure_project, insert_ignore
+from gradwatch.server.models import RUN_ID_MAX, Finding, Run, RunTag, SeriesBlob, SeriesChunk
+from gradwatch.server.store import (
+    ensure_project,
+    insert_ignore,
+    insert_returning,
+    insert_rows,
+    run_sql,
+)
 from gradwatch.wire import Frame
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -78,31 +83,42 @@ def start_project(parsed: list[FrameRows]) -> str | None:
 
 
 _STORED_PROJECT = (
-    select(col(Project.name))
-    .join(Run, col(Run.project_id) == col(Project.id))
-    .where(col(Run.id) == bindparam("run_id"))
+    "SELECT projects.name FROM runs JOIN projects ON projects.id = runs.project_id "
+    "WHERE runs.id = ?"
 )
+_FRAME_COLUMNS = ("run_id", "seq", "kind", "received_at")
+# the tables of the frames' rows that take complete rows (``insert_rows``); the others go
+# through SQLAlchemy (Python-side column defaults, rare kinds)
+_RAW_TABLES: dict[type, str] = {SeriesChunk: "series_chunks", SeriesBlob: "series_blobs"}
 
 
 def stored_project(session: Session, run_id: str) -> str | None:
     """The project of the stored run, or None for a new run."""
-    found = session.execute(_STORED_PROJECT, {"run_id": run_id}).scalar_one_or_none()
-    return None if found is None else str(found)
+    found = run_sql(session, _STORED_PROJECT, (run_id,))
+    return None if not found else str(found[0][0])
 
 
 def ingest_frames(
-    session: Session, run_id: str, parsed: list[FrameRows], project: str | None
+    session: Session,
+    run_id: str,
+    parsed: list[FrameRows],
+    project: str | None,
+    *,
+    run_exists: bool = False,
 ) -> IngestResult:
-    """Store the frames not stored yet; call inside a write transaction."""
+    """Store the frames not stored yet; call inside a write transaction.
+
+    ``run_exists``: the caller has just seen the run's row in this transaction (its
+    project then needs no lookup and the run no insert).
+    """
     project = project or DEFAULT_PROJECT
-    project_id = ensure_project(session, project)
     now = time.time()
-    insert_ignore(session, Run, [{"id": run_id, "project_id": project_id, "received_at": now}])
+    if not run_exists:
+        project_id = ensure_project(session, project)
+        insert_ignore(session, Run, [{"id": run_id, "project_id": project_id, "received_at": now}])
     parsed = sorted(parsed, key=lambda r: r.seq)  # one lock order for concurrent writers
-    keys = [
-        {"run_id": run_id, "seq": r.seq, "kind": int(r.kind), "received_at": now} for r in parsed
-    ]
-    new = set(insert_ignore(session, IngestedFrame, keys, returning="seq")) if keys else set()
+    keys = [(run_id, r.seq, int(r.kind), now) for r in parsed]
+    new = set(insert_returning(session, "ingested_frames", _FRAME_COLUMNS, keys, "seq"))
     fresh = [r for r in parsed if r.seq in new]
     by_model: dict[type, list[dict[str, Any]]] = {}
     delta = RunDelta()
@@ -111,7 +127,11 @@ def ingest_frames(
             by_model.setdefault(model, []).extend(items)
         delta.merge(rows.delta)
     for model, items in by_model.items():
-        insert_ignore(session, model, items)
+        table = _RAW_TABLES.get(model)
+        if table is not None:
+            insert_rows(session, table, items)
+        else:
+            insert_ignore(session, model, items)
     _update_run(session, run_id, delta, len(fresh), now)
     if delta.start is not None:
         moved = ensure_project(session, delta.start["project"])
@@ -124,39 +144,55 @@ def ingest_frames(
     return IngestResult(run_id, len(fresh), len(parsed) - len(fresh), project)
 
 
-def _greatest(column: Any, value: Any) -> ColumnElement[Any]:
-    return case((column.is_(None), value), (column < value, value), else_=column)
+_START_COLUMNS = (
+    ("name", "name"),
+    ("config_hash", "config_hash"),
+    ("started_at", "started_at"),
+    ("pid", "pid"),
+    ("host", "host"),
+    ("group_id", "group_id"),
+    ("rank", "rank"),
+    ("world_size", "world_size"),
+    ("job_id", "job_id"),
+    ("start_meta", "meta"),
+)
+_END_COLUMNS = (("end_status", "status"), ("ended_at", "ended_at"), ("end_meta", "meta"))
+_UPDATE_SQL: dict[tuple[bool, ...], str] = {}
 
 
-# The run's columns that a RUN_START / an END record sets: key in ``RunDelta.start`` /
-# ``RunDelta.end`` -> column of ``Run``.
-_START_COLUMNS = {
-    "name": "name",
-    "config_hash": "config_hash",
-    "started_at": "started_at",
-    "pid": "pid",
-    "host": "host",
-    "group_id": "group_id",
-    "rank": "rank",
-    "world_size": "world_size",
-    "job_id": "job_id",
-    "meta": "start_meta",
-}
-_END_COLUMNS = {"status": "end_status", "ended_at": "ended_at", "meta": "end_meta"}
+def _greater(column: str) -> str:
+    """``column`` raised to the parameter (given twice) if that is larger, or set if NULL."""
+    return f"{column} = CASE WHEN {column} IS NULL OR {column} < ? THEN ? ELSE {column} END"
 
 
 def _update_run(session: Session, run_id: str, delta: RunDelta, accepted: int, now: float) -> None:
-    values: dict[Any, Any] = {
-        col(Run.received_at): now,
-        col(Run.frames): col(Run.frames) + accepted,
-    }
+    """One UPDATE of the run's columns: fixed SQL per shape of ``delta`` (see ``run_sql``)."""
+    shape = (
+        delta.steps is not None,
+        delta.last_t is not None,
+        delta.code_hash is not None,
+        delta.start is not None,
+        delta.end is not None,
+    )
+    sql = _UPDATE_SQL.get(shape)
+    if sql is None:
+        sets = ["received_at = ?", "frames = frames + ?"]
+        sets += [_greater("steps")] if shape[0] else []
+        sets += [_greater("last_t")] if shape[1] else []
+        sets += ["code_hash = ?"] if shape[2] else []
+        sets += [f"{c} = ?" for c, _ in _START_COLUMNS] if shape[3] else []
+        sets += [f"{c} = ?" for c, _ in _END_COLUMNS] if shape[4] else []
+        sql = _UPDATE_SQL[shape] = f"UPDATE runs SET {', '.join(sets)} WHERE id = ?"
+    params: list[Any] = [now, accepted]
     if delta.steps is not None:
-        values[col(Run.steps)] = _greatest(col(Run.steps), delta.steps)
+        params += [delta.steps, delta.steps]
     if delta.last_t is not None:
-        values[col(Run.last_t)] = _greatest(col(Run.last_t), delta.last_t)
+        params += [delta.last_t, delta.last_t]
     if delta.code_hash is not None:
-        values[col(Run.code_hash)] = delta.code_hash
-    for record, columns in ((delta.start, _START_COLUMNS), (delta.end, _END_COLUMNS)):
-        if record is not None:
-            values.update({col(getattr(Run, c)): record[k] for k, c in columns.items()})
-    session.execute(update(Run).where(col(Run.id) == run_id).values(values))
+        params.append(delta.code_hash)
+    if delta.start is not None:
+        params += [delta.start[key] for _, key in _START_COLUMNS]
+    if delta.end is not None:
+        params += [delta.end[key] for _, key in _END_COLUMNS]
+    params.append(run_id)
+    run_sql(session, sql, params)

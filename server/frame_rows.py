@@ -15,6 +15,7 @@ import numpy as np
 
 from gradwatch.contract import DEFAULT_PROJECT, ROLES, SEVERITIES
 from gradwatch.server import validate as v
+from gradwatch.server.blobcodec import pack
 from gradwatch.server.models import (
     INCIDENT_MAX,
     NAME_MAX,
@@ -36,8 +37,19 @@ NUMPY_DTYPES = {"f8": "<f8", "f4": "<f4", "i8": "<i8", "i4": "<i4", "u1": "u1"}
 
 
 def dump_json(value: Any) -> str:
-    """JSON text with exact non-finite floats (the wire's ``$f`` encoding), ASCII only."""
-    return json.dumps(to_jsonable(value), allow_nan=False, separators=(",", ":"))
+    """JSON text with exact non-finite floats (the wire's ``$f`` encoding), ASCII only.
+
+    Values parsed from JSON (string keys) are dumped as they are when that needs no
+    tagging: no non-finite float (``allow_nan=False`` raises) and no one-key ``$f``/``$d``
+    object (found in the text); anything else takes ``to_jsonable``'s walk.
+    """
+    try:
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (ValueError, TypeError):
+        text = None
+    if text is None or '{"$f":' in text or '{"$d":' in text:
+        text = json.dumps(to_jsonable(value), allow_nan=False, separators=(",", ":"))
+    return text
 
 
 @dataclass
@@ -195,24 +207,25 @@ def as_numpy(where: v.Where, name: str, array: Array) -> np.ndarray[Any, Any]:
 
 
 def _column_blobs(
-    where: v.Where, key: dict[str, Any], name: str, arr: np.ndarray[Any, Any], n: int
+    where: v.Where,
+    key: dict[str, Any],
+    name: str,
+    arr: np.ndarray[Any, Any],
+    n: int,
+    packed: bool = False,
 ) -> list[dict[str, Any]]:
-    """An ``(n, ...)`` array as blobs laid out ``(columns, n)``: one series per row."""
+    """An ``(n, ...)`` array as blobs laid out ``(columns, n)``: one series per row
+    (``packed``: byte planes, see gradwatch.server.blobcodec)."""
     if arr.ndim == 0 or arr.shape[0] != n:
         raise where.fail(
             f"array {name!r}", f"has shape {arr.shape}; its first dimension must be the {n} steps"
         )
     rows = arr.reshape(n, -1).T
-    dtype = arr.dtype.str.lstrip("<|")
-    return [
-        {
-            **key,
-            "name": name,
-            "dtype": dtype,
-            "rows": rows.shape[0],
-            "data": np.ascontiguousarray(rows).tobytes(),
-        }
-    ]
+    if packed:
+        dtype, data = pack(rows)
+    else:
+        dtype, data = arr.dtype.str.lstrip("<|"), np.ascontiguousarray(rows).tobytes()
+    return [{**key, "name": name, "dtype": dtype, "rows": rows.shape[0], "data": data}]
 
 
 def _step_array(where: v.Where, arrays: dict[str, Array], name: str) -> np.ndarray[Any, Any]:
@@ -267,7 +280,7 @@ def _steps(where: v.Where, key: dict[str, Any], record: Record, out: FrameRows) 
                 f"for stats {stat_names}",
             )
         for s, stat in enumerate(stat_names):
-            blobs += _column_blobs(where, key, f"stat:{stat}", arr[:, :, s], n)
+            blobs += _column_blobs(where, key, f"stat:{stat}", arr[:, :, s], n, packed=True)
             blobs += summary_blobs(key, stat, arr[:, :, s].T, steps)
         blobs.append(steps_blob(key, steps))
     rest = {k: val for k, val in meta.items() if k not in ("optimizer", "stats")}

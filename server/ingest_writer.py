@@ -15,6 +15,11 @@ answers every request only after that transaction committed. So:
   transaction, exactly as before group commit;
 - jobs are stored in run-id order, so two server processes take row locks in one order.
 
+Backpressure: ``backlog()`` is the bytes of requests queued and not yet taken; the route
+answers 503 with ``Retry-After`` (``retry_after()``: the backlog over the recent rate of
+storing, 1-30 s) instead of queueing past ``Settings.ingest_backlog_bytes``, so latency
+stays bounded and the collectors back off (they keep their data in their spools).
+
 The point is cost, not parallelism: SQLite has one writer anyway, and N threads waiting
 on its lock (busy-wait sleeps) plus one BEGIN/COMMIT per request dominated ingest under
 many live runs; one thread and one commit per group do not.
@@ -29,8 +34,10 @@ Example::
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -68,8 +75,20 @@ class IngestWriter:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._queued_bytes = 0
+        self._rate = 0.0  # bytes per second of body stored, averaged over recent groups
         self.groups = 0
         self.jobs = 0
+
+    def backlog(self) -> int:
+        """Bytes of request bodies queued and not yet taken by the thread."""
+        return self._queued_bytes
+
+    def retry_after(self) -> int:
+        """Seconds a refused client should wait: the backlog at the recent rate, 1-30 s."""
+        if self._rate <= 0:
+            return 1
+        return max(1, min(30, math.ceil(self._queued_bytes / self._rate)))
 
     def submit(self, job: IngestJob) -> Future[Any]:
         """Queue ``job``; its future gets the result of ``store`` or the exception."""
@@ -82,6 +101,7 @@ class IngestWriter:
                     target=self._loop, name="gradwatch-ingest", daemon=True
                 )
                 self._thread.start()
+            self._queued_bytes += job.size
             self._queue.put(job)
         return job.future
 
@@ -113,12 +133,17 @@ class IngestWriter:
                     break
                 group.append(more)
                 size += more.size
+            with self._lock:
+                self._queued_bytes -= size
+            started = time.perf_counter()
             try:
                 self.store_group(group)
             except BaseException as e:  # defensive: the thread must answer and survive
                 for j in group:
                     if not j.future.done():
                         j.future.set_exception(e)
+            rate = size / max(time.perf_counter() - started, 1e-6)
+            self._rate = rate if self._rate <= 0 else 0.8 * self._rate + 0.2 * rate
             if last:
                 return
 

@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import json
+import logging
 import math
 from typing import Any
 
@@ -27,7 +28,14 @@ from starlette.responses import JSONResponse
 
 from gradwatch.transport.strictjson import encode_floats
 
-__all__ = ["NONFINITE", "GWJSONResponse", "decode_float", "dumps", "encode_floats"]
+__all__ = [
+    "NONFINITE",
+    "GWJSONResponse",
+    "database_busy",
+    "decode_float",
+    "dumps",
+    "encode_floats",
+]
 
 NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -54,3 +62,15 @@ class GWJSONResponse(JSONResponse):
     def render(self, content: Any) -> bytes:
         """Serialise ``content``."""
         return dumps(content)
+
+
+def database_busy(exc: Exception) -> GWJSONResponse:
+    """503 for a transient database failure (lock timeout, deadlock, lost connection)."""
+    logging.getLogger("gradwatch.server").warning(
+        "database error, answered 503: %s", str(exc).splitlines()[0][:300]
+    )
+    return GWJSONResponse(
+        {"detail": "the database is busy or unreachable; retry shortly (nothing was stored)"},
+        status_code=503,
+        headers={"Retry-After": "1"},
+    )

@@ -13,6 +13,7 @@ sequence numbers, so two server processes store each once.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, update
@@ -171,6 +172,12 @@ def drift_pass(engine: Engine) -> list[str]:
         if not has_state
         or (seed is not None and (project_id, groups.group_key(config, code)) in referable)
     ]
+    try:
+        looked = _first_looks(engine, [str(r[0]) for r in rows if not r[4]])
+    except Exception as e:  # then check_run looks at each of them on its own
+        log.warning("drift: first look at new runs: %s: %s", type(e).__name__, e)
+        looked = set()
+    candidates = [r for r in candidates if r not in looked]
     diverged = []
     for run_id in candidates:
         try:
@@ -179,6 +186,40 @@ def drift_pass(engine: Engine) -> list[str]:
         except Exception as e:  # one bad run must not stop the others
             log.warning("drift: run %s: %s: %s", run_id, type(e).__name__, e)
     return diverged
+
+
+def _first_looks(engine: Engine, run_ids: list[str]) -> set[str]:
+    """The new runs (no drift state yet, in the pass's order) that have no reference: their
+    drift states (the seed) stored in one short transaction, as ``check_run`` would store
+    each in its own; the rest is left to ``check_run``. Many runs starting at once then
+    cost one write instead of one each.
+
+    Seeds are read first, outside the write lock; references are looked up inside it, in
+    order, so a state stored for an earlier run counts for a later one exactly as when
+    ``check_run`` went one by one; from the first run of a group that has a reference on,
+    that group's runs are left to ``check_run`` (which compares them in the same order).
+    """
+    if not run_ids:
+        return set()
+    looks: list[tuple[Run, str, int | None]] = []
+    with Session(engine) as session:
+        for run_id in run_ids:
+            run = session.get(Run, run_id)
+            key = None if run is None else groups.group_key(run.config_hash, run.code_hash)
+            if run is not None and key is not None:
+                looks.append((run, key, _seed(crud.fingerprint(session, run_id=run_id))))
+    done: set[str] = set()
+    deferred: set[tuple[int, str]] = set()
+    if looks:
+        with write_session(engine) as session:
+            for run, key, seed in looks:
+                group = (run.project_id, key)
+                if group in deferred or groups.reference(session, run, seed) is not None:
+                    deferred.add(group)
+                    continue
+                insert_ignore(session, DriftState, [{"run_id": run.id, "seed": seed}])
+                done.add(run.id)
+    return done
 
 
 def _groups_with_references(session: Session) -> set[tuple[int, str | None]]:
@@ -199,10 +240,16 @@ def _groups_with_references(session: Session) -> set[tuple[int, str | None]]:
 
 def envelope_pass(engine: Engine, keys: set[tuple[int, str]] | None = None) -> list[str]:
     """Seed envelopes of the given (project id, group key)s (all groups when None)."""
-    with Session(engine) as session:
-        query = select(Run).where(col(Run.config_hash).is_not(None))
-        runs = list(session.execute(query).scalars())
-    by_group: dict[tuple[int, str], list[Run]] = {}
+    with Session(engine) as session:  # the columns used, not every run's whole row
+        query = select(
+            col(Run.id),
+            col(Run.project_id),
+            col(Run.config_hash),
+            col(Run.code_hash),
+            col(Run.started_at),
+        ).where(col(Run.config_hash).is_not(None))
+        runs = [_Member(*row) for row in session.execute(query)]
+    by_group: dict[tuple[int, str], list[_Member]] = {}
     for run in runs:
         key = (run.project_id, str(groups.group_key(run.config_hash, run.code_hash)))
         if keys is None or key in keys:
@@ -218,10 +265,21 @@ def envelope_pass(engine: Engine, keys: set[tuple[int, str]] | None = None) -> l
     return flagged
 
 
-def _envelope(engine: Engine, members: list[Run]) -> list[str]:
+@dataclass(frozen=True)
+class _Member:
+    """What the envelope needs of a run."""
+
+    id: str
+    project_id: int
+    config_hash: str | None
+    code_hash: str | None
+    started_at: float | None
+
+
+def _envelope(engine: Engine, members: list[_Member]) -> list[str]:
     with write_session(engine) as session:
         seeds = groups.seeds(session, [r.id for r in members])
-        one_per_seed: dict[int, Run] = {}
+        one_per_seed: dict[int, _Member] = {}
         for run in sorted(members, key=lambda r: (r.started_at or 0.0, r.id)):
             seed = seeds.get(run.id)
             if seed is not None:

@@ -15,6 +15,7 @@ from sqlmodel import Session, col
 
 from gradwatch.analysis.downsample import downsample as downsample
 from gradwatch.analysis.selection import tensor_rows as _tensor_rows
+from gradwatch.server.blobcodec import unpack_rows
 from gradwatch.server.exceptions import RequestError
 from gradwatch.server.models import SeriesBlob, SeriesChunk
 from gradwatch.server.problems import note
@@ -82,10 +83,10 @@ def read_block(
     value_parts: list[Vector] = []
     for steps_raw, dtype, nrows, data in session.execute(query):
         steps = np.frombuffer(steps_raw, dtype="<i8")
-        matrix = unpack(data, dtype, nrows, len(steps), f"{name} of run {run_id}")
-        if matrix is None:
+        wanted = None if rows is None else [r for r in rows if r < nrows]
+        picked = unpack(data, dtype, nrows, len(steps), f"{name} of run {run_id}", wanted)
+        if picked is None:
             continue
-        picked = matrix if rows is None else matrix[[r for r in rows if r < nrows]]
         if rows is not None and len(picked) != len(rows):
             continue  # a tensor added later than this chunk (rare): skip the chunk
         mask = (steps >= lo) & (steps <= hi)
@@ -99,13 +100,22 @@ def read_block(
     return Block(steps[order], np.concatenate([_widen(v, width) for v in value_parts], 1)[:, order])
 
 
-def unpack(data: bytes, dtype: str, rows: int, columns: int, what: str) -> Vector | None:
-    """A stored blob as its ``(rows, columns)`` matrix, or None (noted) when it is not one."""
+def unpack(
+    data: bytes, dtype: str, rows: int, columns: int, what: str, pick: list[int] | None = None
+) -> Vector | None:
+    """A stored blob as its ``(rows, columns)`` matrix (``pick``: those rows only), or None
+    (noted) when it is not one. Packed statistics (dtype ``f4z``/``f8z``, see
+    :mod:`gradwatch.server.blobcodec`) are decoded here."""
     try:
+        if dtype.endswith("z"):
+            if rows < 1:
+                raise ValueError(f"{rows} rows")
+            return unpack_rows(data, dtype, rows, columns, pick)
         kind = np.dtype(dtype).newbyteorder("<")
         if rows < 1 or kind.kind not in "fiub" or len(data) != rows * columns * kind.itemsize:
             raise ValueError(f"{len(data)} bytes of {dtype} are not {rows} × {columns}")
-        return np.frombuffer(data, dtype=kind).reshape(rows, columns)
+        matrix = np.frombuffer(data, dtype=kind).reshape(rows, columns)
+        return matrix if pick is None else matrix[pick]
     except (TypeError, ValueError) as e:
         note(f"{what}: a stored chunk cannot be read ({e}); it is left out")
         return None

@@ -52,7 +52,8 @@ class Settings:
     process of the host can reach a loopback server, a same-host reverse proxy too.
     ``max_body_bytes`` bounds an ingest request, ``max_json_bytes`` any other request
     body, ``body_timeout`` the seconds a body may take to arrive (see
-    :mod:`gradwatch.server.bodylimit`). ``import_interval`` is the
+    :mod:`gradwatch.server.bodylimit`); ingest answers 503 with ``Retry-After`` while more
+    than ``ingest_backlog_bytes`` of requests wait for the ingest writer. ``import_interval`` is the
     period of the local spool import in seconds (``None`` turns it off); ``monitor_interval``
     the period of the live drift comparison, seed envelopes and webhook deliveries (``None``
     turns them off). Webhook targets on loopback/private/link-local addresses are refused
@@ -67,6 +68,7 @@ class Settings:
     require_tokens: bool = False
     max_body_bytes: int = 64 << 20  # one ingest request (a batch of frames)
     max_json_bytes: int = 1 << 20  # any other request body, API and dashboard
+    ingest_backlog_bytes: int = 64 << 20  # queued ingest bodies beyond which ingest is 503
     body_timeout: float = 30.0  # seconds for a whole request body to arrive
     stalled_after: float = 120.0
     crashed_after: float = 3600.0

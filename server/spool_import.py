@@ -18,7 +18,7 @@ import logging
 import threading
 from pathlib import Path
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
@@ -34,13 +34,14 @@ from gradwatch.server.frame_ingest import (
     stored_project,
 )
 from gradwatch.server.frame_rows import FrameRows
-from gradwatch.server.models import SpoolImport
+from gradwatch.server.models import Run, SpoolImport
 from gradwatch.server.store import insert_ignore
 from gradwatch.transport.spool import SpoolCursor, list_segments, read_batch, segment_path
 from gradwatch.wire import Frame
 
 log = logging.getLogger("gradwatch.server")
 BATCH_BYTES = 4 << 20
+RECHECK_ENDED = 8  # ended runs whose spool a pass looks at again, in turn
 
 
 def _parse_tolerant(run_id: str, frames: list[Frame]) -> list[FrameRows]:
@@ -102,6 +103,10 @@ class SpoolImporter:
         self.interval = interval
         self._stop = threading.Event()
         self._seen: dict[str, tuple[tuple[int, int, int], ...]] = {}
+        self._listing: tuple[int, list[Path]] = (-1, [])  # runs/ mtime and its folders
+        self._ended: list[str] = []  # runs whose END was imported: re-checked a few a pass
+        self._recheck = 0
+        self.last_checked = 0  # run folders whose spool was looked at in the last pass
         self._thread = threading.Thread(target=self._loop, name="gradwatch-import", daemon=True)
 
     def start(self) -> None:
@@ -119,16 +124,31 @@ class SpoolImporter:
             self._stop.wait(self.interval)
 
     def import_all(self) -> int:
-        """One pass over every run folder whose spool changed; never raises."""
+        """One pass over every run folder whose spool changed; never raises.
+
+        The cost of a pass does not grow with the finished runs: the folder listing is
+        re-read only when ``runs/`` changed (a new run), and a run whose END record was
+        imported is not looked at again, except ``RECHECK_ENDED`` of them per pass in
+        turn (frames appended after an END are still imported, later).
+        """
         total = 0
         root = paths.runs_dir(self.data_dir)
         try:
-            run_dirs = sorted(p for p in root.iterdir() if p.is_dir())
+            mtime = root.stat().st_mtime_ns
+            if mtime != self._listing[0]:
+                self._listing = (mtime, sorted(p for p in root.iterdir() if p.is_dir()))
         except OSError:
             return 0
-        for run_dir in run_dirs:
+        ended = set(self._ended)
+        live = [p for p in self._listing[1] if p.name not in ended]
+        start = self._recheck % len(self._ended) if self._ended else 0
+        again = (self._ended[start:] + self._ended[:start])[:RECHECK_ENDED]
+        self._recheck = start + len(again)
+        self.last_checked = 0
+        for run_dir in live + [root / name for name in again]:
             if self._stop.is_set():
                 break
+            self.last_checked += 1
             signature = _signature(run_dir)
             if not signature or self._seen.get(run_dir.name) == signature:
                 continue
@@ -137,7 +157,19 @@ class SpoolImporter:
                 self._seen[run_dir.name] = signature
             except Exception as e:  # one bad folder or a database hiccup must not stop the loop
                 log.warning("spool import: run folder %s: %s: %s", run_dir, type(e).__name__, e)
+                continue
+            if run_dir.name not in ended and _has_ended(self.engine, run_dir.name):
+                self._ended.append(run_dir.name)
         return total
+
+
+def _has_ended(engine: Engine, run_id: str) -> bool:
+    """Whether the stored run has its END record."""
+    with Session(engine) as session:
+        return (
+            session.execute(select(col(Run.end_status)).where(col(Run.id) == run_id)).scalar()
+            is not None
+        )
 
 
 def _signature(run_dir: Path) -> tuple[tuple[int, int, int], ...]:

@@ -262,3 +262,19 @@ def test_scan_from_offset_and_header_size() -> None:
     later = scan_frames(data, start_offset=frames[1].offset)
     assert [f.seq for f in later.frames] == [2, 3]
     assert frames[0].size == HEADER_SIZE + len(encode_record(frames[0].record))
+
+
+@pytest.mark.parametrize(
+    "meta_text",
+    [
+        '{"loss":{"$f":"nan"}}',
+        '{"loss":{"\\u0024f":"-inf"}}',  # the tag key spelled with an escape
+        '{"user":{"$d":{"$f":"text"}}}',
+        '{"plain":[1,2.5,"x"],"s":"{\\"$f\\":\\"nan\\"}"}',
+    ],
+)
+def test_decoding_meta_without_the_walk_gives_what_the_walk_gives(meta_text: str) -> None:
+    payload = struct.pack("<BI", int(Kind.EVENTS), len(meta_text)) + meta_text.encode()
+    payload += struct.pack("<H", 0)
+    got = decode_record(payload).meta
+    assert repr(got) == repr(from_jsonable(json.loads(meta_text)))

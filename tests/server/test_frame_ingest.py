@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import struct
+import threading
+import time
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
 from gradwatch.server.app import create_app
+from gradwatch.server.ingest_writer import IngestJob
 from gradwatch.server.settings import Settings
 from gradwatch.wire import Array, Kind, Record, encode_frame, from_jsonable
 from tests.server import frames as f
@@ -194,3 +197,40 @@ def test_user_scalars_come_back_per_key(client: TestClient) -> None:
 def test_a_nul_in_the_url_is_400(client: TestClient, url: str) -> None:
     reply = client.get(url)
     assert reply.status_code == 400 and "NUL" in reply.json()["detail"]
+
+
+def test_a_full_ingest_backlog_is_503_with_retry_after_and_stores_nothing(
+    settings: Settings,
+) -> None:
+    app = create_app(settings.with_(ingest_backlog_bytes=1000))
+    gate = threading.Event()
+
+    def held() -> list[object]:
+        gate.wait(30)
+        return []
+
+    with TestClient(app) as client:
+        writer = app.state.ingest_writer
+        busy = writer.submit(IngestJob("held", 10, prepare=held, store=lambda s, p: None))
+        deadline = time.monotonic() + 10
+        while writer.backlog() and time.monotonic() < deadline:  # the thread took it
+            time.sleep(0.01)
+        queued = writer.submit(IngestJob("queued", 5000, prepare=list, store=lambda s, p: None))
+        assert writer.backlog() == 5000
+        reply = client.post(
+            "/api/v1/ingest", content=b"".join(f.simple_run("r1")), headers=f.headers("r1")
+        )
+        assert reply.status_code == 503
+        assert 1 <= int(reply.headers["Retry-After"]) <= 30
+        assert "retry in" in reply.json()["detail"]
+        gate.set()
+        busy.result(timeout=10), queued.result(timeout=10)
+        assert client.get("/api/v1/runs").json()["count"] == 0
+        assert post(client, "r1", b"".join(f.simple_run("r1")))[0] == 200
+
+
+def test_the_fast_path_keeps_the_token_check_first(settings: Settings) -> None:
+    with TestClient(create_app(settings.with_(require_tokens=True))) as client:
+        reply = client.post("/api/v1/ingest", content=b"x", headers={"X-Gradwatch-Run": ""})
+        assert reply.status_code == 401
+        assert "requires an API token" in reply.json()["detail"]

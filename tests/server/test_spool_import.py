@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from fastapi.testclient import TestClient
+from sqlmodel import Session
 
 import gradwatch
+from gradwatch import paths
 from gradwatch.server.app import create_app
 from gradwatch.server.db import make_engine
 from gradwatch.server.migrate import migrate
+from gradwatch.server.models import Run
 from gradwatch.server.settings import Settings
-from gradwatch.server.spool_import import SpoolImporter, import_run
+from gradwatch.server.spool_import import RECHECK_ENDED, SpoolImporter, import_run
+from gradwatch.transport.spool import SpoolWriter
+from tests.server import frames as f
 from tests.server.live import wait_for
 from tests.server.training import make, spooled, train
 
@@ -64,5 +70,40 @@ def test_import_uses_its_own_cursor_and_is_repeatable(settings: Settings, data_d
         assert import_run(engine, run.dir) == 0
         assert SpoolImporter(engine, data_dir, 1.0).import_all() == 0
         assert not (run.dir / "acked").exists() or (run.dir / "acked").read_text() in ("", "0")
+    finally:
+        engine.dispose()
+
+
+def _spool(data_dir: Path, run: str, *, ended: bool) -> Path:
+    run_dir = paths.runs_dir(data_dir) / run
+    writer = SpoolWriter(run_dir)
+    writer.append(f.start(run))
+    writer.append(f.steps(1, np.ones((3, 2, 4), "f4")))
+    if ended:
+        writer.append(f.end(steps_done=3))
+    writer.close()
+    return run_dir
+
+
+def test_a_pass_looks_at_the_live_runs_and_a_few_ended_ones_only(
+    settings: Settings, data_dir: Path
+) -> None:
+    engine = make_engine(settings.db_url)
+    migrate(engine)
+    try:
+        ended = [_spool(data_dir, f"done-{i:02d}", ended=True) for i in range(3 * RECHECK_ENDED)]
+        _spool(data_dir, "live", ended=False)
+        importer = SpoolImporter(engine, data_dir, 1.0)
+        assert importer.import_all() == 3 * 3 * RECHECK_ENDED + 2
+        assert importer.last_checked == 3 * RECHECK_ENDED + 1
+        assert importer.import_all() == 0
+        assert importer.last_checked == 1 + RECHECK_ENDED  # not one per finished run
+        late = SpoolWriter(ended[-1])  # frames after an END are still imported, in turn
+        late.append(f.steps(4, np.ones((2, 2, 4), "f4")))
+        late.close()
+        assert sum(importer.import_all() for _ in range(3)) == 1
+        with Session(engine) as session:
+            assert session.get(Run, f"done-{3 * RECHECK_ENDED - 1:02d}") is not None
+            assert session.get(Run, f"done-{3 * RECHECK_ENDED - 1:02d}").steps == 5  # type: ignore[union-attr]
     finally:
         engine.dispose()

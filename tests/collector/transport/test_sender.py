@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import struct
@@ -16,6 +17,7 @@ import pytest
 
 from gradwatch.paths import runs_dir
 from gradwatch.transport.sender import (
+    MAX_BATCH_BYTES,
     HTTPTransport,
     SyncResult,
     parse_retry_after,
@@ -38,6 +40,8 @@ class Ingest:
     duplicates: int = 0
     headers: list[dict[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    delay: float = 0.0  # seconds before every reply: a slow server
+    sizes: list[int] = field(default_factory=list)  # body bytes of every request
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -50,6 +54,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         state = self.server.ingest  # type: ignore[attr-defined]
+        time.sleep(state.delay)
+        state.sizes.append(len(body))
         with state.lock:
             state.headers.append(dict(self.headers))
             fault = state.faults.pop(0) if state.faults else None
@@ -251,6 +257,45 @@ def test_run_io_streams_to_the_server_during_an_outage(
     assert stats.sent_frames >= 300
     assert stats.acked_seq == 300
     assert ingest.duplicates == 0
+
+
+def test_a_slow_server_gets_fewer_larger_requests_and_training_never_waits(
+    tmp_path: Path, server: tuple[str, Ingest]
+) -> None:
+    url, ingest = server
+    ingest.delay = 0.25  # every reply takes a quarter of a second
+    io = RunIO(tmp_path / "run-s", server=url, flush_interval=0.02)
+    slowest = 0.0
+    for i in range(400):  # 400 records over ~2 s: ~8 per reply
+        t0 = time.perf_counter()
+        io.submit(Record(Kind.STEPS, {"step": i}, {"g": Array.from_values("f4", [i, 1.0])}))
+        slowest = max(slowest, time.perf_counter() - t0)
+        time.sleep(0.005)
+    io.close(timeout=20)
+    assert received(ingest, "run-s") == list(range(1, 401))
+    frames = [n for _, what, n in ingest.requests if what == "ok"]
+    # one request in flight per run: what arrived meanwhile goes in the next one
+    assert len(frames) < 400 / 4, f"{len(frames)} requests for 400 frames"
+    assert max(frames) >= 8
+    assert max(ingest.sizes) <= MAX_BATCH_BYTES
+    assert slowest < 0.1, f"submit took {slowest * 1000:.0f} ms"
+
+
+def test_a_run_backs_off_on_503_and_429_as_long_as_the_server_says(
+    tmp_path: Path, server: tuple[str, Ingest]
+) -> None:
+    url, ingest = server
+    run = runs_dir(tmp_path) / "run-r"
+    spool_run(run, 20)
+    ingest.faults = ["503", "429"]
+    ingest.retry_after = "0.4"
+    transport = HTTPTransport(url)
+    result = send_run(run, transport, deadline=time.monotonic() + 10)
+    transport.close()
+    times = [t for t, _, _ in ingest.requests]
+    assert [what for _, what, _ in ingest.requests] == ["503", "429", "ok"]
+    assert all(0.4 <= b - a < 1.0 for a, b in itertools.pairwise(times))
+    assert result.complete and received(ingest, "run-r") == list(range(1, 21))
 
 
 @pytest.mark.parametrize(

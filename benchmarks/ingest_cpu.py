@@ -1,0 +1,98 @@
+"""Server CPU per ingest request, closed loop: comparable under load, quick to run.
+
+Replays the same recording as ``capacity.py`` (one request = one STEPS frame of 10 steps ×
+300 tensors): ``--runs`` runs post their first request (RUN_START, fingerprints), then
+``--rounds`` more each, over ``--conns`` keep-alive connections as fast as the server
+answers, to one ``gradwatch serve`` (SQLite unless ``--db``). Reported: the server
+process's CPU seconds (user + system) per request over the timed rounds, requests/s
+and the load average. Unlike ``capacity.py`` it has no pass/fail, so a before/after
+comparison on a busy machine takes seconds.
+
+Usage::
+
+    python benchmarks/ingest_cpu.py RUN_DIR --runs 100 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from capacity import INGEST, Replay, Server, _request, pg_database, read_recording
+
+
+def _head(run: str, body: bytes) -> bytes:
+    return (
+        f"POST {INGEST} HTTP/1.1\r\nHost: x\r\nContent-Type: application/vnd.gradwatch.frames"
+        f"\r\nX-Gradwatch-Run: {run}\r\nX-Gradwatch-Schema: 1\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+
+
+async def _drive(server: Server, replay: Replay, args: argparse.Namespace) -> str:
+    ids = [f"run{i:05d}" for i in range(args.runs)]
+    todo: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+
+    async def worker() -> int:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        sent = 0
+        while not todo.empty():
+            run, k = todo.get_nowait()
+            body = replay.first(run) if k == 0 else replay.body(k)
+            status = await _request(reader, writer, _head(run, body), body)
+            if status != 200:
+                raise RuntimeError(f"HTTP {status}")
+            sent += 1
+        writer.close()
+        return sent
+
+    for run in ids:
+        todo.put_nowait((run, 0))
+    await asyncio.gather(*[worker() for _ in range(args.conns)])
+    await asyncio.sleep(3)  # the monitor's first look at the new runs
+    for k in range(1, args.rounds + 1):
+        for run in ids:
+            todo.put_nowait((run, k))
+    cpu0, wall0 = server.cpu(), time.perf_counter()
+    n = sum(await asyncio.gather(*[worker() for _ in range(args.conns)]))
+    cpu, wall = server.cpu() - cpu0, time.perf_counter() - wall0
+    return (
+        f"{n} requests: server {1000 * cpu / n:.2f} ms CPU/request, {n / wall:.0f} requests/s, "
+        f"server CPU {100 * cpu / wall:.0f}%, load average {os.getloadavg()[0]:.2f}"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("recording", help="a run folder (capacity.py --record-only DIR)")
+    p.add_argument("--runs", type=int, default=100)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--conns", type=int, default=16)
+    p.add_argument("--db", default=None, help="PostgreSQL admin URL (default: SQLite)")
+    p.add_argument("--server-python", default=sys.executable)
+    args = p.parse_args()
+    replay = Replay(read_recording(Path(args.recording)))
+    tmp = Path(tempfile.mkdtemp(prefix="gw-ingest-cpu-"))
+    db: str | None = None
+    drop: Any = None
+    if args.db:
+        db, drop = pg_database(args.db)
+    server = Server(db, tmp / "data", tmp / "server.log", args.server_python)
+    try:
+        print(asyncio.run(_drive(server, replay, args)))
+    finally:
+        server.stop()
+        if drop is not None:
+            drop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
