@@ -30,7 +30,7 @@ def seeded_mlp(*sizes: int, act: type[nn.Module] = nn.ReLU) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def conv_bn_net(channels: int, blocks: int, classes: int, width: int = 8) -> nn.Sequential:
+def seeded_conv_bn_net(channels: int, blocks: int, classes: int, width: int = 8) -> nn.Sequential:
     """``torch.manual_seed(0)``, then ``blocks`` × (3×3 conv keeping its bias, BatchNorm,
     ReLU) of ``width`` channels from ``channels`` inputs, global average pooling and a
     Linear to ``classes``."""

@@ -3,10 +3,10 @@
 gradients that are zero up to rounding and jump by orders of magnitude between steps."""
 
 import torch
-from _setup import conv_bn_net
+from _setup import seeded_conv_bn_net
 from torch import nn
 
-model = conv_bn_net(1, 2, 3)
+model = seeded_conv_bn_net(1, 2, 3)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 for step in range(200):
     x = torch.randn(16, 1, 8, 8)
