@@ -12,7 +12,8 @@ answers every request only after that transaction committed. So:
   rolls back to its savepoint and gets its own error; the others commit;
 - a database failure of the group (a lock timeout, a PostgreSQL deadlock, a lost
   connection) rolls the whole group back, and each job is then stored alone in its own
-  transaction, exactly as before group commit;
+  transaction, tried again up to ``RETRIES`` times when the database fails it again; only
+  a request that fails every try gets the 503;
 - jobs are stored in run-id order, so two server processes take row locks in one order.
 
 Backpressure: ``backlog()`` is the bytes of requests queued and not yet taken; the route
@@ -51,6 +52,10 @@ from gradwatch.server.db import write_session
 
 log = logging.getLogger("gradwatch.server")
 MAX_GROUP = 64
+#: a request whose transaction the database failed (deadlock, lock timeout, lost
+#: connection) is stored alone and tried again this many times before it gets the 503
+RETRIES = 2
+RETRY_PAUSE_S = 0.05  # before the first try again; twice that before the second
 MAX_GROUP_BYTES = 32 << 20
 
 
@@ -167,11 +172,8 @@ class IngestWriter:
                 for job, prepared in ready:
                     outcomes.append(_in_savepoint(session, job, prepared))
         except OperationalError as e:
-            if len(ready) > 1:
-                log.info("ingest group of %d failed (%s); storing one by one", len(ready), e)
-                self._one_by_one(ready)
-            else:
-                ready[0][0].future.set_exception(e)
+            log.info("ingest group of %d failed (%s); storing one by one", len(ready), e)
+            self._one_by_one(ready)
             return
         for (job, _), (ok, value) in zip(ready, outcomes, strict=True):
             if ok:
@@ -180,14 +182,24 @@ class IngestWriter:
                 job.future.set_exception(value)
 
     def _one_by_one(self, ready: list[tuple[IngestJob, Any]]) -> None:
+        """Each job in a transaction of its own, tried again up to :data:`RETRIES` times
+        when the database fails it (a deadlock between two servers, a lock timeout): its
+        request gets the 503 only when every try failed."""
         for job, prepared in ready:
-            try:
-                with write_session(self.engine) as session:
-                    value = job.store(session, prepared)
-            except Exception as e:
-                job.future.set_exception(e)
-            else:
-                job.future.set_result(value)
+            for attempt in range(RETRIES + 1):
+                try:
+                    with write_session(self.engine) as session:
+                        value = job.store(session, prepared)
+                except OperationalError as e:
+                    if attempt < RETRIES:
+                        time.sleep(RETRY_PAUSE_S * (attempt + 1))
+                        continue
+                    job.future.set_exception(e)
+                except Exception as e:
+                    job.future.set_exception(e)
+                else:
+                    job.future.set_result(value)
+                break
 
 
 def _in_savepoint(session: Session, job: IngestJob, prepared: Any) -> tuple[bool, Any]:

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gradwatch.checks.findings import Finding, finding
+from gradwatch.checks.fmt import counted
 
 SPREAD = 10.0
 SPREAD_FLOOR = 1e-6  # below this on every rank, a ratio says nothing
@@ -63,8 +64,8 @@ def param_desync(step: int, names: Sequence[str], summaries: Sequence[Summary]) 
     return finding(
         "ddp-param-desync",
         step,
-        f"after step {step} the parameters of {len(differ)} rank(s) differ from rank 0's, "
-        f"first {_where(summaries[first_rank])} in {len(tensors)} tensor(s) such as "
+        f"after step {step} the parameters of {counted(len(differ), 'rank')} differ from rank 0's, "
+        f"first {_where(summaries[first_rank])} in {counted(len(tensors), 'tensor')} such as "
         f"{tensors[0]}: the replicas have silently diverged.",
         "every update must go through the DDP-wrapped model and the optimizer on all ranks: "
         "look for parameter edits outside optimizer.step() (.data, no_grad updates) on one rank, "
@@ -124,7 +125,7 @@ def first_nonfinite(upto: int, reports: Sequence[Summary]) -> Finding | None:
     what = {"loss": "its loss", "grad": "a gradient", "param": "a parameter"}[first["kind"]]
     tensor = f" ({first['tensor']})" if first.get("tensor") else ""
     spread = (
-        f"; {len(same_step) - 1} other rank(s) followed in the same step"
+        f"; {counted(len(same_step) - 1, 'other rank')} followed in the same step"
         if len(same_step) > 1
         else ""
     )

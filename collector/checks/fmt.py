@@ -32,3 +32,8 @@ def times(x: float) -> str:
     if x == 0:
         return "zero times"
     return f"{num(x)}×"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 tensor``, ``3 tensors``: a count with its noun in the right number."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

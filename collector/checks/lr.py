@@ -29,7 +29,7 @@ import torch
 
 from gradwatch.checks import lrscale
 from gradwatch.checks.findings import FindingSink, finding
-from gradwatch.checks.fmt import num, times
+from gradwatch.checks.fmt import counted, num, times
 
 if TYPE_CHECKING:
     from gradwatch.checks.view import StepView, WatchedOptimizer
@@ -269,7 +269,9 @@ class LrChecks:
         effect = (
             "the parameters have all but stopped moving"
             if stuck is None
-            else f"{stuck} parameter tensor(s) of the group no longer change at all"
+            else f"{counted(stuck, 'parameter tensor')} of the group no longer "
+            + ("changes" if stuck == 1 else "change")
+            + " at all"
         )
         self.sink.report(
             finding(

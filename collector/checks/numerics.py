@@ -18,7 +18,7 @@ import torch
 from gradwatch.checks import explode
 from gradwatch.checks import ratio as ratio_mod
 from gradwatch.checks.findings import Action, Finding, FindingSink, finding
-from gradwatch.checks.fmt import num
+from gradwatch.checks.fmt import counted, num
 from gradwatch.checks.numstate import State, ends
 from gradwatch.checks.view import StepView, Window, held_for
 
@@ -113,7 +113,8 @@ class NumericsChecks:
             "nonfinite-grad",
             v,
             f"{sum(counts.values())} gradient elements are NaN/Inf; the first layer (in "
-            f"forward order) where they appear is this one ({len(bad)} tensors affected).",
+            f"forward order) where they appear is this one "
+            f"({counted(len(bad), 'tensor')} affected).",
             {"counts": counts, "numel": {v.names[i]: v.numel[i] for i in bad}},
         )
         return [
@@ -193,7 +194,8 @@ class NumericsChecks:
         return finding(
             "vanishing-grad",
             v.step,
-            f"the gradient is vanishing in {len(held)} tensors for {VANISH_STEPS} steps: "
+            f"the gradient is vanishing in {counted(len(held), 'tensor')} "
+            f"for {VANISH_STEPS} steps: "
             f"{listed}{more}{deep}.",
             "check the initialisation, activations (saturating sigmoid/tanh), the loss's scale "
             "and normalisation between these layers and the loss.",

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from gradwatch.checks.findings import finding
+from gradwatch.checks.fmt import counted
 from gradwatch.hooks.forward_order import Graph, forward_order, walk
 
 if TYPE_CHECKING:
@@ -54,8 +55,9 @@ def cut_description(root: torch.Tensor | None, graph: Graph | None) -> str:
         return "the loss's graph reaches no tensor that requires a gradient"
     shown = ", ".join(_spelled(t) for t in leaves[:3])
     return (
-        f"the loss's graph ends at {len(leaves)} tensor(s) that are not the model's "
-        f"parameters ({shown}): made by torch.tensor(...)/requires_grad=True from values cut "
+        f"the loss's graph ends at {counted(len(leaves), 'tensor')} that "
+        f"{'is' if len(leaves) == 1 else 'are'} not the model's parameters ({shown}): "
+        "made by torch.tensor(...)/requires_grad=True from values cut "
         "off by .detach(), .item() or numpy"
     )
 
@@ -127,8 +129,11 @@ class GraphWatch:
                 finding(
                     "param-not-in-optimizer",
                     step,
-                    f"{len(tensors)} trainable tensor(s) ({shapes}{more}) reach the loss but no "
-                    f"watched module and no optimizer holds them ({where}), so they never train.",
+                    f"{counted(len(tensors), 'trainable tensor')} ({shapes}{more}) "
+                    f"{'reaches' if len(tensors) == 1 else 'reach'} the loss but no watched "
+                    f"module and no optimizer holds {'it' if len(tensors) == 1 else 'them'} "
+                    f"({where}), so "
+                    f"{'it never trains' if len(tensors) == 1 else 'they never train'}.",
                     "register submodules with nn.ModuleList/nn.ModuleDict (not a plain list or "
                     "dict), create parameters in __init__ rather than forward, and build the "
                     "optimizer after the model is complete.",

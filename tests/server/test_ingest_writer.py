@@ -92,3 +92,44 @@ def test_the_thread_answers_every_request_after_its_commit(db_url: str) -> None:
     with pytest.raises(RequestError):  # a restarted writer still answers with the error
         writer.submit(_job("x", b"")).result(timeout=30)
     engine.dispose()
+
+
+def test_a_request_the_database_fails_once_is_tried_again_before_any_503(db_url: str) -> None:
+    """A deadlock between two servers or a lock timeout fails one transaction, not the
+    request: it is stored alone and tried again (``RETRIES``); only a request that fails
+    every try gets the 503 (a database failure injected into the job's store)."""
+    from sqlalchemy.exc import OperationalError
+
+    from gradwatch.server.ingest_writer import RETRIES
+
+    engine = make_engine(db_url)
+    migrate(engine)
+    writer = IngestWriter(engine)
+
+    def failing(times: int, run: str) -> IngestJob:
+        job = _job(run, b"".join(simple_run(run)))
+        store, left = job.store, [times]
+
+        def flaky(session: Session, parsed: Any) -> Any:
+            if left[0] > 0:
+                left[0] -= 1
+                raise OperationalError("INSERT ...", {}, Exception("deadlock detected"))
+            return store(session, parsed)
+
+        job.store = flaky
+        return job
+
+    once, always, fine = (
+        failing(1, "run-a"),
+        failing(RETRIES + 9, "run-b"),
+        _job("run-c", b"".join(simple_run("run-c"))),
+    )
+    writer.store_group([once, always, fine])
+    assert once.future.result(timeout=0).accepted == 5  # stored on a try again
+    assert fine.future.result(timeout=0).accepted == 5  # stored alone after the group failed
+    assert isinstance(_error(always.future), OperationalError)  # every try failed: 503
+    with Session(engine) as session:
+        assert (_frames(session, "run-a"), _frames(session, "run-b")) == (5, 0)
+        assert _frames(session, "run-c") == 5
+    writer.stop()
+    engine.dispose()

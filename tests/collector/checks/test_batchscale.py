@@ -82,18 +82,24 @@ def test_only_symptoms_of_the_same_step_and_optimizer_are_annotated() -> None:
     assert "batch_outlier" not in seen.annotate(plateau).details
 
 
-def test_a_run_names_the_outlier_batch_as_the_cause_of_the_spike() -> None:
+def _seeded_mlp() -> tuple[nn.Module, torch.optim.Optimizer]:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 1))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    return model, torch.optim.Adam(model.parameters(), lr=1e-3)
 
-    def data(i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        g = torch.Generator().manual_seed(i)
-        x = torch.randn(32, 16, generator=g)
-        y = x[:, :4].sum(dim=1, keepdim=True)
-        return (x * 1000 if i == 120 else x), y
 
-    run = train(model, opt, 160, data=data)
+def _outlier_at_120(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batch ``i`` (its own generator); batch 120 is the same inputs × 1000."""
+    g = torch.Generator().manual_seed(i)
+    x = torch.randn(32, 16, generator=g)
+    y = x[:, :4].sum(dim=1, keepdim=True)
+    return (x * 1000 if i == 120 else x), y
+
+
+def test_a_run_names_the_outlier_batch_as_the_cause_of_the_spike() -> None:
+    model, opt = _seeded_mlp()
+
+    run = train(model, opt, 160, data=_outlier_at_120)
     (spike,) = of(run, "exploding-grad")
     assert spike.step == 121 and spike.role == "cause"
     assert spike.details["batch_outlier"]["factor"] > 300
@@ -105,20 +111,12 @@ def test_an_acting_policy_still_names_the_outlier_batch_as_the_cause(policy: str
     """A value check whose policy acts before the update (skip, checkpoint, raise) runs
     on the training thread before the I/O thread reads the batch: the batch's scale is
     read then, so the finding is led by the outlier batch as under ``warn``."""
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 1))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-
-    def data(i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        g = torch.Generator().manual_seed(i)
-        x = torch.randn(32, 16, generator=g)
-        y = x[:, :4].sum(dim=1, keepdim=True)
-        return (x * 1000 if i == 120 else x), y
+    model, opt = _seeded_mlp()
 
     run = gradwatch.watch(model, opt, checks={"exploding-grad": policy})
     try:
         for i in range(160):
-            x, y = data(i)
+            x, y = _outlier_at_120(i)
             opt.zero_grad()
             nn.functional.mse_loss(model(x), y).backward()
             opt.step()

@@ -73,7 +73,7 @@ def test_first_nonfinite_prefers_the_earliest_step_then_the_loss() -> None:
     found = ddp.first_nonfinite(20, reports)
     assert found is not None
     assert (found.step, found.details["rank"], found.details["host"]) == (8, 1, "node1")
-    assert "2 other rank(s)" in found.message
+    assert "2 other ranks followed" in found.message
     earlier = ddp.first_nonfinite(20, [*reports, summary(3, step=7, kind="param", tensor="b")])
     assert earlier is not None and earlier.details["rank"] == 3 and earlier.param == "b"
     assert ddp.first_nonfinite(5, reports) is None  # none at or before step 5 yet

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gradwatch.checks.fmt import num, times
+from gradwatch.checks.fmt import counted, num, times
 
 
 @pytest.mark.parametrize(
@@ -36,3 +36,10 @@ def test_times_never_says_zero_times() -> None:
     assert times(2.0) == "2×"
     assert times(0.0) == "zero times"
     assert "0×" not in times(0.0)
+
+
+def test_counted_puts_the_noun_in_the_right_number() -> None:
+    assert counted(1, "tensor") == "1 tensor"  # not "1 tensors"
+    assert counted(0, "tensor") == "0 tensors"
+    assert counted(3, "other rank") == "3 other ranks"
+    assert counted(2, "batch", "batches") == "2 batches"

@@ -121,17 +121,35 @@ def received(ingest: Ingest, run: str) -> list[int]:
     return sorted(seq for (r, seq) in ingest.seen if r == run)
 
 
+def send_through_faults(
+    tmp_path: Path,
+    server: tuple[str, Ingest],
+    name: str,
+    frames: int,
+    faults: list[str],
+    retry_after: str,
+    seconds: float,
+) -> tuple[SyncResult, Path]:
+    """Spool ``frames`` frames of run ``name``, have the server answer its first requests
+    with ``faults`` (``Retry-After: retry_after``), and send the run within ``seconds``."""
+    url, ingest = server
+    run = runs_dir(tmp_path) / name
+    spool_run(run, frames)
+    ingest.faults = faults
+    ingest.retry_after = retry_after
+    transport = HTTPTransport(url)
+    try:
+        return send_run(run, transport, deadline=time.monotonic() + seconds), run
+    finally:
+        transport.close()
+
+
 def test_everything_arrives_exactly_once_after_failures(
     tmp_path: Path, server: tuple[str, Ingest]
 ) -> None:
-    url, ingest = server
-    run = runs_dir(tmp_path) / "run-a"
-    spool_run(run, 5000)
-    ingest.faults = ["reset", "ok", "503", "ok", "reset", "429"]
-    ingest.retry_after = "0"
-    transport = HTTPTransport(url)
-    result = send_run(run, transport, deadline=time.monotonic() + 30)
-    transport.close()
+    ingest = server[1]
+    faults = ["reset", "ok", "503", "ok", "reset", "429"]
+    result, run = send_through_faults(tmp_path, server, "run-a", 5000, faults, "0", 30)
     assert result.error is None
     assert result.complete
     assert received(ingest, "run-a") == list(range(1, 5001))
@@ -284,14 +302,8 @@ def test_a_slow_server_gets_fewer_larger_requests_and_training_never_waits(
 def test_a_run_backs_off_on_503_and_429_as_long_as_the_server_says(
     tmp_path: Path, server: tuple[str, Ingest]
 ) -> None:
-    url, ingest = server
-    run = runs_dir(tmp_path) / "run-r"
-    spool_run(run, 20)
-    ingest.faults = ["503", "429"]
-    ingest.retry_after = "0.4"
-    transport = HTTPTransport(url)
-    result = send_run(run, transport, deadline=time.monotonic() + 10)
-    transport.close()
+    ingest = server[1]
+    result, _ = send_through_faults(tmp_path, server, "run-r", 20, ["503", "429"], "0.4", 10)
     times = [t for t, _, _ in ingest.requests]
     assert [what for _, what, _ in ingest.requests] == ["503", "429", "ok"]
     assert all(0.4 <= b - a < 1.0 for a, b in itertools.pairwise(times))

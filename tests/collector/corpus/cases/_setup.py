@@ -30,6 +30,44 @@ def seeded_mlp(*sizes: int, act: type[nn.Module] = nn.ReLU) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+def seeded_conv_bn_net(channels: int, blocks: int, classes: int, width: int = 8) -> nn.Sequential:
+    """``torch.manual_seed(0)``, then ``blocks`` × (3×3 conv keeping its bias, BatchNorm,
+    ReLU) of ``width`` channels from ``channels`` inputs, global average pooling and a
+    Linear to ``classes``."""
+    torch.manual_seed(0)
+    layers: list[nn.Module] = []
+    for i in range(blocks):
+        layers += [nn.Conv2d(width if i else channels, width, 3, padding=1)]
+        layers += [nn.BatchNorm2d(width), nn.ReLU()]
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, classes))
+
+
+def ddp_clamped(constrained: Callable[[int, int], bool], steps: int = 60) -> None:
+    """Two-layer tanh MLP under DDP (gloo, one shard per rank), SGD; after the update of
+    every step where ``constrained(rank, step)`` holds, the first layer's weight is clamped
+    to ±0.1 by hand (an edit outside ``step()``). Run under ``torchrun``."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = DistributedDataParallel(nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 2)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    data = torch.Generator().manual_seed(100 + rank)  # each rank its own shard
+    for step in range(1, steps + 1):
+        x = torch.randn(16, 8, generator=data)
+        y = x[:, :2] * 0.5
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        if constrained(rank, step):
+            with torch.no_grad():
+                model.module[0].weight.clamp_(-0.1, 0.1)
+    dist.destroy_process_group()
+
+
 def layernorm_net() -> nn.Sequential:
     """``torch.manual_seed(0)``, then a transformer-style MLP 16-64-64-1 (LayerNorm and GELU
     after each hidden layer, weights drawn with std 0.02, zero biases)."""

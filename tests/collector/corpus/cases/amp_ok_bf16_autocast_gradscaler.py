@@ -5,17 +5,10 @@ documented (`scale(loss).backward()`, `scaler.step(opt)`, `scaler.update()`). Th
 rounding of activations and gradients is no finding. Bug twin: amp_bug_step_without_scaler."""
 
 import torch
+from _setup import seeded_conv_bn_net
 from torch import nn
 
-torch.manual_seed(0)
-model = nn.Sequential(
-    nn.Conv2d(3, 8, 3, padding=1),
-    nn.BatchNorm2d(8),
-    nn.ReLU(),
-    nn.AdaptiveAvgPool2d(1),
-    nn.Flatten(),
-    nn.Linear(8, 4),
-)
+model = seeded_conv_bn_net(3, 1, 4)
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 scaler = torch.amp.GradScaler("cpu")
 for step in range(1, 121):

@@ -8,10 +8,10 @@ other way round, although the stuck tensors can show before the collapse has las
 steps). The fixed twin is lr_ok_scheduler_per_epoch_adam."""
 
 import torch
+from _setup import seeded_mlp
 from torch import nn
 
-torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
+model = seeded_mlp(16, 64, 64, 1)
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.8)
 w = torch.randn(16, 1)

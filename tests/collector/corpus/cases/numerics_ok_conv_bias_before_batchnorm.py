@@ -3,20 +3,10 @@
 gradients that are zero up to rounding and jump by orders of magnitude between steps."""
 
 import torch
+from _setup import seeded_conv_bn_net
 from torch import nn
 
-torch.manual_seed(0)
-model = nn.Sequential(
-    nn.Conv2d(1, 8, 3, padding=1),
-    nn.BatchNorm2d(8),
-    nn.ReLU(),
-    nn.Conv2d(8, 8, 3, padding=1),
-    nn.BatchNorm2d(8),
-    nn.ReLU(),
-    nn.AdaptiveAvgPool2d(1),
-    nn.Flatten(),
-    nn.Linear(8, 3),
-)
+model = seeded_conv_bn_net(1, 2, 3)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 for step in range(200):
     x = torch.randn(16, 1, 8, 8)
