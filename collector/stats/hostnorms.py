@@ -90,9 +90,7 @@ class Kernel:
     def fits(tensors: Sequence[torch.Tensor], dtype: torch.dtype) -> bool:
         """Whether the kernel can read ``tensors``: contiguous, on the CPU, all ``dtype``
         (float32 or float64)."""
-        return (dtype is torch.float32 or dtype is torch.float64) and all(
-            t.dtype is dtype and t.is_cpu and t.is_contiguous() for t in tensors
-        )
+        return Kernel.layout(tensors, dtype) is not None
 
     @staticmethod
     def layout(tensors: Sequence[torch.Tensor], dtype: torch.dtype) -> Layout | None:
