@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -133,3 +135,81 @@ def test_a_request_the_database_fails_once_is_tried_again_before_any_503(db_url:
         assert _frames(session, "run-c") == 5
     writer.stop()
     engine.dispose()
+
+
+def test_a_job_is_prepared_on_its_own_thread_while_the_writer_stores(db_url: str) -> None:
+    """Decoding and validation run on ``gradwatch-prepare``, storing on
+    ``gradwatch-ingest``; a job that fails in prepare is answered from there and never
+    reaches the writer, and the others are stored."""
+    import threading
+
+    engine = make_engine(db_url)
+    migrate(engine)
+    writer = IngestWriter(engine)
+    seen: dict[str, str] = {}
+
+    def traced(run: str, body: bytes) -> IngestJob:
+        job = _job(run, body)
+        prepare, store = job.prepare, job.store
+
+        def prepare_traced() -> Any:
+            seen[f"{run}:prepare"] = threading.current_thread().name
+            return prepare()
+
+        def store_traced(session: Session, parsed: Any) -> Any:
+            seen[f"{run}:store"] = threading.current_thread().name
+            return store(session, parsed)
+
+        job.prepare, job.store = prepare_traced, store_traced
+        return job
+
+    good, bad = traced("run-a", b"".join(simple_run("run-a"))), traced("run-b", b"GW\x01x")
+    writer.submit(good), writer.submit(bad)
+    assert good.future.result(timeout=30).accepted == 5
+    assert isinstance(bad.future.exception(timeout=30), RequestError)
+    assert seen == {
+        "run-a:prepare": "gradwatch-prepare",
+        "run-a:store": "gradwatch-ingest",
+        "run-b:prepare": "gradwatch-prepare",
+    }
+    assert writer.backlog() == 0
+    writer.stop()
+    engine.dispose()
+
+
+def test_sqlite_wal_checkpoints_run_on_a_thread_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a SQLite file the writer wakes ``gradwatch-checkpoint`` every
+    ``CHECKPOINT_BYTES`` stored; its PASSIVE checkpoint copies the WAL into the database
+    file while the writer goes on, and every stored frame is read back after it."""
+    from gradwatch.server import ingest_writer
+
+    monkeypatch.setattr(ingest_writer, "CHECKPOINT_BYTES", 1)
+    engine = make_engine(f"sqlite:///{tmp_path / 'gw.db'}")
+    migrate(engine)
+    writer = IngestWriter(engine)
+    futures = [writer.submit(_job(f"run-{i}", b"".join(simple_run(f"run-{i}")))) for i in range(8)]
+    assert [f.result(timeout=30).accepted for f in futures] == [5] * 8
+    checkpointer = writer._checkpointer
+    assert checkpointer is not None and checkpointer._thread.name == "gradwatch-checkpoint"
+    deadline = time.monotonic() + 30
+    while checkpointer.checkpoints == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert checkpointer.checkpoints >= 1
+    writer.stop()
+    assert not checkpointer._thread.is_alive()
+    busy, pages, done = checkpointer.checkpoint()  # nothing under way: all copied
+    assert busy == 0 and done == pages
+    with Session(engine) as session:
+        assert all(_frames(session, f"run-{i}") == 5 for i in range(8))
+    engine.dispose()
+
+
+def test_no_checkpointer_where_sqlite_does_not_keep_a_wal(pg_url: str) -> None:
+    from gradwatch.server.ingest_writer import Checkpointer
+
+    for url in (pg_url, "sqlite://"):
+        engine = make_engine(url)
+        assert Checkpointer.for_engine(engine) is None
+        engine.dispose()
