@@ -48,7 +48,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
-from gradwatch.server.db import write_session
+from gradwatch.server.db import make_engine, write_session
 
 log = logging.getLogger("gradwatch.server")
 MAX_GROUP = 64
@@ -84,11 +84,26 @@ class IngestWriter:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._checkpointer: Checkpointer | None = None
+        self._own_engine: Engine | None = None
         self._stopped = False
         self._queued_bytes = 0
         self._rate = 0.0  # bytes per second of body stored, averaged over recent groups
         self.groups = 0
         self.jobs = 0
+
+    def _write_engine(self) -> Engine:
+        """The engine the writer stores with: on a SQLite file one of its own, with one
+        connection, whose page cache stays warm (a connection of the shared pool loses
+        its cache whenever another connection wrote since it last ran)."""
+        if self._own_engine is None:
+            url = self.engine.url
+            if self.engine.dialect.name == "sqlite" and url.database not in (None, "", ":memory:"):
+                self._own_engine = make_engine(
+                    url.render_as_string(hide_password=False), pool_size=1
+                )
+            else:
+                self._own_engine = self.engine
+        return self._own_engine
 
     def backlog(self) -> int:
         """Bytes of request bodies queued and not yet taken by a thread (waiting to be
@@ -133,6 +148,9 @@ class IngestWriter:
             thread.join(timeout)
         if checkpointer is not None:
             checkpointer.stop(timeout)
+        own, self._own_engine = self._own_engine, None
+        if own is not None and own is not self.engine:
+            own.dispose()
         with self._lock:
             self._stopped = False
 
@@ -211,7 +229,7 @@ class IngestWriter:
         self.jobs += len(ready)
         outcomes: list[tuple[bool, Any]] = []
         try:
-            with write_session(self.engine) as session:
+            with write_session(self._write_engine()) as session:
                 for job, prepared in ready:
                     outcomes.append(_in_savepoint(session, job, prepared))
         except OperationalError as e:
@@ -231,7 +249,7 @@ class IngestWriter:
         for job, prepared in ready:
             for attempt in range(RETRIES + 1):
                 try:
-                    with write_session(self.engine) as session:
+                    with write_session(self._write_engine()) as session:
                         value = job.store(session, prepared)
                 except OperationalError as e:
                     if attempt < RETRIES:
