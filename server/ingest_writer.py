@@ -49,6 +49,7 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 from gradwatch.server.db import make_engine, write_session
+from gradwatch.server.store import run_sql
 
 log = logging.getLogger("gradwatch.server")
 MAX_GROUP = 64
@@ -232,7 +233,7 @@ class IngestWriter:
             with write_session(self._write_engine()) as session:
                 for job, prepared in ready:
                     outcomes.append(_in_savepoint(session, job, prepared))
-        except OperationalError as e:
+        except (OperationalError, GroupBrokenError) as e:
             log.info("ingest group of %d failed (%s); storing one by one", len(ready), e)
             self._one_by_one(ready)
             return
@@ -333,16 +334,37 @@ class Checkpointer:
         return int(busy), int(pages), int(done)
 
 
+class GroupBrokenError(Exception):
+    """A job failed in a way that left the group's session unusable (a failed ORM
+    flush): the group is stored again one job per transaction."""
+
+
+_SAVEPOINT = "gradwatch_ingest_job"
+
+
 def _in_savepoint(session: Session, job: IngestJob, prepared: Any) -> tuple[bool, Any]:
     """(True, result) or (False, the exception) of one job; a database failure of the
-    whole transaction (OperationalError) is raised to fail the group."""
-    savepoint = session.begin_nested()
+    whole transaction (OperationalError) is raised to fail the group.
+
+    The savepoint is plain SQL on the session's connection (``run_sql``), not
+    SQLAlchemy's nested transaction, whose bookkeeping and two compiled statements cost
+    more than the savepoint itself. The job's ORM changes are flushed before the release;
+    after a rollback to the savepoint the session forgets every object it holds (they may
+    hold what was rolled back; the earlier jobs' changes were flushed), and a session the
+    failure left unusable fails the group into one-by-one storing (``GroupBrokenError``).
+    """
+    run_sql(session, f"SAVEPOINT {_SAVEPOINT}")
     try:
         value = job.store(session, prepared)
-        savepoint.commit()
+        session.flush()
+        run_sql(session, f"RELEASE SAVEPOINT {_SAVEPOINT}")
     except OperationalError:
         raise
     except Exception as e:
-        savepoint.rollback()
+        if not session.is_active:
+            raise GroupBrokenError(f"{type(e).__name__}: {e}") from e
+        run_sql(session, f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+        run_sql(session, f"RELEASE SAVEPOINT {_SAVEPOINT}")
+        session.expunge_all()
         return False, e
     return True, value

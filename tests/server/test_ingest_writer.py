@@ -213,3 +213,34 @@ def test_no_checkpointer_where_sqlite_does_not_keep_a_wal(pg_url: str) -> None:
         engine = make_engine(url)
         assert Checkpointer.for_engine(engine) is None
         engine.dispose()
+
+
+def test_a_job_whose_flush_fails_fails_alone_and_the_group_is_stored(db_url: str) -> None:
+    """A job's ORM change that fails at flush leaves the group's session unusable: the
+    group is stored again one job per transaction, the bad job gets its own error and the
+    others (before and after it in the group) are stored once."""
+    from sqlalchemy.exc import IntegrityError
+
+    engine = make_engine(db_url)
+    migrate(engine)
+    writer = IngestWriter(engine)
+    bad = _job("run-b", b"".join(simple_run("run-b")))
+    store = bad.store
+
+    def duplicate_run(session: Session, parsed: Any) -> Any:
+        result = store(session, parsed)
+        session.add(Run(id="run-b", project_id=1, received_at=0.0))  # its key exists: flush fails
+        return result
+
+    bad.store = duplicate_run
+    jobs = [_job("run-a", b"".join(simple_run("run-a"))), bad]
+    jobs.append(_job("run-c", b"".join(simple_run("run-c"))))
+    writer.store_group(jobs)
+    assert jobs[0].future.result(timeout=0).accepted == 5
+    assert isinstance(_error(bad.future), IntegrityError)
+    assert jobs[2].future.result(timeout=0).accepted == 5
+    with Session(engine) as session:
+        assert (_frames(session, "run-a"), _frames(session, "run-c")) == (5, 5)
+        assert _frames(session, "run-b") == 0 and session.get(Run, "run-b") is None
+    writer.stop()
+    engine.dispose()
