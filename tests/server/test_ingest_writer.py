@@ -244,3 +244,26 @@ def test_a_job_whose_flush_fails_fails_alone_and_the_group_is_stored(db_url: str
         assert _frames(session, "run-b") == 0 and session.get(Run, "run-b") is None
     writer.stop()
     engine.dispose()
+
+
+def test_on_a_sqlite_file_the_writer_stores_through_one_connection_of_its_own(
+    db_url: str,
+) -> None:
+    """On a SQLite file the writer's engine is its own, with one connection (its page
+    cache stays warm); on PostgreSQL it stores through the app's engine. Either way what
+    it stores is read back through the app's engine."""
+    engine = make_engine(db_url)
+    migrate(engine)
+    writer = IngestWriter(engine)
+    assert writer.submit(_job("run-a", b"".join(simple_run("run-a")))).result(30).accepted == 5
+    own = writer._write_engine()
+    if engine.dialect.name == "sqlite":
+        assert own is not engine and own.url == engine.url
+        assert own.pool.size() == 1  # type: ignore[attr-defined]
+    else:
+        assert own is engine
+    with Session(engine) as session:
+        assert _frames(session, "run-a") == 5
+    writer.stop()
+    assert writer._own_engine is None  # disposed with the writer
+    engine.dispose()
