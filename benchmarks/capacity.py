@@ -14,8 +14,10 @@ requests (no coordinated omission).
 
 Per level N: requests due after the ``--warmup`` seconds and before the end of the
 ``--seconds`` window are counted; *answered* = a 2xx reply within ``--grace`` seconds after
-the window. Reported: answered %, p50/p99 latency (answered requests), the server
-processes' CPU seconds per answered request and their peak RSS, the generator's own CPU
+the window. Reported: answered %, p50/p99 latency (answered requests; and p99 by the
+second the requests were due, which shows whether a level fails on the start of all its
+runs at once or all along), the server processes' CPU seconds per answered request and
+their peak RSS (with their child processes), the generator's own CPU
 (to show it is not the bottleneck) and the load average. A level passes with ≥ 95 %
 answered and p99 ≤ 1 s. Levels double from ``--start`` until one fails, then ``--refine``
 bisection steps narrow the largest passing N. Every level gets a fresh server and database.
@@ -206,16 +208,45 @@ class Server:
         self.stop()
         raise RuntimeError("server did not start: " + log.read_text()[-2000:])
 
+    def pids(self) -> list[int]:
+        """The serve process and its descendants (its prepare helper processes)."""
+        children: dict[int, list[int]] = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(stat.parent.name))
+        out, todo = [], [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            todo += children.get(pid, [])
+        return out
+
     def cpu(self) -> float:
-        """User + system CPU seconds of the process so far."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """User + system CPU seconds so far of the process and its descendants."""
+        total = 0.0
+        for pid in self.pids():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
 
     def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
+        """Resident memory of the process and its descendants."""
+        total = 0.0
+        for pid in self.pids():
+            try:
+                lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+        return total
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -246,6 +277,7 @@ class Tally:
     answered: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     latencies: list[float] = field(default_factory=list)
+    by_second: dict[int, list[float]] = field(default_factory=dict)  # by due second
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -328,6 +360,7 @@ async def simulated_run(
             if 200 <= status < 300:
                 tally.answered += 1
                 tally.latencies.append(loop.time() - due)
+                tally.by_second.setdefault(int(due - t0), []).append(loop.time() - due)
             else:
                 tally.error(f"HTTP {status}")
     finally:
@@ -373,6 +406,10 @@ async def drive(
     answered_frac = tally.answered / tally.due if tally.due else 0.0
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else float("inf")
     server_cpu = sum(c1 - c0 for c0, c1 in zip(cpu0, cpu1, strict=True))
+    by_second = {
+        str(sec): round(1000 * sorted(v)[min(len(v) - 1, int(len(v) * 0.99))], 1)
+        for sec, v in sorted(tally.by_second.items())
+    }
     return {
         "runs": n,
         "due": tally.due,
@@ -380,6 +417,7 @@ async def drive(
         "answered_pct": round(100 * answered_frac, 1),
         "p50_ms": round(1000 * lat[len(lat) // 2], 1) if lat else None,
         "p99_ms": round(1000 * p99, 1) if lat else None,
+        "p99_ms_by_due_second": by_second,
         "errors": tally.errors,
         "window_s": round(window, 2),
         "server_cpu_s": round(server_cpu, 2),
@@ -470,7 +508,8 @@ def search(replay: Replay, args: argparse.Namespace) -> tuple[list[dict[str, Any
             f"p99 {r['p99_ms']} ms  server CPU {r['server_cpu_pct']}% "
             f"({r['server_cpu_ms_per_request']} ms/request)  RSS {r['server_rss_mb']} MB  "
             f"generator CPU {r['generator_cpu_pct']}%  load {r['load_avg']}  "
-            f"{'pass' if r['passed'] else 'FAIL'} {r['errors'] or ''}",
+            f"{'pass' if r['passed'] else 'FAIL'} {r['errors'] or ''}\n"
+            f"    p99 ms by the second the request was due: {r['p99_ms_by_due_second']}",
             flush=True,
         )
         return bool(r["passed"])

@@ -4,8 +4,9 @@ Replays the same recording as ``capacity.py`` (one request = one STEPS frame of 
 300 tensors): ``--runs`` runs post their first request (RUN_START, fingerprints), then
 ``--rounds`` more each, over ``--conns`` keep-alive connections as fast as the server
 answers, to one ``gradwatch serve`` (SQLite unless ``--db``). Reported: the server
-process's CPU seconds (user + system) per request over the timed rounds, requests/s
-and the load average. Unlike ``capacity.py`` it has no pass/fail, so a before/after
+process's CPU seconds (user + system) per request over the timed rounds, requests/s,
+the same for the runs' first requests (which carry RUN_START and the fingerprints) and
+the load average. Unlike ``capacity.py`` it has no pass/fail, so a before/after
 comparison on a busy machine takes seconds.
 
 Usage::
@@ -55,7 +56,9 @@ async def _drive(server: Server, replay: Replay, args: argparse.Namespace) -> st
 
     for run in ids:
         todo.put_nowait((run, 0))
+    first0, first_wall0 = server.cpu(), time.perf_counter()
     await asyncio.gather(*[worker() for _ in range(args.conns)])
+    first, first_wall = server.cpu() - first0, time.perf_counter() - first_wall0
     await asyncio.sleep(3)  # the monitor's first look at the new runs
     for k in range(1, args.rounds + 1):
         for run in ids:
@@ -65,7 +68,9 @@ async def _drive(server: Server, replay: Replay, args: argparse.Namespace) -> st
     cpu, wall = server.cpu() - cpu0, time.perf_counter() - wall0
     return (
         f"{n} requests: server {1000 * cpu / n:.2f} ms CPU/request, {n / wall:.0f} requests/s, "
-        f"server CPU {100 * cpu / wall:.0f}%, load average {os.getloadavg()[0]:.2f}"
+        f"server CPU {100 * cpu / wall:.0f}%; first requests (RUN_START, fingerprints): "
+        f"{1000 * first / args.runs:.2f} ms CPU/request, {args.runs / first_wall:.0f} "
+        f"requests/s; load average {os.getloadavg()[0]:.2f}"
     )
 
 

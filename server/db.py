@@ -52,8 +52,9 @@ def normalize_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for ``url``; creates the SQLite file's folder if needed."""
+def make_engine(url: str, *, pool_size: int | None = None) -> Engine:
+    """An engine for ``url``; creates the SQLite file's folder if needed. ``pool_size``:
+    at most that many connections (a SQLite file's default pool otherwise)."""
     url = normalize_url(url)
     if not url.startswith("sqlite"):
         return create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=8)
@@ -64,6 +65,8 @@ def make_engine(url: str) -> Engine:
     kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
     if in_memory:
         kwargs["poolclass"] = StaticPool
+    elif pool_size is not None:
+        kwargs.update(pool_size=pool_size, max_overflow=0)
     engine = create_engine(url, **kwargs)
     _tune_sqlite(engine, wal=not in_memory)
     return engine

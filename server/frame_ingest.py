@@ -20,14 +20,22 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import update
-from sqlmodel import Session, col
+from sqlmodel import Session
 
 from gradwatch.contract import DEFAULT_PROJECT
 from gradwatch.server.alerting import raise_alerts
 from gradwatch.server.exceptions import RequestError
 from gradwatch.server.frame_rows import FrameRows, RunDelta, parse_frame
-from gradwatch.server.models import RUN_ID_MAX, Finding, Run, RunTag, SeriesBlob, SeriesChunk
+from gradwatch.server.models import (
+    RUN_ID_MAX,
+    Event,
+    Finding,
+    Fingerprint,
+    Run,
+    RunTag,
+    SeriesBlob,
+    SeriesChunk,
+)
 from gradwatch.server.store import (
     ensure_project,
     insert_ignore,
@@ -89,7 +97,13 @@ _STORED_PROJECT = (
 _FRAME_COLUMNS = ("run_id", "seq", "kind", "received_at")
 # the tables of the frames' rows that take complete rows (``insert_rows``); the others go
 # through SQLAlchemy (Python-side column defaults, rare kinds)
-_RAW_TABLES: dict[type, str] = {SeriesChunk: "series_chunks", SeriesBlob: "series_blobs"}
+_RAW_TABLES: dict[type, str] = {
+    SeriesChunk: "series_chunks",
+    SeriesBlob: "series_blobs",
+    Fingerprint: "fingerprints",
+    Event: "events",
+}
+_MOVE_RUN = "UPDATE runs SET project_id = ? WHERE id = ?"
 
 
 def stored_project(session: Session, run_id: str) -> str | None:
@@ -135,7 +149,7 @@ def ingest_frames(
     _update_run(session, run_id, delta, len(fresh), now)
     if delta.start is not None:
         moved = ensure_project(session, delta.start["project"])
-        session.execute(update(Run).where(col(Run.id) == run_id).values(project_id=moved))
+        run_sql(session, _MOVE_RUN, (moved, run_id))
         tags = [{"run_id": run_id, "tag": t} for t in dict.fromkeys(delta.start["tags"])]
         if tags:
             insert_ignore(session, RunTag, tags)

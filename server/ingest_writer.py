@@ -48,7 +48,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
-from gradwatch.server.db import write_session
+from gradwatch.server.db import make_engine, write_session
+from gradwatch.server.store import run_sql
 
 log = logging.getLogger("gradwatch.server")
 MAX_GROUP = 64
@@ -57,6 +58,8 @@ MAX_GROUP = 64
 RETRIES = 2
 RETRY_PAUSE_S = 0.05  # before the first try again; twice that before the second
 MAX_GROUP_BYTES = 32 << 20
+#: on SQLite, the writer has the WAL checkpointed after this many bytes of bodies stored
+CHECKPOINT_BYTES = 2 << 20
 
 
 @dataclass
@@ -72,21 +75,40 @@ class IngestJob:
 
 
 class IngestWriter:
-    """The writer thread of one engine; started on the first ``submit``."""
+    """The threads of one engine (prepare, write, and on SQLite checkpoint); started on
+    the first ``submit``."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._queue: queue.SimpleQueue[IngestJob | None] = queue.SimpleQueue()
+        self._ready: queue.SimpleQueue[tuple[IngestJob, Any] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._checkpointer: Checkpointer | None = None
+        self._own_engine: Engine | None = None
         self._stopped = False
         self._queued_bytes = 0
         self._rate = 0.0  # bytes per second of body stored, averaged over recent groups
         self.groups = 0
         self.jobs = 0
 
+    def _write_engine(self) -> Engine:
+        """The engine the writer stores with: on a SQLite file one of its own, with one
+        connection, whose page cache stays warm (a connection of the shared pool loses
+        its cache whenever another connection wrote since it last ran)."""
+        if self._own_engine is None:
+            url = self.engine.url
+            if self.engine.dialect.name == "sqlite" and url.database not in (None, "", ":memory:"):
+                self._own_engine = make_engine(
+                    url.render_as_string(hide_password=False), pool_size=1
+                )
+            else:
+                self._own_engine = self.engine
+        return self._own_engine
+
     def backlog(self) -> int:
-        """Bytes of request bodies queued and not yet taken by the thread."""
+        """Bytes of request bodies queued and not yet taken by a thread (waiting to be
+        prepared, or prepared and waiting for the writer)."""
         return self._queued_bytes
 
     def retry_after(self) -> int:
@@ -101,54 +123,90 @@ class IngestWriter:
             if self._stopped:
                 job.future.set_exception(RuntimeError("the server is shutting down"))
                 return job.future
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._loop, name="gradwatch-ingest", daemon=True
-                )
-                self._thread.start()
+            if not self._threads:
+                self._checkpointer = Checkpointer.for_engine(self.engine)
+                self._threads = [
+                    threading.Thread(
+                        target=self._prepare_loop, name="gradwatch-prepare", daemon=True
+                    ),
+                    threading.Thread(target=self._loop, name="gradwatch-ingest", daemon=True),
+                ]
+                for thread in self._threads:
+                    thread.start()
             self._queued_bytes += job.size
             self._queue.put(job)
         return job.future
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Finish the queued jobs and end the thread (a later ``submit`` starts a new one)."""
+        """Finish the queued jobs and end the threads (a later ``submit`` starts new ones)."""
         with self._lock:
             self._stopped = True
-            thread, self._thread = self._thread, None
-            if thread is not None:
+            threads, self._threads = self._threads, []
+            checkpointer, self._checkpointer = self._checkpointer, None
+            if threads:
                 self._queue.put(None)
-        if thread is not None:
+        for thread in threads:
             thread.join(timeout)
+        if checkpointer is not None:
+            checkpointer.stop(timeout)
+        own, self._own_engine = self._own_engine, None
+        if own is not None and own is not self.engine:
+            own.dispose()
         with self._lock:
             self._stopped = False
 
-    def _loop(self) -> None:
+    def _prepare_loop(self) -> None:
+        """Decode and validate each job as it comes (no database), then hand it to the
+        writer: this runs while the writer waits on the database (commit, inserts), which
+        release the GIL."""
         while True:
             job = self._queue.get()
             if job is None:
+                self._ready.put(None)
                 return
-            group, size, last = [job], job.size, False
+            with self._lock:
+                self._queued_bytes -= job.size
+            try:
+                prepared = job.prepare()
+            except Exception as e:
+                job.future.set_exception(e)
+                continue
+            except BaseException as e:  # defensive: the thread must answer and survive
+                job.future.set_exception(e)
+                continue
+            with self._lock:
+                self._queued_bytes += job.size
+            self._ready.put((job, prepared))
+
+    def _loop(self) -> None:
+        while True:
+            item = self._ready.get()
+            if item is None:
+                return
+            group, size, last = [item], item[0].size, False
             while len(group) < MAX_GROUP and size < MAX_GROUP_BYTES:
                 try:
-                    more = self._queue.get_nowait()
+                    more = self._ready.get_nowait()
                 except queue.Empty:
                     break
                 if more is None:
                     last = True
                     break
                 group.append(more)
-                size += more.size
+                size += more[0].size
             with self._lock:
                 self._queued_bytes -= size
             started = time.perf_counter()
             try:
-                self.store_group(group)
+                self._store_ready(group)
             except BaseException as e:  # defensive: the thread must answer and survive
-                for j in group:
+                for j, _ in group:
                     if not j.future.done():
                         j.future.set_exception(e)
             rate = size / max(time.perf_counter() - started, 1e-6)
             self._rate = rate if self._rate <= 0 else 0.8 * self._rate + 0.2 * rate
+            if self._checkpointer is not None:
+                self._checkpointer.wrote(size)
             if last:
                 return
 
@@ -161,6 +219,10 @@ class IngestWriter:
                 ready.append((job, job.prepare()))
             except Exception as e:
                 job.future.set_exception(e)
+        self._store_ready(ready)
+
+    def _store_ready(self, ready: list[tuple[IngestJob, Any]]) -> None:
+        """Store prepared jobs in one transaction and answer them."""
         if not ready:
             return
         ready.sort(key=lambda item: item[0].run_id)
@@ -168,10 +230,10 @@ class IngestWriter:
         self.jobs += len(ready)
         outcomes: list[tuple[bool, Any]] = []
         try:
-            with write_session(self.engine) as session:
+            with write_session(self._write_engine()) as session:
                 for job, prepared in ready:
                     outcomes.append(_in_savepoint(session, job, prepared))
-        except OperationalError as e:
+        except (OperationalError, GroupBrokenError) as e:
             log.info("ingest group of %d failed (%s); storing one by one", len(ready), e)
             self._one_by_one(ready)
             return
@@ -188,7 +250,7 @@ class IngestWriter:
         for job, prepared in ready:
             for attempt in range(RETRIES + 1):
                 try:
-                    with write_session(self.engine) as session:
+                    with write_session(self._write_engine()) as session:
                         value = job.store(session, prepared)
                 except OperationalError as e:
                     if attempt < RETRIES:
@@ -202,16 +264,107 @@ class IngestWriter:
                 break
 
 
+class Checkpointer:
+    """SQLite's WAL checkpoints on a thread of their own (``gradwatch-checkpoint``).
+
+    Left to SQLite, the connection whose commit takes the WAL past 1,000 pages copies them
+    into the database file and syncs both, inside that commit: the writer thread, and every
+    request waiting on it, stood still for it. Here the writer only counts what it stored
+    (``wrote``) and every ``CHECKPOINT_BYTES`` wakes this thread, which runs a PASSIVE
+    checkpoint on a connection of its own while the writer goes on (SQLite lets one
+    checkpointer and one writer work at once, and releases the GIL for both). SQLite's own
+    checkpoint stays as the fallback: should this thread fall behind, the WAL still
+    reaches 1,000 pages and the next commit checkpoints as before. Durability is
+    unchanged: a commit is in the WAL before its reply, whoever checkpoints it.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.checkpoints = 0
+        self._due = threading.Event()
+        self._stopping = False
+        self._bytes = 0
+        self._thread = threading.Thread(target=self._loop, name="gradwatch-checkpoint", daemon=True)
+
+    @classmethod
+    def for_engine(cls, engine: Engine) -> Checkpointer | None:
+        """A started checkpointer for a SQLite file; None for PostgreSQL and memory."""
+        if engine.dialect.name != "sqlite" or engine.url.database in (None, "", ":memory:"):
+            return None
+        checkpointer = cls(engine)
+        checkpointer._thread.start()
+        return checkpointer
+
+    def wrote(self, size: int) -> None:
+        """The writer committed ``size`` bytes of request bodies."""
+        self._bytes += size
+        if self._bytes >= CHECKPOINT_BYTES:
+            self._bytes = 0
+            self._due.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the thread (after the checkpoint under way, if any)."""
+        self._stopping = True
+        self._due.set()
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            self._due.wait()
+            self._due.clear()
+            if self._stopping:
+                return
+            try:
+                self.checkpoint()
+            except Exception as e:  # SQLite's own checkpoint still runs at commit
+                log.info("WAL checkpoint failed (%s: %s)", type(e).__name__, e)
+
+    def checkpoint(self) -> tuple[int, int, int]:
+        """One PASSIVE checkpoint: SQLite's (busy, WAL pages, pages checkpointed)."""
+        raw = self.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            row = cursor.fetchone()
+            cursor.close()
+        finally:
+            raw.close()
+        self.checkpoints += 1
+        busy, pages, done = row if row is not None else (1, -1, -1)
+        return int(busy), int(pages), int(done)
+
+
+class GroupBrokenError(Exception):
+    """A job failed in a way that left the group's session unusable (a failed ORM
+    flush): the group is stored again one job per transaction."""
+
+
+_SAVEPOINT = "gradwatch_ingest_job"
+
+
 def _in_savepoint(session: Session, job: IngestJob, prepared: Any) -> tuple[bool, Any]:
     """(True, result) or (False, the exception) of one job; a database failure of the
-    whole transaction (OperationalError) is raised to fail the group."""
-    savepoint = session.begin_nested()
+    whole transaction (OperationalError) is raised to fail the group.
+
+    The savepoint is plain SQL on the session's connection (``run_sql``), not
+    SQLAlchemy's nested transaction, whose bookkeeping and two compiled statements cost
+    more than the savepoint itself. The job's ORM changes are flushed before the release;
+    after a rollback to the savepoint the session forgets every object it holds (they may
+    hold what was rolled back; the earlier jobs' changes were flushed), and a session the
+    failure left unusable fails the group into one-by-one storing (``GroupBrokenError``).
+    """
+    run_sql(session, f"SAVEPOINT {_SAVEPOINT}")
     try:
         value = job.store(session, prepared)
-        savepoint.commit()
+        session.flush()
+        run_sql(session, f"RELEASE SAVEPOINT {_SAVEPOINT}")
     except OperationalError:
         raise
     except Exception as e:
-        savepoint.rollback()
+        if not session.is_active:
+            raise GroupBrokenError(f"{type(e).__name__}: {e}") from e
+        run_sql(session, f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+        run_sql(session, f"RELEASE SAVEPOINT {_SAVEPOINT}")
+        session.expunge_all()
         return False, e
     return True, value

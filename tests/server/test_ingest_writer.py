@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -132,4 +134,136 @@ def test_a_request_the_database_fails_once_is_tried_again_before_any_503(db_url:
         assert (_frames(session, "run-a"), _frames(session, "run-b")) == (5, 0)
         assert _frames(session, "run-c") == 5
     writer.stop()
+    engine.dispose()
+
+
+def test_a_job_is_prepared_on_its_own_thread_while_the_writer_stores(db_url: str) -> None:
+    """Decoding and validation run on ``gradwatch-prepare``, storing on
+    ``gradwatch-ingest``; a job that fails in prepare is answered from there and never
+    reaches the writer, and the others are stored."""
+    import threading
+
+    engine = make_engine(db_url)
+    migrate(engine)
+    writer = IngestWriter(engine)
+    seen: dict[str, str] = {}
+
+    def traced(run: str, body: bytes) -> IngestJob:
+        job = _job(run, body)
+        prepare, store = job.prepare, job.store
+
+        def prepare_traced() -> Any:
+            seen[f"{run}:prepare"] = threading.current_thread().name
+            return prepare()
+
+        def store_traced(session: Session, parsed: Any) -> Any:
+            seen[f"{run}:store"] = threading.current_thread().name
+            return store(session, parsed)
+
+        job.prepare, job.store = prepare_traced, store_traced
+        return job
+
+    good, bad = traced("run-a", b"".join(simple_run("run-a"))), traced("run-b", b"GW\x01x")
+    writer.submit(good), writer.submit(bad)
+    assert good.future.result(timeout=30).accepted == 5
+    assert isinstance(bad.future.exception(timeout=30), RequestError)
+    assert seen == {
+        "run-a:prepare": "gradwatch-prepare",
+        "run-a:store": "gradwatch-ingest",
+        "run-b:prepare": "gradwatch-prepare",
+    }
+    assert writer.backlog() == 0
+    writer.stop()
+    engine.dispose()
+
+
+def test_sqlite_wal_checkpoints_run_on_a_thread_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a SQLite file the writer wakes ``gradwatch-checkpoint`` every
+    ``CHECKPOINT_BYTES`` stored; its PASSIVE checkpoint copies the WAL into the database
+    file while the writer goes on, and every stored frame is read back after it."""
+    from gradwatch.server import ingest_writer
+
+    monkeypatch.setattr(ingest_writer, "CHECKPOINT_BYTES", 1)
+    engine = make_engine(f"sqlite:///{tmp_path / 'gw.db'}")
+    migrate(engine)
+    writer = IngestWriter(engine)
+    futures = [writer.submit(_job(f"run-{i}", b"".join(simple_run(f"run-{i}")))) for i in range(8)]
+    assert [f.result(timeout=30).accepted for f in futures] == [5] * 8
+    checkpointer = writer._checkpointer
+    assert checkpointer is not None and checkpointer._thread.name == "gradwatch-checkpoint"
+    deadline = time.monotonic() + 30
+    while checkpointer.checkpoints == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert checkpointer.checkpoints >= 1
+    writer.stop()
+    assert not checkpointer._thread.is_alive()
+    busy, pages, done = checkpointer.checkpoint()  # nothing under way: all copied
+    assert busy == 0 and done == pages
+    with Session(engine) as session:
+        assert all(_frames(session, f"run-{i}") == 5 for i in range(8))
+    engine.dispose()
+
+
+def test_no_checkpointer_where_sqlite_does_not_keep_a_wal(pg_url: str) -> None:
+    from gradwatch.server.ingest_writer import Checkpointer
+
+    for url in (pg_url, "sqlite://"):
+        engine = make_engine(url)
+        assert Checkpointer.for_engine(engine) is None
+        engine.dispose()
+
+
+def test_a_job_whose_flush_fails_fails_alone_and_the_group_is_stored(db_url: str) -> None:
+    """A job's ORM change that fails at flush leaves the group's session unusable: the
+    group is stored again one job per transaction, the bad job gets its own error and the
+    others (before and after it in the group) are stored once."""
+    from sqlalchemy.exc import IntegrityError
+
+    engine = make_engine(db_url)
+    migrate(engine)
+    writer = IngestWriter(engine)
+    bad = _job("run-b", b"".join(simple_run("run-b")))
+    store = bad.store
+
+    def duplicate_run(session: Session, parsed: Any) -> Any:
+        result = store(session, parsed)
+        session.add(Run(id="run-b", project_id=1, received_at=0.0))  # its key exists: flush fails
+        return result
+
+    bad.store = duplicate_run
+    jobs = [_job("run-a", b"".join(simple_run("run-a"))), bad]
+    jobs.append(_job("run-c", b"".join(simple_run("run-c"))))
+    writer.store_group(jobs)
+    assert jobs[0].future.result(timeout=0).accepted == 5
+    assert isinstance(_error(bad.future), IntegrityError)
+    assert jobs[2].future.result(timeout=0).accepted == 5
+    with Session(engine) as session:
+        assert (_frames(session, "run-a"), _frames(session, "run-c")) == (5, 5)
+        assert _frames(session, "run-b") == 0 and session.get(Run, "run-b") is None
+    writer.stop()
+    engine.dispose()
+
+
+def test_on_a_sqlite_file_the_writer_stores_through_one_connection_of_its_own(
+    db_url: str,
+) -> None:
+    """On a SQLite file the writer's engine is its own, with one connection (its page
+    cache stays warm); on PostgreSQL it stores through the app's engine. Either way what
+    it stores is read back through the app's engine."""
+    engine = make_engine(db_url)
+    migrate(engine)
+    writer = IngestWriter(engine)
+    assert writer.submit(_job("run-a", b"".join(simple_run("run-a")))).result(30).accepted == 5
+    own = writer._write_engine()
+    if engine.dialect.name == "sqlite":
+        assert own is not engine and own.url == engine.url
+        assert own.pool.size() == 1  # type: ignore[attr-defined]
+    else:
+        assert own is engine
+    with Session(engine) as session:
+        assert _frames(session, "run-a") == 5
+    writer.stop()
+    assert writer._own_engine is None  # disposed with the writer
     engine.dispose()
