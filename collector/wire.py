@@ -247,9 +247,7 @@ def _meta_json(meta: dict[str, Any]) -> str:
             return json.dumps(meta, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
         except ValueError:
             pass  # a NaN/±Inf somewhere: tag it
-    return json.dumps(
-        to_jsonable(meta), allow_nan=False, ensure_ascii=False, separators=(",", ":")
-    )
+    return json.dumps(to_jsonable(meta), allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 
 
 def _flat(meta: dict[str, Any]) -> bool:
