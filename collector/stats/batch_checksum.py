@@ -207,7 +207,8 @@ ABS_COPY_ELEMENTS = 1 << 20
 def _abs_sum(x: torch.Tensor, acc: torch.dtype) -> torch.Tensor:
     """``Σ |x|`` accumulated in ``acc``."""
     if x.numel() <= ABS_COPY_ELEMENTS:
-        return x.abs().sum(dtype=acc)
+        total: torch.Tensor = torch.sum(torch.abs(x), dtype=acc)
+        return total
     return torch.linalg.vector_norm(x, 1, dtype=acc)
 
 
