@@ -206,10 +206,12 @@ ABS_COPY_ELEMENTS = 1 << 20
 
 def _abs_sum(x: torch.Tensor, acc: torch.dtype) -> torch.Tensor:
     """``Σ |x|`` accumulated in ``acc``."""
+    total: torch.Tensor
     if x.numel() <= ABS_COPY_ELEMENTS:
-        total: torch.Tensor = torch.sum(torch.abs(x), dtype=acc)
-        return total
-    return torch.linalg.vector_norm(x, 1, dtype=acc)
+        total = torch.sum(torch.abs(x), dtype=acc)
+    else:
+        total = torch.linalg.vector_norm(x, 1, dtype=acc)
+    return total
 
 
 _WEIGHTS: dict[tuple[int, torch.device, int, torch.dtype], torch.Tensor] = {}
