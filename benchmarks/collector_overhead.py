@@ -11,7 +11,8 @@ Three variants of the same training step are timed, interleaved in one process:
   ``copy_`` into a preallocated ``(steps, T, 4)`` float64 buffer, and perf_counter phase
   timings (forward, backward, step). No I/O, no hooks, no Python bookkeeping;
 * ``gradwatch``   the plain step with ``gradwatch.watch(model, optimizer, every=1)``
-  attached (a fresh run per block, in a temporary data directory, closed after the block).
+  attached: one run through all blocks, flushed after each of its blocks (``--fresh-per-block``:
+  a fresh run per block, in a temporary data directory, closed after the block).
 
 Every block starts with ``--settle`` untimed steps, for every variant alike: a fresh
 gradwatch run's first steps carry one-time work (the first backward's graph walk, the
