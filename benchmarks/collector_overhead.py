@@ -64,6 +64,7 @@ import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 import gradwatch
+from gradwatch.session.handle import CPU_GROUP_SECONDS
 from gradwatch.stats.batch_checksum import checksum as batch_checksum
 from gradwatch.stats.tensors import StepStats
 
@@ -87,12 +88,12 @@ BATCH_SIZE = {"mlp": 64, "cnn": 8, "transformer": 8}
 # the shortest model to run) for the median added times to settle; with 40, two full runs
 # on one code gave 1.32× and 1.57×
 REPS_SCALE = {"mlp": 1, "cnn": 5, "transformer": 3}
-# On the CPU a run hands the rows of up to 0.25 s of steps to its writer thread at once,
-# which checks and writes them together (gradwatch.session.handle.CPU_GROUP_SECONDS). A
-# timed block shorter than that, flushed at its end, would cut those windows short and pay
-# each window's fixed work several times as often as training does: the blocks of one run
-# through all blocks last at least this long by default.
-BLOCK_SECONDS = 0.25
+# On the CPU a run hands the rows of up to CPU_GROUP_SECONDS (0.5 s) of steps to its writer
+# thread at once, which checks and writes them together. A timed block shorter than that,
+# flushed at its end, would cut those windows short and pay each window's fixed work several
+# times as often as training does: the blocks of one run through all blocks last at least
+# this long by default.
+BLOCK_SECONDS = CPU_GROUP_SECONDS
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "collector_overhead.json"
 
 Batch = tuple[torch.Tensor, torch.Tensor]

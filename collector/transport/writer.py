@@ -194,7 +194,6 @@ class RunIO:
         from gradwatch.stats import intraop
 
         intraop.one_thread()
-        lower_priority()
         while True:
             self._wake.wait(self._flush_interval)
             self._wake.clear()
@@ -242,7 +241,6 @@ class RunIO:
 
     def _send_loop(self) -> None:
         assert self._sender is not None
-        lower_priority()
         try:
             while not self._stop_sender.is_set():
                 outcome = self._send_once(REQUEST_TIMEOUT)
@@ -305,33 +303,6 @@ class RunIO:
         """In a forked child: forget the queue and never touch the parent's threads."""
         self._disowned = True
         self._queue = deque()
-
-
-#: how much nicer than the training process gradwatch's writer thread runs (Linux: threads
-#: have their own nice value). Its work then waits while torch's intra-op threads want the
-#: cores (at torch's default thread count they want all of them, and a parallel op waits for
-#: its slowest thread), and takes the idle moments between ops instead; nice 10 still gives
-#: it a tenth of a busy core's share, about five times what a 3 ms step's rows need, so it
-#: keeps up on a loaded machine. ``GRADWATCH_WRITER_NICE=0`` keeps the process's own.
-WRITER_NICE = 10
-
-
-def lower_priority() -> int:
-    """Make the calling thread ``WRITER_NICE`` (or ``$GRADWATCH_WRITER_NICE``) nicer than it
-    is; returns the increment applied (0 where threads cannot be reniced or it failed)."""
-    try:
-        step = int(os.environ.get("GRADWATCH_WRITER_NICE", WRITER_NICE))
-    except ValueError:
-        step = WRITER_NICE
-    if step <= 0 or not sys.platform.startswith("linux"):
-        return 0
-    try:
-        tid = threading.get_native_id()
-        now = os.getpriority(os.PRIO_PROCESS, tid)
-        os.setpriority(os.PRIO_PROCESS, tid, min(now + step, 19))
-        return min(now + step, 19) - now
-    except (OSError, AttributeError):
-        return 0
 
 
 def _pause_after(outcome: Outcome) -> float:

@@ -186,36 +186,3 @@ def test_memory_stays_bounded_while_the_server_is_down(tmp_path: Path) -> None:
     assert stats.sent_frames == 0
     assert spooled > 40e6
     assert peak - base < MEMORY_BOUND, f"peak growth {(peak - base) / 2**20:.1f} MiB"
-
-
-def _nice_of_writer(io: RunIO) -> tuple[int, int]:
-    """(the writer thread's nice value, the calling thread's), read while it waits."""
-    seen: list[int] = []
-
-    def probe() -> None:
-        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-        return None
-
-    io.submit(probe)
-    assert io.flush(timeout=5)
-    return seen[0], os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-
-
-@pytest.mark.skipif(os.uname().sysname != "Linux", reason="threads have a nice value on Linux")
-def test_the_writer_thread_yields_to_training(tmp_path: Path) -> None:
-    io = RunIO(tmp_path / "run")
-    writer, training = _nice_of_writer(io)
-    io.close()
-    assert writer == min(training + 10, 19)
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == training  # untouched
-
-
-@pytest.mark.skipif(os.uname().sysname != "Linux", reason="threads have a nice value on Linux")
-def test_writer_nice_zero_keeps_the_process_priority(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("GRADWATCH_WRITER_NICE", "0")
-    io = RunIO(tmp_path / "run")
-    writer, training = _nice_of_writer(io)
-    io.close()
-    assert writer == training
