@@ -11,7 +11,8 @@ Three variants of the same training step are timed, interleaved in one process:
   ``copy_`` into a preallocated ``(steps, T, 4)`` float64 buffer, and perf_counter phase
   timings (forward, backward, step). No I/O, no hooks, no Python bookkeeping;
 * ``gradwatch``   the plain step with ``gradwatch.watch(model, optimizer, every=1)``
-  attached (a fresh run per block, in a temporary data directory, closed after the block).
+  attached: one run through all blocks, flushed after each of its blocks (``--fresh-per-block``:
+  a fresh run per block, in a temporary data directory, closed after the block).
 
 Every block starts with ``--settle`` untimed steps, for every variant alike: a fresh
 gradwatch run's first steps carry one-time work (the first backward's graph walk, the
@@ -44,6 +45,7 @@ import datetime as dt
 import hashlib
 import io
 import itertools
+import math
 import os
 import platform
 import pstats
@@ -62,6 +64,7 @@ import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 import gradwatch
+from gradwatch.session.handle import CPU_GROUP_SECONDS
 from gradwatch.stats.batch_checksum import checksum as batch_checksum
 from gradwatch.stats.tensors import StepStats
 
@@ -85,6 +88,12 @@ BATCH_SIZE = {"mlp": 64, "cnn": 8, "transformer": 8}
 # the shortest model to run) for the median added times to settle; with 40, two full runs
 # on one code gave 1.32× and 1.57×
 REPS_SCALE = {"mlp": 1, "cnn": 5, "transformer": 3}
+# On the CPU a run hands the rows of up to CPU_GROUP_SECONDS (0.5 s) of steps to its writer
+# thread at once, which checks and writes them together. A timed block shorter than that,
+# flushed at its end, would cut those windows short and pay each window's fixed work several
+# times as often as training does: the blocks of one run through all blocks last at least
+# this long by default.
+BLOCK_SECONDS = CPU_GROUP_SECONDS
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "collector_overhead.json"
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -520,6 +529,7 @@ def bench_model(
     turn: int = 2,
     steady: bool = True,
     fresh_runs: int = 3,
+    block_seconds: float = 0.0,
 ) -> dict[str, Any]:
     """All repetitions of one model; returns its JSON section."""
     work = make_workload(name, batch_size)
@@ -536,6 +546,10 @@ def bench_model(
             thread.join()
     for state in states.values():  # warm-up: allocator, Adam state, first hooks
         run_block(state, work, warmup, data_dir, record=False)
+    if steady and block_seconds > 0:  # blocks as long as the windows gradwatch forms
+        plain_s = statistics.median(timed_steps(states["plain"], work.batches, 10)[0])
+        steps = max(steps, math.ceil(block_seconds / plain_s))
+        print(f"[{name}] {steps} timed steps per block ({plain_s * 1e3:.2f} ms plain)", flush=True)
     load: list[float] = []
     for rep in range(reps):
         order = VARIANTS[rep % 3 :] + VARIANTS[: rep % 3]
@@ -558,6 +572,7 @@ def bench_model(
             one_time_costs(states, work, data_dir, settle, fresh_runs)
     result = summarize(work, states, time.perf_counter() - t_start, settle)
     result["steady"] = steady
+    result["steps_per_block"] = steps
     if steady:
         result["catchup_ms"] = _stats([t * 1e3 for t in gw.catchup_s])
     result["batch_size"] = batch_size
@@ -747,8 +762,8 @@ def markdown(result: dict[str, Any]) -> str:
         f" · `torch.set_num_threads({m['torch_num_threads']})`"
         f" · 1-min load average during the run {min(loads):.2f}–{max(loads):.2f}",
         "",
-        f"`{cfg['command']}` — {_reps_text(cfg['reps'])} repetitions × {cfg['steps']} steps"
-        f" per variant (+{cfg['warmup']} warm-up steps; every block starts with"
+        f"`{cfg['command']}` — {_reps_text(cfg['reps'])} repetitions × {_steps_text(cfg, models)}"
+        f" steps per variant (+{cfg['warmup']} warm-up steps; every block starts with"
         f" {cfg.get('settle_steps', 0)} untimed steps), Adam, every=1, interleaved in"
         " rotating order.",
         "",
@@ -940,7 +955,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--reps", type=int, default=40, help="repetitions (default 40)")
-    p.add_argument("--steps", type=int, default=20, help="steps per block (default 20)")
+    p.add_argument("--steps", type=int, default=20, help="steps per block (at least; default 20)")
+    p.add_argument(
+        "--block-seconds",
+        type=float,
+        default=BLOCK_SECONDS,
+        help="one run through all blocks: make each timed block at least this long (from the"
+        f" plain step's time after warm-up; default {BLOCK_SECONDS} s, the span of rows"
+        " gradwatch checks and writes together on the CPU); 0: --steps exactly",
+    )
     p.add_argument("--warmup", type=int, default=10, help="warm-up steps per variant")
     p.add_argument(
         "--settle",
@@ -1001,6 +1024,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _steps_text(cfg: dict[str, Any], models: dict[str, Any]) -> str:
+    """Timed steps per block: ``20``, or per model where blocks were stretched to last
+    ``--block-seconds`` (``20 (cnn: 68)``, and why)."""
+    per = {m: r.get("steps_per_block", cfg["steps"]) for m, r in models.items()}
+    if all(n == cfg["steps"] for n in per.values()):
+        return str(cfg["steps"])
+    other = ", ".join(f"{m}: {n}" for m, n in per.items() if n != cfg["steps"])
+    return (
+        f"{cfg['steps']} ({other}: each block lasts at least {cfg.get('block_seconds')} s, the"
+        " span of steps a run checks and writes together on the CPU, so that flushing after"
+        " a block does not cut its windows short)"
+    )
+
+
 def _reps_text(reps: int | dict[str, int]) -> str:
     """``40`` or ``40 (cnn: 200)``: the repetitions of a run, per model where they differ."""
     if isinstance(reps, int):
@@ -1042,6 +1079,7 @@ def measure(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
             "command": " ".join(["python", "benchmarks/collector_overhead.py", *sys.argv[1:]]),
             "reps": {m: _reps(args, m) for m in args.models},
             "steps": args.steps,
+            "block_seconds": args.block_seconds,
             "warmup": args.warmup,
             "batch_size": {m: args.batch_size or BATCH_SIZE[m] for m in args.models},
             "seed": SEED,
@@ -1072,6 +1110,7 @@ def measure(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
             args.turn,
             steady=not args.fresh_per_block,
             fresh_runs=1 if args.quick else args.fresh_runs,
+            block_seconds=0.0 if args.quick else args.block_seconds,
         )
     result["seconds"] = time.perf_counter() - t0
     return result

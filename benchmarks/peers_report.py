@@ -42,9 +42,10 @@ def _header(result: dict[str, Any]) -> list[str]:
         "",
         f"`{cfg['command']}` — {cfg['reps']} repetitions × {cfg['steps']} steps per variant"
         f" (+{cfg['warmup']} warm-up steps), Adam, interleaved in rotating order; every block"
-        f" starts with {cfg.get('settle', 0)} untimed steps (gradwatch attaches a fresh run"
-        " per block, whose first steps do one-time work) and is paired with the plain block"
-        " of the same repetition.",
+        f" starts with {cfg.get('settle', 0)} untimed steps and is paired with the plain block"
+        " of the same repetition. Every tracker keeps one run per model through all blocks"
+        " (gradwatch: `watch()` before the first, `run.flush()` at each block's end, in the"
+        " flush column).",
         "",
     ]
 

@@ -237,14 +237,53 @@ def _reject_constant(token: str) -> Any:
 # --- records --------------------------------------------------------------------------
 
 
+def _meta_json(meta: dict[str, Any]) -> str:
+    """The meta as JSON text: ``to_jsonable`` then ``json.dumps``. A meta whose nested
+    values hold no dict (the per-step records) is dumped as it is — the same text, since
+    for lists, strings, numbers and None ``to_jsonable`` only tags non-finite floats, which
+    ``allow_nan=False`` then refuses, sending it the long way."""
+    if _flat(meta):
+        try:
+            return json.dumps(meta, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        except ValueError:
+            pass  # a NaN/±Inf somewhere: tag it
+    return json.dumps(to_jsonable(meta), allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+
+
+def _flat(meta: dict[str, Any]) -> bool:
+    """Whether ``meta`` is a dict of str keys (none escaped) over values that are numbers,
+    strings, None and lists of them, nested two deep at most (no dict below the top)."""
+    if len(meta) == 1 and next(iter(meta)) in _ESCAPED_KEYS:
+        return False
+    for key, value in meta.items():
+        if type(key) is not str:
+            return False
+        if type(value) in _LEAF:
+            continue
+        if type(value) is not list:
+            return False
+        for item in value:
+            if type(item) in _LEAF:
+                continue
+            if type(item) is not list:
+                return False
+            for leaf in item:
+                if type(leaf) not in _LEAF and not (
+                    type(leaf) is list and all(type(x) in _LEAF for x in leaf)
+                ):
+                    return False
+    return True
+
+
+_LEAF = frozenset({str, int, float, bool, type(None)})
+
+
 def encode_record(record: Record) -> bytes:
     """Encode a record as a payload (see the module docstring for the layout)."""
     if not isinstance(record.kind, Kind):
         raise WireError(f"record kind must be a Kind, got {record.kind!r}")
     try:
-        meta = json.dumps(
-            to_jsonable(record.meta), allow_nan=False, ensure_ascii=False, separators=(",", ":")
-        ).encode("utf-8")
+        meta = _meta_json(record.meta).encode("utf-8")
     except (ValueError, RecursionError) as e:  # UnicodeEncodeError is a ValueError
         raise WireError(f"cannot encode meta of a {record.kind.name} record: {e}") from e
     parts = [struct.pack("<BI", int(record.kind), len(meta)), meta]

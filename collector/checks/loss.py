@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections import deque
@@ -59,19 +60,22 @@ class LossChecks:
         """Feed optimizer ``o``'s loss of step ``step`` (ignored unless finite)."""
         if loss is None or not math.isfinite(loss):
             return
-        recent = self._recent.setdefault(o, deque(maxlen=max(SMOOTH, PLATEAU_STEPS)))
+        recent = self._recent.get(o)
+        if recent is None:
+            recent = self._recent[o] = deque(maxlen=max(SMOOTH, PLATEAU_STEPS))
+            self._first[o] = loss
         recent.append(loss)
-        self._first.setdefault(o, loss)
         self._count[o] = self._count.get(o, 0) + 1
-        window = list(recent)[-SMOOTH:]
-        smoothed = statistics.median(window)
+        n = len(recent)
+        window = list(itertools.islice(recent, n - SMOOTH, n)) if n > SMOOTH else list(recent)
+        smoothed = _median(window)
         if len(window) == SMOOTH and smoothed < self._best.get(o, math.inf):
             # the noise of the window that set the best: minibatch noise alone must not
             # read as divergence (the minimum of noisy medians is biased low)
             self._best[o] = smoothed
             self._noise[o] = statistics.median(abs(x - smoothed) for x in window)
         self._diverging(o, step, smoothed)
-        self._plateau(o, step, list(recent))
+        self._plateau(o, step, recent)
 
     def _diverging(self, o: int, step: int, smoothed: float) -> None:
         first, best = self._first[o], self._best.get(o)
@@ -116,7 +120,7 @@ class LossChecks:
                 del self._calm[o]
                 self.sink.clear("loss-diverging", None, o)
 
-    def _plateau(self, o: int, step: int, recent: list[float]) -> None:
+    def _plateau(self, o: int, step: int, recent: deque[float]) -> None:
         """The loss has not moved by more than ``PLATEAU_RANGE`` (relative to its size,
         absolute below 1) for ``PLATEAU_STEPS`` steps; the episode ends when it moves by
         100× that (hysteresis: rounding noise does not start a new one)."""
@@ -140,6 +144,16 @@ class LossChecks:
         elif o in self._flat and spread >= 100 * PLATEAU_RANGE * size:
             self._flat.discard(o)
             self.sink.clear("loss-plateau", None, o)
+
+
+def _median(values: list[float]) -> float:
+    """``statistics.median`` (the same value: the middle one, or the mean of the middle
+    two), without its checks; called for every loss."""
+    ordered = sorted(values)
+    half = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[half]
+    return (ordered[half - 1] + ordered[half]) / 2
 
 
 def mode_dependent_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:

@@ -205,7 +205,7 @@ def watch(
       (``$GRADWATCH_TOKEN``);
     * ``data_dir``: where the spool lives (``$GRADWATCH_DIR``);
     * ``transfer_every``: device-to-host transfer period in steps (10 on accelerators; on
-      the CPU rows go to the writer in groups at most 0.25 s old);
+      the CPU rows go to the writer in groups at most 0.5 s old);
     * ``batch_checksum``: checksum every training batch (data-order diagnosis; True);
     * ``allow_mutation``: name patterns allowed to change outside ``step()`` (EMA);
     * ``scaler``: the ``torch.amp.GradScaler`` (found by itself at its first ``scale()``);

@@ -99,24 +99,18 @@ def steps_record(
         kind=Kind.STEPS,
         meta=_plain(meta),
         arrays={
-            "step": tensor_array(torch.tensor([m.step for m in metas], dtype=torch.int64)),
+            "step": Array.from_values("i8", [m.step for m in metas]),
             "loss": tensor_array(data[:, 0]),
-            "has_loss": tensor_array(torch.tensor([m.has_loss for m in metas], dtype=torch.uint8)),
+            "has_loss": Array.from_values("u1", [m.has_loss for m in metas]),
             "batch": tensor_array(batch),
             "stats": tensor_array(stats),
-            "has_grad": tensor_array(
-                torch.tensor([m.has_grad for m in metas], dtype=torch.uint8).reshape(n, n_tensors)
+            "has_grad": Array.from_values(
+                "u1", [x for m in metas for x in m.has_grad], (n, n_tensors)
             ),
-            "lr": tensor_array(torch.tensor(lr, dtype=torch.float64).reshape(n, lr_width)),
-            "n_backward": tensor_array(
-                torch.tensor([m.n_backward for m in metas], dtype=torch.int32)
-            ),
-            "wall_time": tensor_array(
-                torch.tensor([m.wall_time for m in metas], dtype=torch.float64)
-            ),
-            "phases": tensor_array(
-                torch.tensor([m.phases for m in metas], dtype=torch.float64).reshape(n, 3)
-            ),
+            "lr": Array.from_values("f8", [x for row in lr for x in row], (n, lr_width)),
+            "n_backward": Array.from_values("i4", [m.n_backward for m in metas]),
+            "wall_time": Array.from_values("f8", [m.wall_time for m in metas]),
+            "phases": Array.from_values("f8", [x for m in metas for x in m.phases], (n, 3)),
         },
     )
 
