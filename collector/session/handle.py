@@ -44,9 +44,10 @@ HEARTBEAT_SECONDS = 5.0
 FINGERPRINT_WAIT = 2.0  # close() waits at most this long for the slow fingerprint
 FINAL_CHECKS_WAIT = 10.0  # close() waits this long for the checks of the last rows
 #: on the CPU, rows go to the writer in windows of at most this many steps or seconds: each
-#: window costs the writer a fixed ~0.5 ms (the windowed checks' tensor ops, one STEPS record,
-#: one spool write) on top of its rows, so a 15 ms step paid 0.1 ms a step for it at 0.25 s;
-#: a SIGKILLed process loses at most a window and a writer tick (0.2 s): under a second
+#: window costs the writer fixed work (the windowed checks' tensor ops, one STEPS record, one
+#: spool write; benchmarks/results/writer_replay.md) on top of its rows, shared by fewer
+#: rows the shorter the window; a SIGKILLed process loses at most a window and a writer
+#: tick (0.2 s): under a second
 CPU_GROUP_STEPS, CPU_GROUP_SECONDS = 256, 0.5
 #: records waiting behind a window of rows beyond which its checks are skipped (when every
 #: value in it is finite): on the CPU a tiny model can step faster than the checks run
