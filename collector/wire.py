@@ -252,7 +252,8 @@ def _meta_json(meta: dict[str, Any]) -> str:
 
 def _flat(meta: dict[str, Any]) -> bool:
     """Whether ``meta`` is a dict of str keys (none escaped) over values that are numbers,
-    strings, None and lists of them, nested two deep at most (no dict below the top)."""
+    strings, None, bools and lists of them, lists nested three deep at most (a STEPS
+    record's events: steps × events × fields) and no dict below the top."""
     if len(meta) == 1 and next(iter(meta)) in _ESCAPED_KEYS:
         return False
     for key, value in meta.items():

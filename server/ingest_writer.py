@@ -97,10 +97,9 @@ class IngestWriter:
         connection, whose page cache stays warm (a connection of the shared pool loses
         its cache whenever another connection wrote since it last ran)."""
         if self._own_engine is None:
-            url = self.engine.url
-            if self.engine.dialect.name == "sqlite" and url.database not in (None, "", ":memory:"):
+            if _sqlite_file(self.engine):
                 self._own_engine = make_engine(
-                    url.render_as_string(hide_password=False), pool_size=1
+                    self.engine.url.render_as_string(hide_password=False), pool_size=1
                 )
             else:
                 self._own_engine = self.engine
@@ -168,10 +167,7 @@ class IngestWriter:
                 self._queued_bytes -= job.size
             try:
                 prepared = job.prepare()
-            except Exception as e:
-                job.future.set_exception(e)
-                continue
-            except BaseException as e:  # defensive: the thread must answer and survive
+            except BaseException as e:  # its request gets the error; the thread goes on
                 job.future.set_exception(e)
                 continue
             with self._lock:
@@ -289,7 +285,7 @@ class Checkpointer:
     @classmethod
     def for_engine(cls, engine: Engine) -> Checkpointer | None:
         """A started checkpointer for a SQLite file; None for PostgreSQL and memory."""
-        if engine.dialect.name != "sqlite" or engine.url.database in (None, "", ":memory:"):
+        if not _sqlite_file(engine):
             return None
         checkpointer = cls(engine)
         checkpointer._thread.start()
@@ -332,6 +328,11 @@ class Checkpointer:
         self.checkpoints += 1
         busy, pages, done = row if row is not None else (1, -1, -1)
         return int(busy), int(pages), int(done)
+
+
+def _sqlite_file(engine: Engine) -> bool:
+    """Whether ``engine`` is a SQLite database in a file (not in memory, not PostgreSQL)."""
+    return engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:")
 
 
 class GroupBrokenError(Exception):

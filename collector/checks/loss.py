@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import statistics
 from collections import deque
 
 from torch import nn
@@ -73,7 +72,7 @@ class LossChecks:
             # the noise of the window that set the best: minibatch noise alone must not
             # read as divergence (the minimum of noisy medians is biased low)
             self._best[o] = smoothed
-            self._noise[o] = statistics.median(abs(x - smoothed) for x in window)
+            self._noise[o] = _median([abs(x - smoothed) for x in window])
         self._diverging(o, step, smoothed)
         self._plateau(o, step, recent)
 

@@ -75,19 +75,19 @@ class Deferred:
         floating inputs: exactly the float64 value, before the widening), float64 when
         forwards add up; rows of a window are widened together (:mod:`gradwatch.stats.rows`)."""
         try:
-            parts = self.parts
-            if len(parts) == 1:
-                tensors, versions = parts[0]
+            pairs: list[torch.Tensor] = []
+            for tensors, versions in self.parts:
                 if _moved(tensors, versions):
                     return torch.full((WIDTH,), float("nan"), dtype=torch.float64)
-                return checksum_of(tensors)
-            total: torch.Tensor | None = None
-            for tensors, versions in parts:
-                if _moved(tensors, versions):
-                    return torch.full((WIDTH,), float("nan"), dtype=torch.float64)
-                pair = checksum_of(tensors).to(torch.float64)
-                total = pair if total is None else total + pair
-            return torch.zeros(WIDTH, dtype=torch.float64) if total is None else total
+                pairs.append(checksum_of(tensors))
+            if not pairs:
+                return torch.zeros(WIDTH, dtype=torch.float64)
+            if len(pairs) == 1:
+                return pairs[0]
+            total = pairs[0].to(torch.float64)
+            for pair in pairs[1:]:
+                total = total + pair.to(torch.float64)
+            return total
         finally:
             self._release()
 
