@@ -54,10 +54,10 @@ def refresh(state: State) -> None:
     multiple of ``MEDIAN_EVERY``), once the history has ``MIN_HISTORY`` steps."""
     if state.filled < MIN_HISTORY:
         return
-    if state.median is None or state.filled % MEDIAN_EVERY == 0:
-        n = min(state.filled, WINDOW)
-        state.median = state.history[:n].median(dim=0).values
-        logs = state.totals[:n]
+    if not state.refreshed or state.filled % MEDIAN_EVERY == 0:
+        # the per-tensor medians are taken only for a finding's message (``_jumped``)
+        state.refreshed = True
+        logs = state.totals[: min(state.filled, WINDOW)]
         center = logs.median()
         state.center = float(center)
         state.scale = float((logs - center).abs().median()) * _MAD_TO_SD

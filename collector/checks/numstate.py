@@ -18,10 +18,10 @@ class State:
     sqrt_numel: torch.Tensor
     sqrt_total: float  # √(elements of every tensor): the RMS of the whole gradient
     matrix: torch.Tensor  # tensors with ≥ 2 dimensions (weight matrices, kernels)
-    history: torch.Tensor  # WINDOW × tensors: gradient norms (for the per-tensor medians)
+    history: torch.Tensor  # WINDOW × tensors: gradient norms (per-tensor medians, when reporting)
     totals: torch.Tensor  # WINDOW: log of the whole gradient norm
     filled: int = 0
-    median: torch.Tensor | None = None  # per tensor
+    refreshed: bool = False  # the rolling median of ``totals`` has been taken
     center: float = 0.0  # median of ``totals``
     scale: float = 0.0  # its median absolute deviation, scaled to a standard deviation
     last: float | None = None  # the previous finite whole-gradient norm

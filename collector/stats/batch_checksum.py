@@ -15,7 +15,7 @@ thread (:class:`Deferred`), so the training thread does not read the batch an ex
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -73,21 +73,39 @@ class Deferred:
     def value(self) -> torch.Tensor:
         """:meth:`resolve` in the accumulation dtype of a single forward (float32 for
         floating inputs: exactly the float64 value, before the widening), float64 when
-        forwards add up; rows of a window are widened together (:mod:`gradwatch.stats.rows`)."""
+        forwards add up."""
+        pair, scale = self.split()
+        if scale is not None:  # in place: ``pair`` is a fresh tensor, ``scale`` no wider
+            pair[2:].add_(scale)
+        return pair
+
+    def split(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`value` in two parts, for a window's rows to be put together in a few ops
+        (:func:`window`): the checksum without ``Σ|x|`` (its third value 0, or NaN where an
+        input holds ±Inf or NaN) and ``Σ|x|`` (``None`` without a floating-point input);
+        their sum is :meth:`value`, bit for bit."""
         try:
-            pairs: list[torch.Tensor] = []
-            for tensors, versions in self.parts:
+            parts = self.parts
+            if len(parts) == 1:
+                tensors, versions = parts[0]
                 if _moved(tensors, versions):
-                    return torch.full((WIDTH,), float("nan"), dtype=torch.float64)
-                pairs.append(checksum_of(tensors))
-            if not pairs:
-                return torch.zeros(WIDTH, dtype=torch.float64)
-            if len(pairs) == 1:
-                return pairs[0]
-            total = pairs[0].to(torch.float64)
-            for pair in pairs[1:]:
-                total = total + pair.to(torch.float64)
-            return total
+                    return torch.full((WIDTH,), float("nan"), dtype=torch.float64), None
+                return _parts_of(tensors)
+            if not parts:
+                return torch.zeros(WIDTH, dtype=torch.float64), None
+            total: torch.Tensor | None = None
+            scale: torch.Tensor | None = None
+            for tensors, versions in parts:
+                if _moved(tensors, versions):
+                    return torch.full((WIDTH,), float("nan"), dtype=torch.float64), None
+                pair, part = _parts_of(tensors)
+                pair = pair.to(torch.float64)
+                total = pair if total is None else total + pair
+                if part is not None:
+                    part = part.to(torch.float64)
+                    scale = part if scale is None else scale + part
+            assert total is not None
+            return total, scale
         finally:
             self._release()
 
@@ -178,24 +196,86 @@ def checksum_of(tensors: list[torch.Tensor]) -> torch.Tensor:
     for integer ones). Tensor ``j`` is weighted by ``j+1`` so that swapped inputs differ."""
     total: torch.Tensor | None = None
     for j, t in enumerate(tensors):
-        x = t.detach() if t.requires_grad else t  # no graph is recorded either way
-        if x.is_complex():
-            x = torch.view_as_real(x)
-        if x.dtype == torch.bool:
-            x = x.to(torch.uint8)
-        rows = x.reshape(x.shape[0], -1) if x.dim() > 0 else x.reshape(1, 1)
-        acc = (
-            torch.float64
-            if x.dtype == torch.float64 or not x.is_floating_point()
-            else torch.float32
-        )
-        per_sample = rows.sum(dim=1, dtype=acc)
-        pair = torch.mv(_weights(per_sample.numel(), x.device, j + 1, acc), per_sample)
+        x, acc = _prepared(t)
+        pair = _pair_of(x, acc, j)
         if x.is_floating_point():  # the third row of the weights is zero: add Σ|x| there
             pair[2:].add_(_abs_sum(x, acc))
         total = pair if total is None else total + pair.to(total.device, torch.float64)
     assert total is not None
     return total
+
+
+def _parts_of(tensors: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`checksum_of` with ``Σ|x|`` apart (see :meth:`Deferred.split`)."""
+    if len(tensors) == 1:  # model(x): the common case
+        x, acc = _prepared(tensors[0])
+        return _pair_of(x, acc, 0), _abs_sum(x, acc) if x.is_floating_point() else None
+    total: torch.Tensor | None = None
+    scale: torch.Tensor | None = None
+    for j, t in enumerate(tensors):
+        x, acc = _prepared(t)
+        pair = _pair_of(x, acc, j)
+        total = pair if total is None else total + pair.to(total.device, torch.float64)
+        if x.is_floating_point():
+            part = _abs_sum(x, acc)
+            scale = part if scale is None else scale + part.to(scale.device, torch.float64)
+    assert total is not None
+    return total, scale
+
+
+def _prepared(t: torch.Tensor) -> tuple[torch.Tensor, torch.dtype]:
+    """An input as the checksum reads it (no graph, complex as real pairs, bool as bytes)
+    and its accumulation dtype (float32 for floating inputs but float64, float64 for the
+    rest)."""
+    x = t.detach() if t.requires_grad else t  # no graph is recorded either way
+    if x.is_complex():
+        x = torch.view_as_real(x)
+    if x.dtype == torch.bool:
+        x = x.to(torch.uint8)
+    floating = x.is_floating_point()
+    acc = torch.float32 if floating and x.dtype != torch.float64 else torch.float64
+    return x, acc
+
+
+def _pair_of(x: torch.Tensor, acc: torch.dtype, j: int) -> torch.Tensor:
+    """``(Σ r_i, Σ (i+1)·r_i, 0)`` of input ``j``, scaled by ``j+1``, in ``acc``."""
+    rows = x.reshape(x.shape[0], -1) if x.dim() > 0 else x.reshape(1, 1)
+    per_sample = rows.sum(dim=1, dtype=acc)
+    return torch.mv(_weights(per_sample.numel(), x.device, j + 1, acc), per_sample)
+
+
+def window(items: Sequence[torch.Tensor | Deferred]) -> torch.Tensor:
+    """The ``(len(items), WIDTH)`` float64 checksums of a window of steps (each a checksum
+    taken at once or a :class:`Deferred` one), bit for bit :func:`resolve` of each, with
+    ``Σ|x|`` added for the whole window in one op instead of one per step."""
+    pairs: list[torch.Tensor] = []
+    scaled: list[int] = []
+    scales: list[torch.Tensor] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Deferred):
+            pair, scale = item.split()
+            if scale is not None:
+                scaled.append(i)
+                scales.append(scale)
+            pairs.append(pair)
+        else:
+            pairs.append(item)
+    out = _stacked64(pairs)
+    if scales:
+        column = _stacked64(scales)
+        if len(scaled) == len(items):
+            out[:, 2].add_(column)
+        else:
+            out[scaled, 2] += column
+    return out
+
+
+def _stacked64(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """CPU tensors of one shape as one float64 tensor (one op when they share a dtype)."""
+    first = tensors[0].dtype
+    if all([t.dtype == first for t in tensors]):
+        return torch.stack(tensors).to(torch.float64)
+    return torch.stack([t.to(torch.float64) for t in tensors])
 
 
 #: inputs up to this many elements take Σ|x| as ``abs().sum()`` (a third of the time of

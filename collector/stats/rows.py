@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gradwatch.stats import batch_checksum
 from gradwatch.stats.batch_checksum import Deferred
 from gradwatch.stats.tensors import StepValues
 
@@ -58,8 +59,9 @@ def assemble(steps: Sequence[HostStep], n_tensors: int) -> torch.Tensor:
         data[lossy, 0] = _losses(losses)
     batched = [i for i, s in enumerate(steps) if s.batch is not None]
     if batched:
-        pairs = [_pair(s.batch) for s in steps if s.batch is not None]
-        data[batched, 1:LEADING] = _stacked(pairs)
+        data[batched, 1:LEADING] = batch_checksum.window(
+            [s.batch for s in steps if s.batch is not None]
+        )
     by_layout: dict[tuple[int, int, torch.dtype], list[int]] = {}
     for i, s in enumerate(steps):
         key = (s.values.first, s.values.norms.numel(), s.values.norms.dtype)
@@ -83,11 +85,6 @@ def _stacked(tensors: list[torch.Tensor]) -> torch.Tensor:
     if all(t.dtype == tensors[0].dtype for t in tensors):
         return torch.stack(tensors).to(torch.float64)
     return torch.stack([t.to(torch.float64) for t in tensors])
-
-
-def _pair(batch: torch.Tensor | Deferred) -> torch.Tensor:
-    """A step's batch checksum in its accumulation dtype (widened with the window's)."""
-    return batch.value() if isinstance(batch, Deferred) else batch
 
 
 def _losses(losses: list[torch.Tensor]) -> torch.Tensor:

@@ -98,3 +98,63 @@ def test_a_deferred_and_an_immediate_checksum_of_one_step_add_up(
     expected = checksum_of([a]).double() + checksum_of([b]).double()
     for got in (combine(first, second), combine(second, Deferred([([a], [a._version])]))):
         assert torch.equal(resolve(got), expected)
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal element for element, NaN where the other is NaN."""
+    return a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
+def test_a_windows_checksums_put_together_at_once_are_each_steps_own_bit_for_bit() -> None:
+    gen = torch.Generator().manual_seed(3)
+    inf = torch.randn(4, 6, generator=gen)
+    inf[1, 2] = math.inf
+    nan = torch.randn(4, 6, generator=gen)
+    nan[0, 0] = math.nan
+    moved = torch.randn(4, 6, generator=gen)
+    cases: list[list[list[torch.Tensor]]] = [  # steps, each a list of forwards' inputs
+        [[torch.randn(8, 3, 5, 5, generator=gen)]],
+        [[torch.randint(0, 50, (8, 7), generator=gen)]],  # token ids: no Σ|x|
+        [[torch.randn(8, 4, generator=gen), torch.randint(0, 9, (8,), generator=gen)]],
+        [[torch.randint(0, 9, (8,), generator=gen), torch.randn(8, 4, generator=gen)]],
+        [[torch.randn(8, 4, generator=gen, dtype=torch.float64)]],
+        [[torch.randn(8, 4, generator=gen).half()]],
+        [[torch.randn(5, 4, generator=gen)], [torch.randn(3, 4, generator=gen)]],  # 2 forwards
+        [[inf]],
+        [[nan]],
+        [[moved]],
+    ]
+    deferred: list[torch.Tensor | Deferred] = []
+    expected: list[torch.Tensor] = []
+    for forwards in cases:
+        parts = [Deferred.of(list(inputs)) for inputs in forwards]
+        assert all(p is not None for p in parts)
+        total = parts[0]
+        for p in parts[1:]:
+            total = combine(total, p)  # type: ignore[arg-type]
+        assert total is not None
+        deferred.append(total)
+        immediate = [checksum_of(list(inputs)).double() for inputs in forwards]
+        expected.append(sum(immediate[1:], immediate[0]))
+    moved.add_(1.0)  # edited in place before the I/O thread looked: NaN, not other data
+    expected[-1] = torch.full((batch_module.WIDTH,), math.nan, dtype=torch.float64)
+    # an immediate checksum among deferred ones (the hold budget ran out at that step)
+    at_once = checksum_of([torch.randn(8, 4, generator=gen)])
+    deferred.insert(2, at_once)
+    expected.insert(2, at_once.double())
+    got = batch_module.window(deferred)
+    assert got.dtype == torch.float64 and got.shape == (len(expected), batch_module.WIDTH)
+    for row, want in zip(got, expected, strict=True):
+        assert _same_bits(row, want), (row, want)
+    assert math.isnan(float(got[8, 2]))  # ±Inf in the batch: the scale is unknown, as before
+
+
+def test_a_deferred_checksum_split_in_two_adds_up_to_its_value() -> None:
+    x = torch.randn(8, 3, 4, 4)
+    a, b = Deferred.of([x]), Deferred.of([x])
+    assert a is not None and b is not None
+    pair, scale = a.split()
+    assert scale is not None and float(pair[2]) == 0.0
+    whole = b.value()
+    assert pair.dtype == whole.dtype == torch.float32
+    assert torch.equal(pair[:2], whole[:2]) and torch.equal(scale, whole[2])
