@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from typing import Any
 
 from gradwatch.checks.findings import Finding
 from gradwatch.checks.fmt import num, times
+from gradwatch.checks.loss import median
 
 MIN_HISTORY = 20
 WINDOW = 100
@@ -81,8 +81,8 @@ class BatchScales:
 
     def _judge(self, o: int, step: int, h: _History, x: float, scale: float) -> None:
         if h.since >= _REFRESH:
-            h.center = statistics.median(h.logs)
-            h.spread = 1.4826 * statistics.median(abs(v - h.center) for v in h.logs)
+            h.center = center = median(h.logs)
+            h.spread = 1.4826 * median([abs(v - center) for v in h.logs])
             h.since = 0
         off = abs(x - h.center)
         if off <= DECADES or off <= MADS * h.spread:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
+from collections.abc import Iterable
 
 from torch import nn
 
@@ -67,12 +68,12 @@ class LossChecks:
         self._count[o] = self._count.get(o, 0) + 1
         n = len(recent)
         window = list(itertools.islice(recent, n - SMOOTH, n)) if n > SMOOTH else list(recent)
-        smoothed = _median(window)
+        smoothed = median(window)
         if len(window) == SMOOTH and smoothed < self._best.get(o, math.inf):
             # the noise of the window that set the best: minibatch noise alone must not
             # read as divergence (the minimum of noisy medians is biased low)
             self._best[o] = smoothed
-            self._noise[o] = _median([abs(x - smoothed) for x in window])
+            self._noise[o] = median([abs(x - smoothed) for x in window])
         self._diverging(o, step, smoothed)
         self._plateau(o, step, recent)
 
@@ -145,9 +146,9 @@ class LossChecks:
             self.sink.clear("loss-plateau", None, o)
 
 
-def _median(values: list[float]) -> float:
+def median(values: Iterable[float]) -> float:
     """``statistics.median`` (the same value: the middle one, or the mean of the middle
-    two), without its checks; called for every loss."""
+    two), without its checks; called for every loss and every batch scale."""
     ordered = sorted(values)
     half = len(ordered) // 2
     if len(ordered) % 2:

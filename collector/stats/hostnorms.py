@@ -187,7 +187,15 @@ class Layout:
 
     def pointers(self) -> Any:
         if self._c_ptrs is None:
-            self._c_ptrs = (ctypes.c_void_p * len(self.ptrs))(*self.ptrs)
+            # the same addresses come back step after step (parameters, the snapshot, and
+            # gradients the allocator hands out again): one C array per list, by value
+            key = tuple(self.ptrs)
+            found = _POINTERS.get(key)
+            if found is None:
+                if len(_POINTERS) >= _POINTERS_KEPT:
+                    _POINTERS.clear()
+                found = _POINTERS[key] = (ctypes.c_void_p * len(key))(*key)
+            self._c_ptrs = found
         return self._c_ptrs
 
     def c_sizes(self) -> Any:
@@ -204,6 +212,8 @@ class Layout:
 
 _SIZES: dict[tuple[int, ...], Any] = {}  # read-only C arrays of element counts, by value
 _SIZES_KEPT = 64
+_POINTERS: dict[tuple[int, ...], Any] = {}  # read-only C arrays of data pointers, by value
+_POINTERS_KEPT = 64
 
 
 _lock = threading.Lock()
