@@ -11,7 +11,6 @@ each after the commit (:mod:`gradwatch.server.ingest_writer`).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
@@ -195,7 +194,7 @@ async def store_body(
         prepare=lambda: parse_frames(run_id, decode_body(body)),
         store=lambda session, parsed: store_in(session, access, run_id, parsed),
     )
-    result: IngestResult = await asyncio.wrap_future(writer.submit(job))
+    result: IngestResult = await writer.store(job)
     return (
         200,
         {"run": result.run, "accepted": result.accepted, "duplicates": result.duplicates},
