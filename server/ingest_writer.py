@@ -321,20 +321,6 @@ class Checkpointer:
             self._bytes = 0
             self._due.set()
 
-    async def store(self, job: IngestJob) -> Any:
-        """``submit`` from an event loop: the result of ``store`` (or its exception).
-
-        The writer wakes the loop once for all the jobs of a group it answered, with one
-        ``call_soon_threadsafe``: per job, the chained futures of ``asyncio.wrap_future``
-        (a callback, a thread-safe call and a wake-up each) cost the event loop thread
-        more than its share of reading the request.
-        """
-        job.waiter = asyncio.get_running_loop().create_future()
-        future = self.submit(job)
-        if not future.done():
-            await job.waiter
-        return future.result()
-
     def stop(self, timeout: float = 10.0) -> None:
         """End the thread (after the checkpoint under way, if any)."""
         self._stopping = True
