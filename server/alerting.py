@@ -15,19 +15,24 @@ import json
 import time
 from typing import Any
 
-from sqlalchemy import select
-from sqlmodel import Session, col
+from sqlmodel import Session
 
 from gradwatch.catalogue import CHECKS
 from gradwatch.server.exceptions import RequestError
 from gradwatch.server.groups import group_key
 from gradwatch.server.incident_regroup import regroup
-from gradwatch.server.models import Alert, AlertDelivery, AlertRule, Run
+from gradwatch.server.models import Alert, AlertDelivery, AlertRule
 from gradwatch.server.schemas import AlertRuleFields
-from gradwatch.server.store import insert_ignore
+from gradwatch.server.store import insert_ignore, run_sql
 from gradwatch.server.targets import TargetRefusedError, check_target
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+_RUN = "SELECT project_id, config_hash, code_hash FROM runs WHERE id = ?"
+#: the project's enabled rules, oldest first as the ORM query returned them (primary key)
+_RULES = (
+    'SELECT id, "check", min_severity, group_key, webhook_url FROM alert_rules '
+    "WHERE project_id = ? AND enabled ORDER BY id"
+)
 
 
 def matches(rule: AlertRule, finding: dict[str, Any], key: str | None) -> bool:
@@ -49,26 +54,33 @@ def raise_alerts(session: Session, run_id: str, findings: list[dict[str, Any]]) 
     if not findings:
         return []
     placed = regroup(session, run_id)
-    run = session.get(Run, run_id)
-    if run is None:
+    found = run_sql(session, _RUN, (run_id,))
+    if not found:
         return []
-    rules = list(
-        session.execute(
-            select(AlertRule).where(
-                col(AlertRule.project_id) == run.project_id, col(AlertRule.enabled)
-            )
-        ).scalars()
-    )
+    project_id, config_hash, code_hash = found[0]
+    rules = [
+        AlertRule(
+            id=r[0],
+            project_id=project_id,
+            check=r[1],
+            min_severity=r[2],
+            group_key=r[3],
+            webhook_url=r[4],
+            enabled=True,
+            created_at=0.0,
+        )
+        for r in run_sql(session, _RULES, (project_id,))
+    ]
     if not rules:
         return []
-    key = group_key(run.config_hash, run.code_hash)
+    key = group_key(config_hash, code_hash)
     now, created = time.time(), []
     for f in findings:
         hit = [r for r in rules if matches(r, f, key)]
         if not hit:
             continue
         row = {
-            "project_id": run.project_id,
+            "project_id": project_id,
             "run_id": run_id,
             "seq": f["seq"],
             "idx": f["idx"],

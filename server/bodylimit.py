@@ -15,6 +15,9 @@ The app then receives the buffered body, so nothing downstream can read past the
 from __future__ import annotations
 
 import asyncio
+import sys
+from collections.abc import Coroutine
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -25,6 +28,42 @@ INGEST_PATH = "/api/v1/ingest"
 
 class BodyTooLargeError(Exception):
     """The body passed its limit."""
+
+
+class BodyRefusedError(Exception):
+    """The body is refused: ``status`` (413 or 408) and the reply's ``message``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+async def read_limited(receive: Receive, declared: bytes, settings: Any) -> bytes:
+    """An ingest request's body as :class:`BodyLimit` reads it (``declared``: its last
+    Content-Length header, or empty), or ``BodyRefusedError`` with BodyLimit's reply."""
+    limit, timeout = settings.max_body_bytes, settings.body_timeout
+    try:
+        if declared.isdigit() and int(declared) > limit:
+            raise BodyTooLargeError
+        return await _within(_read(receive, limit), timeout)
+    except BodyTooLargeError:
+        raise BodyRefusedError(413, _too_large(limit, INGEST_PATH)) from None
+    except TimeoutError:
+        raise BodyRefusedError(408, _too_slow(timeout)) from None
+
+
+if sys.version_info >= (3, 11):
+
+    async def _within(read: Coroutine[Any, Any, bytes], timeout: float) -> bytes:
+        """``read`` within ``timeout`` seconds (TimeoutError), without a task of its own."""
+        async with asyncio.timeout(timeout):
+            return await read
+
+else:  # pragma: no cover - Python 3.10
+
+    async def _within(read: Coroutine[Any, Any, bytes], timeout: float) -> bytes:
+        return await asyncio.wait_for(read, timeout)
 
 
 class BodyLimit:
@@ -46,12 +85,12 @@ class BodyLimit:
         try:
             if declared.isdigit() and int(declared) > limit:
                 raise BodyTooLargeError
-            body = await asyncio.wait_for(_read(receive, limit), self.timeout)
+            body = await _within(_read(receive, limit), self.timeout)
         except BodyTooLargeError:
-            await _refuse(scope, receive, send, 413, _too_large(limit, scope.get("path", "")))
+            await refuse(scope, receive, send, 413, _too_large(limit, scope.get("path", "")))
             return
         except TimeoutError:
-            await _refuse(scope, receive, send, 408, _too_slow(self.timeout))
+            await refuse(scope, receive, send, 408, _too_slow(self.timeout))
             return
         await self.app(scope, _replay(body, receive), send)
 
@@ -94,6 +133,6 @@ def _too_slow(timeout: float) -> str:
     return f"the request body did not arrive within {timeout:g} s; send it at once"
 
 
-async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, why: str) -> None:
+async def refuse(scope: Scope, receive: Receive, send: Send, status: int, why: str) -> None:
     reply = GWJSONResponse({"detail": why}, status_code=status, headers={"Connection": "close"})
     await reply(scope, receive, send)

@@ -28,12 +28,14 @@ many live runs; one thread and one commit per group do not.
 Example::
 
     writer = IngestWriter(engine)
-    result = await asyncio.wrap_future(writer.submit(job))
+    result = await writer.store(job)  # or: writer.submit(job).result()
     writer.stop()
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import math
 import queue
@@ -72,6 +74,9 @@ class IngestJob:
     prepare: Callable[[], Any]
     store: Callable[[Session, Any], Any]
     future: Future[Any] = field(default_factory=Future)
+    #: set by ``IngestWriter.store``: the event loop waiting for the job, woken once per
+    #: group (not once per job, as ``asyncio.wrap_future`` would)
+    waiter: asyncio.Future[None] | None = None
 
 
 class IngestWriter:
@@ -136,6 +141,20 @@ class IngestWriter:
             self._queue.put(job)
         return job.future
 
+    async def store(self, job: IngestJob) -> Any:
+        """``submit`` from an event loop: the result of ``store`` (or its exception).
+
+        The writer wakes the loop once for all the jobs of a group it answered, with one
+        ``call_soon_threadsafe``: per job, the chained futures of ``asyncio.wrap_future``
+        (a callback, a thread-safe call and a wake-up each) cost the event loop thread
+        more than its share of reading the request.
+        """
+        job.waiter = asyncio.get_running_loop().create_future()
+        future = self.submit(job)
+        if not future.done():
+            await job.waiter
+        return future.result()
+
     def stop(self, timeout: float = 10.0) -> None:
         """Finish the queued jobs and end the threads (a later ``submit`` starts new ones)."""
         with self._lock:
@@ -169,6 +188,7 @@ class IngestWriter:
                 prepared = job.prepare()
             except BaseException as e:  # its request gets the error; the thread goes on
                 job.future.set_exception(e)
+                _wake([job])
                 continue
             with self._lock:
                 self._queued_bytes += job.size
@@ -199,6 +219,7 @@ class IngestWriter:
                 for j, _ in group:
                     if not j.future.done():
                         j.future.set_exception(e)
+                _wake([j for j, _ in group])
             rate = size / max(time.perf_counter() - started, 1e-6)
             self._rate = rate if self._rate <= 0 else 0.8 * self._rate + 0.2 * rate
             if self._checkpointer is not None:
@@ -232,12 +253,14 @@ class IngestWriter:
         except (OperationalError, GroupBrokenError) as e:
             log.info("ingest group of %d failed (%s); storing one by one", len(ready), e)
             self._one_by_one(ready)
+            _wake([job for job, _ in ready])
             return
         for (job, _), (ok, value) in zip(ready, outcomes, strict=True):
             if ok:
                 job.future.set_result(value)
             else:
                 job.future.set_exception(value)
+        _wake([job for job, _ in ready])
 
     def _one_by_one(self, ready: list[tuple[IngestJob, Any]]) -> None:
         """Each job in a transaction of its own, tried again up to :data:`RETRIES` times
@@ -328,6 +351,23 @@ class Checkpointer:
         self.checkpoints += 1
         busy, pages, done = row if row is not None else (1, -1, -1)
         return int(busy), int(pages), int(done)
+
+
+def _wake(jobs: list[IngestJob]) -> None:
+    """Wake the event loops waiting for ``jobs`` (answered): one call per loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    for job in jobs:
+        if job.waiter is not None:
+            by_loop.setdefault(job.waiter.get_loop(), []).append(job.waiter)
+    for loop, waiters in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            loop.call_soon_threadsafe(_release, waiters)
+
+
+def _release(waiters: list[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():  # a cancelled request's waiter is done already
+            waiter.set_result(None)
 
 
 def _sqlite_file(engine: Engine) -> bool:

@@ -28,7 +28,7 @@ from gradwatch.server.db import write_session
 from gradwatch.server.frame_rows import dump_json
 from gradwatch.server.models import DriftState, Finding, GroupBaseline, Run
 from gradwatch.server.runload import load_run_data, loss_series
-from gradwatch.server.store import insert_ignore
+from gradwatch.server.store import insert_ignore, run_sql
 
 log = logging.getLogger("gradwatch.server")
 DRIFT_SEQ, ENVELOPE_SEQ = -1, -2
@@ -194,32 +194,190 @@ def _first_looks(engine: Engine, run_ids: list[str]) -> set[str]:
     each in its own; the rest is left to ``check_run``. Many runs starting at once then
     cost one write instead of one each.
 
-    Seeds are read first, outside the write lock; references are looked up inside it, in
-    order, so a state stored for an earlier run counts for a later one exactly as when
-    ``check_run`` went one by one; from the first run of a group that has a reference on,
-    that group's runs are left to ``check_run`` (which compares them in the same order).
+    Seeds are read first, outside the write lock, with a few queries for all the runs
+    (the database extracts each fingerprint's ``seeds`` from its JSON); references are
+    looked up inside the lock from what a few queries return for all the runs' groups
+    (:class:`_References`), in order, so a state stored for an earlier run counts for a
+    later one exactly as when ``check_run`` went one by one; from the first run of a group
+    that has a reference on, that group's runs are left to ``check_run`` (which compares
+    them in the same order). The lock is held for those queries and one insert, not for
+    per-run work.
     """
     if not run_ids:
         return set()
-    looks: list[tuple[Run, str, int | None]] = []
     with Session(engine) as session:
-        for run_id in run_ids:
-            run = session.get(Run, run_id)
-            key = None if run is None else groups.group_key(run.config_hash, run.code_hash)
-            if run is not None and key is not None:
-                looks.append((run, key, _seed(crud.fingerprint(session, run_id=run_id))))
+        runs = _look_rows(session, run_ids)
+        seeds = _first_seeds(session, [r.id for r in runs])
+    looks = [(run, seeds.get(run.id)) for run in runs]
     done: set[str] = set()
     deferred: set[tuple[int, str]] = set()
     if looks:
         with write_session(engine) as session:
-            for run, key, seed in looks:
-                group = (run.project_id, key)
-                if group in deferred or groups.reference(session, run, seed) is not None:
+            refs = _References(session, [run for run, _ in looks])
+            states: list[dict[str, Any]] = []
+            for run, seed in looks:
+                group = (run.project_id, run.key)
+                if group in deferred or refs.reference(run, seed, states) is not None:
                     deferred.add(group)
                     continue
-                insert_ignore(session, DriftState, [{"run_id": run.id, "seed": seed}])
+                states.append({"run_id": run.id, "seed": seed})
+                refs.stored(run, seed, states)
                 done.add(run.id)
+            if states:
+                insert_ignore(session, DriftState, states)
     return done
+
+
+@dataclass(frozen=True)
+class _Look:
+    """What a first look needs of a new run that is in a group."""
+
+    id: str
+    project_id: int
+    key: str
+    started_at: float | None
+    finished: bool
+
+    def in_group(self) -> tuple[str, str | None]:
+        """(config hash, code hash or None) as ``groups.in_group`` matches its group's runs."""
+        return groups.parse_key(self.key)
+
+
+_LOOK_SQL = (
+    "SELECT id, project_id, config_hash, code_hash, started_at, end_status FROM runs "
+    "WHERE id IN ({})"
+)
+#: a fingerprint's ``seeds`` as JSON text, read by the database (no JSON parse per
+#: fingerprint here): (run, phase, seq, its JSON type or NULL when absent, the text, whether
+#: the whole row is one ``$d`` tag, which only the Python reader unwraps)
+_SEEDS_SQL = {
+    "sqlite": "SELECT run_id, phase, seq, json_type(data, '$.seeds'), "
+    "json_extract(data, '$.seeds'), substr(data, 1, 6) = '{{\"$d\":' FROM fingerprints "
+    "WHERE run_id IN ({}) ORDER BY seq",
+    "postgresql": "SELECT run_id, phase, seq, json_typeof(CAST(data AS json) -> 'seeds'), "
+    "CAST(CAST(data AS json) -> 'seeds' AS text), substr(data, 1, 6) = '{{\"$d\":' "
+    "FROM fingerprints WHERE run_id IN ({}) ORDER BY seq",
+}
+_IN_CHUNK = 500
+
+
+def _in_chunks(session: Session, sql: str, ids: list[str]) -> list[tuple[Any, ...]]:
+    """``sql`` (one ``IN ({})``) over ``ids`` in chunks; every row."""
+    out: list[tuple[Any, ...]] = []
+    for i in range(0, len(ids), _IN_CHUNK):
+        part = ids[i : i + _IN_CHUNK]
+        out += run_sql(session, sql.format(", ".join("?" * len(part))), part)
+    return out
+
+
+def _look_rows(session: Session, run_ids: list[str]) -> list[_Look]:
+    """The runs among ``run_ids`` that exist and are in a group, in ``run_ids`` order."""
+    found: dict[str, _Look] = {}
+    for run_id, project_id, config, code, started_at, status in _in_chunks(
+        session, _LOOK_SQL, run_ids
+    ):
+        key = groups.group_key(config, code)
+        if key is not None:
+            found[str(run_id)] = _Look(
+                str(run_id), int(project_id), key, started_at, status == "finished"
+            )
+    return [found[r] for r in run_ids if r in found]
+
+
+def _first_seeds(session: Session, run_ids: list[str]) -> dict[str, int | None]:
+    """Each run's seed as ``_seed(crud.fingerprint(...))`` gives it: the ``seeds`` of the
+    last fingerprint that has the key (fast phase first, then by seq). A run whose seeds
+    are no JSON object, or whose fingerprint is one ``$d`` tag, is read the long way."""
+    sql = _SEEDS_SQL.get(session.get_bind().dialect.name, _SEEDS_SQL["postgresql"])
+    rows = sorted(_in_chunks(session, sql, run_ids), key=lambda r: (r[1] != "fast", r[2]))
+    last: dict[str, tuple[str | None, str | None]] = {}
+    slow: set[str] = set()
+    for run_id, _phase, _seq, kind, text, wrapped in rows:
+        if wrapped:
+            slow.add(str(run_id))
+        elif kind is not None:
+            last[str(run_id)] = (str(kind), None if text is None else str(text))
+    out: dict[str, int | None] = {}
+    for run_id in run_ids:
+        kind, text = last.get(run_id, (None, None))
+        if run_id in slow or kind not in (None, "null", "object"):
+            out[run_id] = _seed(crud.fingerprint(session, run_id=run_id))
+        else:
+            seeds = crud.load_json(text) if kind == "object" else None
+            out[run_id] = _seed({"seeds": seeds})
+    return out
+
+
+_FINISHED_SQL = (
+    "SELECT runs.id, runs.project_id, runs.config_hash, runs.code_hash, runs.started_at, "
+    "drift_states.seed FROM runs JOIN drift_states ON drift_states.run_id = runs.id "
+    "WHERE runs.end_status = 'finished' AND runs.config_hash IN ({}) "
+    "ORDER BY runs.started_at, runs.id"
+)
+_PINNED_SQL = (
+    "SELECT group_baselines.project_id, group_baselines.group_key, group_baselines.run_id, "
+    "drift_states.seed, drift_states.run_id IS NOT NULL FROM group_baselines "
+    "LEFT JOIN drift_states ON drift_states.run_id = group_baselines.run_id "
+    "WHERE group_baselines.project_id IN ({})"
+)
+
+
+class _References:
+    """``groups.reference`` for many runs of a first look from three queries, in the write
+    transaction: the pinned baselines (with their seeds) and the finished runs with a drift
+    state of the runs' groups, oldest first as the database orders them. A state stored
+    during the look for a finished or pinned run changes what later runs find: that group
+    is then looked up with ``groups.reference`` itself (the states so far inserted first),
+    exactly as one by one."""
+
+    def __init__(self, session: Session, runs: list[_Look]) -> None:
+        self.session = session
+        self.exact: set[tuple[int, str]] = set()
+        self.pinned: dict[tuple[int, str], tuple[str, int | None, bool]] = {}
+        projects = sorted({str(r.project_id) for r in runs})
+        for project_id, key, run_id, seed, has_state in _in_chunks(session, _PINNED_SQL, projects):
+            self.pinned[(int(project_id), str(key))] = (str(run_id), seed, bool(has_state))
+        self.finished: dict[tuple[int, str, str | None, int], list[tuple[str, float | None]]] = {}
+        configs = sorted({r.in_group()[0] for r in runs})
+        for run_id, project_id, config, code, started_at, seed in _in_chunks(
+            session, _FINISHED_SQL, configs
+        ):
+            if seed is not None:
+                group = (int(project_id), str(config), code, int(seed))
+                self.finished.setdefault(group, []).append((str(run_id), started_at))
+
+    def reference(self, run: _Look, seed: int | None, states: list[dict[str, Any]]) -> str | None:
+        """What ``groups.reference(session, run, seed)`` returns now."""
+        if seed is None:
+            return None
+        group = (run.project_id, run.key)
+        if group in self.exact:
+            if states:
+                insert_ignore(self.session, DriftState, states)
+                states.clear()
+            stored = self.session.get(Run, run.id)
+            return None if stored is None else groups.reference(self.session, stored, seed)
+        pin = self.pinned.get(group)
+        if pin is not None and pin[0] == run.id:
+            return None
+        if pin is not None and pin[2] and pin[1] == seed:
+            return pin[0]
+        config, code = run.in_group()
+        for other_id, started_at in self.finished.get((run.project_id, config, code, seed), []):
+            if other_id == run.id:
+                continue
+            if (started_at or 0.0, other_id) >= (run.started_at or 0.0, run.id):
+                return None
+            return other_id
+        return None
+
+    def stored(self, run: _Look, seed: int | None, states: list[dict[str, Any]]) -> None:
+        """``run`` got its drift state (queued in ``states``): a finished or pinned run
+        changes the answers of its group from now on."""
+        group = (run.project_id, run.key)
+        pin = self.pinned.get(group)
+        if run.finished or (pin is not None and pin[0] == run.id):
+            self.exact.add(group)
 
 
 def _groups_with_references(session: Session) -> set[tuple[int, str | None]]:

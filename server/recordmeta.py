@@ -29,7 +29,22 @@ def checked_tensors(where: v.Where, meta: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(tensors, list) or len(tensors) > MAX_TENSORS:
         got = f"{len(tensors):,} items" if isinstance(tensors, list) else type(tensors).__name__
         raise where.fail("meta.tensors", f"must be a list of at most {MAX_TENSORS:,}, got {got}")
-    for i, item in enumerate(tensors):
+    for item in tensors:  # the common case in one pass: a dict, an ASCII name, an int
+        if type(item) is not dict:
+            break
+        name, optimizer = item.get("name"), item.get("optimizer", 0)
+        if not (
+            type(name) is str
+            and name.isascii()
+            and "\x00" not in name
+            and len(name) <= NAME_MAX
+            and type(optimizer) is int
+            and 0 <= optimizer <= 1 << 20
+        ):
+            break
+    else:
+        return meta
+    for i, item in enumerate(tensors):  # the checks that name what is wrong
         tensor = v.mapping(where, f"meta.tensors[{i}]", item)
         v.text(where, f"meta.tensors[{i}].name", tensor.get("name"), max_len=NAME_MAX)
         v.integer(

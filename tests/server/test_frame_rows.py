@@ -42,3 +42,26 @@ def test_dump_json_matches_the_walk_and_round_trips(value: Any) -> None:
 def test_dump_json_refuses_what_the_walk_refuses() -> None:
     with pytest.raises(Exception, match="not JSON-able"):
         dump_json({"x": object()})
+
+
+def test_the_tensor_list_fast_check_accepts_and_refuses_as_the_named_checks() -> None:
+    from gradwatch.server import validate as v
+    from gradwatch.server.exceptions import RequestError
+    from gradwatch.server.recordmeta import checked_tensors
+
+    where = v.Where(1, "RUN_START")
+    good = [{"name": "0.weight", "optimizer": 0}, {"name": "é.ß", "optimizer": 1 << 20}]
+    meta = {"tensors": good}
+    assert checked_tensors(where, meta) is meta
+    bad = {
+        "a bool": ({"name": "w", "optimizer": True}, "meta.tensors[1].optimizer must be an int"),
+        "too big": ({"name": "w", "optimizer": (1 << 20) + 1}, "meta.tensors[1].optimizer is"),
+        "no name": ({"optimizer": 0}, "meta.tensors[1].name must be a string"),
+        "a NUL": ({"name": "a\x00b"}, "meta.tensors[1].name must not contain NUL"),
+        "a list": (["w"], "meta.tensors[1] must be an object"),
+        "surrogate": ({"name": "\ud800"}, "meta.tensors[1].name is not valid Unicode"),
+    }
+    for what, (item, message) in bad.items():
+        with pytest.raises(RequestError) as caught:
+            checked_tensors(where, {"tensors": [good[0], item, good[1]]})
+        assert caught.value.status == 422 and message in caught.value.message, what

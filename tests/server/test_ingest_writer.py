@@ -96,6 +96,34 @@ def test_the_thread_answers_every_request_after_its_commit(db_url: str) -> None:
     engine.dispose()
 
 
+def test_store_answers_an_event_loop_once_per_group(db_url: str) -> None:
+    """``store`` (what the route awaits): every job's result or error, a cancelled
+    request's waiter left alone, and an error after the writer stopped."""
+    engine = make_engine(db_url)
+    migrate(engine)
+    writer = IngestWriter(engine)
+
+    async def send_all() -> list[Any]:
+        jobs = [_job(f"run-{i}", b"".join(simple_run(f"run-{i}"))) for i in range(30)]
+        jobs.append(_job("bad", b"not frames"))
+        cancelled = asyncio.ensure_future(writer.store(_job("gone", b"".join(simple_run("gone")))))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        return await asyncio.gather(*[writer.store(j) for j in jobs], return_exceptions=True)
+
+    results = asyncio.run(send_all())
+    assert [r.accepted for r in results[:30]] == [5] * 30
+    assert isinstance(results[30], RequestError) and results[30].status == 400
+    writer.stop()
+    writer._stopped = True  # as during stop: a job submitted then is refused at once
+    with pytest.raises(RuntimeError, match="shutting down"):
+        asyncio.run(writer.store(_job("late", b"".join(simple_run("late")))))
+    writer._stopped = False
+    with Session(engine) as session:
+        assert _frames(session, "run-29") == 5
+    engine.dispose()
+
+
 def test_a_request_the_database_fails_once_is_tried_again_before_any_503(db_url: str) -> None:
     """A deadlock between two servers or a lock timeout fails one transaction, not the
     request: it is stored alone and tried again (``RETRIES``); only a request that fails

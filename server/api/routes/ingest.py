@@ -11,8 +11,7 @@ each after the commit (:mod:`gradwatch.server.ingest_writer`).
 
 from __future__ import annotations
 
-import asyncio
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
 from sqlalchemy.engine import Engine
@@ -24,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gradwatch.contract import DEFAULT_PROJECT
 from gradwatch.server.api.deps import SettingsDep, WriteAccess, write_access
 from gradwatch.server.auth import OPEN, Access
-from gradwatch.server.bodylimit import INGEST_PATH
+from gradwatch.server.bodylimit import INGEST_PATH, BodyRefusedError, read_limited, refuse
 from gradwatch.server.exceptions import RequestError
 from gradwatch.server.frame_ingest import (
     IngestResult,
@@ -36,7 +35,7 @@ from gradwatch.server.frame_ingest import (
 )
 from gradwatch.server.frame_rows import FrameRows
 from gradwatch.server.ingest_writer import IngestJob, IngestWriter
-from gradwatch.server.jsonresp import GWJSONResponse, database_busy
+from gradwatch.server.jsonresp import GWJSONResponse, database_busy, dumps
 from gradwatch.server.schemas import IngestReply, error_replies
 from gradwatch.server.settings import Settings
 from gradwatch.wire import FRAME_CONTENT_TYPE, MAGIC, SCHEMA_VERSION, Frame, scan_frames
@@ -138,8 +137,9 @@ async def ingest(
 ) -> GWJSONResponse:
     """Store a batch of frames of one run; replays are counted as ``duplicates``.
 
-    (The app answers this route with :class:`IngestFastPath`, the same checks and
-    replies without FastAPI's routing and dependencies; this declaration documents it.)
+    (The app answers this route with :class:`IngestFront`, the same checks and replies
+    before FastAPI's middleware, routing and dependencies; this declaration documents it,
+    and answers a request with a query string.)
     """
     return await handle_ingest(
         request, settings, access, x_gradwatch_run, x_gradwatch_schema, content_type
@@ -155,33 +155,50 @@ async def handle_ingest(
     content_type: str | None,
 ) -> GWJSONResponse:
     """The checks after the token's, then the writer: one reply (raises RequestError)."""
+    run_id = check_request(run_header, schema_header, content_type)
+    body = await read_body(request, settings.max_body_bytes)
+    status, content, headers = await store_body(
+        ingest_writer(request), settings, access, run_id, body
+    )
+    return GWJSONResponse(content, status_code=status, headers=headers)
+
+
+def check_request(
+    run_header: str | None, schema_header: str | None, content_type: str | None
+) -> str:
+    """The run id, after the run id, schema and content type checks (raises RequestError)."""
     run_id = check_run_id(run_header)
     check_schema(schema_header)
     if content_type and content_type.split(";")[0].strip().lower() not in CONTENT_TYPES:
         raise RequestError(
             415, f"content type {content_type[:60]!r} not accepted; use {FRAME_CONTENT_TYPE}"
         )
-    body = await read_body(request, settings.max_body_bytes)
-    writer = ingest_writer(request)
+    return run_id
+
+
+async def store_body(
+    writer: IngestWriter, settings: Settings, access: Access, run_id: str, body: bytes
+) -> tuple[int, dict[str, Any], dict[str, str] | None]:
+    """Hand a checked request to the writer: (status, JSON content, headers) of the reply,
+    a 503 when the writer's backlog is full (raises RequestError from the writer)."""
     if writer.backlog() > settings.ingest_backlog_bytes:
         wait = writer.retry_after()
-        return GWJSONResponse(
-            {
-                "detail": f"the server is storing {writer.backlog() / 1e6:.0f} MB of queued "
-                f"ingest requests; retry in {wait} s (nothing of this request was stored)"
-            },
-            status_code=503,
-            headers={"Retry-After": str(wait)},
+        detail = (
+            f"the server is storing {writer.backlog() / 1e6:.0f} MB of queued "
+            f"ingest requests; retry in {wait} s (nothing of this request was stored)"
         )
+        return 503, {"detail": detail}, {"Retry-After": str(wait)}
     job = IngestJob(
         run_id,
         len(body),
         prepare=lambda: parse_frames(run_id, decode_body(body)),
         store=lambda session, parsed: store_in(session, access, run_id, parsed),
     )
-    result: IngestResult = await asyncio.wrap_future(writer.submit(job))
-    return GWJSONResponse(
-        {"run": result.run, "accepted": result.accepted, "duplicates": result.duplicates}
+    result: IngestResult = await writer.store(job)
+    return (
+        200,
+        {"run": result.run, "accepted": result.accepted, "duplicates": result.duplicates},
+        None,
     )
 
 
@@ -193,45 +210,95 @@ def _write_access(settings: Settings, engine: Engine, authorization: str | None)
         return write_access(settings, session, authorization)
 
 
-class IngestFastPath:
-    """ASGI: ``POST /api/v1/ingest`` answered without FastAPI's routing, dependency
-    resolution (sync dependencies run on worker threads) and response model, which cost
-    more CPU per request than the storing itself. The same checks in the same order
-    (token, then the route's), the same replies: RequestError as its status and detail,
-    a database failure as 503 (the app's handlers), anything else raised to the app's
-    500. Installed inside the body limit and the NUL guard; other requests pass through.
+_NEEDED = (b"authorization", b"x-gradwatch-run", b"x-gradwatch-schema", b"content-type")
+
+
+class IngestFront:
+    """ASGI, outermost: ``POST /api/v1/ingest`` (without a query string) answered before
+    FastAPI's middleware stack, routing and dependency resolution, which cost more CPU
+    per request than storing it. The same checks in the same order as the stack and the
+    route: the body limit's (413 over the limit, 408 when the body does not arrive in
+    time: :mod:`gradwatch.server.bodylimit`), the token (401/403), then the route's
+    (:func:`check_request`, the writer's backlog, the writer), with the same replies: a
+    RequestError as its status and detail, a database failure as 503 (the app's
+    handlers); anything else is raised to the server's 500. The success reply is sent as
+    two ASGI messages with the headers ``GWJSONResponse`` sends. Every other request goes
+    to the app's stack.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, state: Any) -> None:
         self.app = app
+        self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer an ingest request, or hand any other request on."""
-        if scope["type"] != "http" or scope["path"] != INGEST_PATH or scope["method"] != "POST":
+        if (
+            scope["type"] != "http"
+            or scope["path"] != INGEST_PATH
+            or scope["method"] != "POST"
+            or scope.get("query_string")
+        ):
             await self.app(scope, receive, send)
             return
-        request = Request(scope, receive)
-        state = request.app.state
-        settings: Settings = state.settings
-        headers = request.headers
+        settings: Settings = self.state.settings
+        found: dict[bytes, bytes] = {}
+        declared = b""
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                declared = value  # the last, as the body limit reads it
+            elif name in _NEEDED and name not in found:
+                found[name] = value  # the first, as Starlette's Headers.get
         try:
-            authorization = headers.get("authorization")
-            if settings.require_tokens:
-                access = await run_in_threadpool(
-                    _write_access, settings, state.engine, authorization
+            body = await read_limited(receive, declared, settings)
+        except BodyRefusedError as e:
+            await refuse(scope, receive, send, e.status, e.message)
+            return
+        try:
+            access = await self._access(settings, _latin(found.get(b"authorization")))
+            run_id = check_request(
+                _latin(found.get(b"x-gradwatch-run")),
+                _latin(found.get(b"x-gradwatch-schema")),
+                _latin(found.get(b"content-type")),
+            )
+            if len(body) > settings.max_body_bytes:  # what the route's read_body refuses
+                raise RequestError(
+                    413,
+                    f"request body over the {settings.max_body_bytes}-byte limit; "
+                    "send smaller batches of frames",
                 )
-            else:
-                access = _write_access(settings, state.engine, authorization)
-            response = await handle_ingest(
-                request,
-                settings,
-                access,
-                headers.get("x-gradwatch-run"),
-                headers.get("x-gradwatch-schema"),
-                headers.get("content-type"),
+            status, content, headers = await store_body(
+                self.state.ingest_writer, settings, access, run_id, body
             )
         except RequestError as e:
             response = GWJSONResponse({"detail": e.message}, status_code=e.status)
         except OperationalError as e:
             response = database_busy(e)
+        else:
+            if status == 200:
+                reply = dumps(content)
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 200,
+                        "headers": [
+                            (b"content-length", str(len(reply)).encode("ascii")),
+                            (b"content-type", b"application/json"),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": reply})
+                return
+            response = GWJSONResponse(content, status_code=status, headers=headers)
         await response(scope, receive, send)
+
+    async def _access(self, settings: Settings, authorization: str | None) -> Access:
+        if settings.require_tokens:
+            return await run_in_threadpool(
+                _write_access, settings, self.state.engine, authorization
+            )
+        return _write_access(settings, self.state.engine, authorization)
+
+
+def _latin(value: bytes | None) -> str | None:
+    """A header value as Starlette decodes it."""
+    return None if value is None else value.decode("latin-1")
