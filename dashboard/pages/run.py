@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from gradwatch.dashboard import figures, ids
@@ -29,7 +30,7 @@ from gradwatch.dashboard.components import (
     status_badge,
 )
 from gradwatch.dashboard.explain import explain, first_nonfinite, lifecycle_anomalies
-from gradwatch.dashboard.values import floats, matrix
+from gradwatch.dashboard.values import floats, grid
 
 PATH = r"/runs/(?P<run_id>[^/]+)"
 COLUMNS = 200
@@ -77,15 +78,20 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
     tensors = tensor_names(detail)
     fine = 0 < last * len(tensors) <= FINE_VALUES
     calls: dict[str, tuple[str, dict[str, Any]]] = {
-        **{
-            s: (f"/runs/{run_id}/series", {"tensor": tensors, "stat": s, "points": last + 1})
-            if fine
-            else (f"/runs/{run_id}/overview", {"stat": s, "points": COLUMNS})
-            for s in STATS
-        },
         "series": (f"/runs/{run_id}/series", {"metric": ["loss", "lr"], "points": POINTS}),
         "lifecycle": (f"/runs/{run_id}/lifecycle", {"start": start, "limit": WINDOW}),
     }
+    if fine:
+        calls |= {
+            s: (f"/runs/{run_id}/series", {"tensor": tensors, "stat": s, "points": last + 1})
+            for s in STATS
+        }
+    else:  # the four statistics in one reply, as bytes (no JSON number per cell)
+        overview = {"stat": STATS[0], "also": list(STATS[1:]), "points": COLUMNS}
+        calls["overview"] = (
+            f"/runs/{run_id}/overview",
+            {**overview, "loss": "false", "encoding": "base64"},
+        )
     with ThreadPoolExecutor(len(calls)) as pool:
         futures = {k: pool.submit(api.get, path, **params) for k, (path, params) in calls.items()}
         data = {k: f.result() for k, f in futures.items()}
@@ -93,7 +99,18 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
     data["problems"] = problems
     if fine:
         data |= {s: as_grid(data[s]["data"]) for s in STATS}
+    else:
+        data |= split(data.pop("overview"))
     return {"detail": detail, "focus": focus, "findings": findings, **data}
+
+
+def split(overview: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The overview's statistics, each as ``{"tensors", "steps", "values"}`` (an array)."""
+    grids = {overview["stat"]: overview["values"], **(overview.get("also") or {})}
+    return {
+        s: {"tensors": overview["tensors"], "steps": overview["steps"], "values": grid(v)}
+        for s, v in grids.items()
+    }
 
 
 def lifecycle_start(last: int, focus: int | None, anomalies: dict[int, list[str]]) -> int:
@@ -115,13 +132,13 @@ def tensor_names(detail: dict[str, Any]) -> list[str]:
 
 
 def as_grid(series: list[dict[str, Any]]) -> dict[str, Any]:
-    """Full-resolution tensor series (all on the same steps) in the overview's shape."""
+    """Full-resolution tensor series (all on the same steps) in ``split``'s shape."""
     if not series or not series[0]["steps"]:
-        return {"tensors": [], "steps": [], "values": []}
+        return {"tensors": [], "steps": [], "values": np.zeros((0, 0))}
     return {
         "tensors": [s["name"] for s in series],
         "steps": series[0]["steps"],
-        "values": [s["values"] for s in series],
+        "values": grid([s["values"] for s in series]),
     }
 
 
@@ -146,24 +163,21 @@ def view(data: dict[str, Any]) -> dict[str, Any]:
     loss = next((s for s in series if s["name"] == "loss"), None)
     loss_xy = (loss["steps"], floats(loss["values"])) if loss else None
     lrs = [(s["name"], s["steps"], floats(s["values"])) for s in series if s["name"] != "loss"]
-    bad = matrix(data["nonfinite_grad"]["values"])
-    counts = [sum(1 for row in bad if _bad(row, j)) for j in range(len(steps))]
+    counts = bad_counts(data["nonfinite_grad"]["values"], len(steps))
     loss_bad = (
         [s for s, v in zip(*loss_xy, strict=True) if v != v or abs(v) == float("inf")]
         if (loss_xy)
         else []
     )
     first = first_nonfinite(findings, data["nonfinite_grad"], loss_xy)
-    ratio = figures.ratio(
-        matrix(data["update_norm"]["values"]), matrix(data["param_norm"]["values"])
-    )
+    ratio = figures.ratio(data["update_norm"]["values"], data["param_norm"]["values"])
     return {
         ids.RUN_HEADER: header(detail, findings, first, data.get("problems") or []),
         ids.RUN_LOSS: figures.loss_figure(loss_xy, lrs, focus=focus),
         ids.RUN_HEATMAP: figures.tensor_heatmap(
             tensors,
             steps,
-            matrix(ov["values"]),
+            ov["values"],
             focus=focus,
             unit="‖g‖",
             title="Gradient norm per tensor",
@@ -196,9 +210,12 @@ def grads_only(detail: dict[str, Any]) -> bool:
     return isinstance(options, dict) and options.get("stats") == "grad-norms"
 
 
-def _bad(row: list[float], j: int) -> bool:
-    v = row[j] if j < len(row) else 0.0
-    return v != 0.0  # NaN counts too (v != v), as does any positive count
+def bad_counts(values: np.ndarray[Any, Any], columns: int) -> list[int]:
+    """Per column, how many tensors had a non-finite gradient there: a cell of the
+    ``nonfinite_grad`` grid that is not 0 (NaN counts too, as does any positive count)."""
+    cells = grid(values)[:, :columns]
+    counts = (cells != 0).sum(axis=0).tolist()  # NaN != 0
+    return [int(c) for c in counts] + [0] * (columns - len(counts))
 
 
 def header(
