@@ -21,7 +21,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from gradwatch.dashboard.values import kind
+from gradwatch.dashboard.values import grid, kind
 
 # points per trace above which a WebGL trace draws faster than SVG. Each WebGL trace costs a
 # GL context (hundreds of ms where the browser renders GL in software, as headless Chromium
@@ -250,22 +250,22 @@ def log_grid(values: Sequence[Sequence[float]] | np.ndarray[Any, Any]) -> np.nda
     return out
 
 
-def ratio(update: Sequence[Sequence[float]], param: Sequence[Sequence[float]]) -> list[list[float]]:
-    """Cell-wise ‖Δθ‖ / ‖θ‖ (NaN/Inf carried; 0/0 is 0: a tensor that did not move)."""
-    rows = min(len(update), len(param))
+def ratio(update: Any, param: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """Cell-wise ‖Δθ‖ / ‖θ‖ (NaN/Inf carried; 0/0 is 0: a tensor that did not move), of two
+    grids (arrays, or rows of API values: see ``values.grid``), over the cells both have."""
+    u, p = grid(update), grid(param)
+    rows = min(len(u), len(p))
     if not rows:
-        return []
-    cols = min(min(len(r) for r in update[:rows]), min(len(r) for r in param[:rows]))
-    u = np.asarray([r[:cols] for r in update[:rows]], dtype=np.float64).reshape(rows, cols)
-    p = np.asarray([r[:cols] for r in param[:rows]], dtype=np.float64).reshape(rows, cols)
+        return np.zeros((0, 0))
+    cols = min(u.shape[1], p.shape[1])
+    u, p = u[:rows, :cols], p[:rows, :cols]
     with np.errstate(divide="ignore", invalid="ignore"):
         out = u / p
     out[p == 0] = np.where(u[p == 0] == 0, 0.0, math.inf)
     bad_u, bad_p = ~np.isfinite(u), ~np.isfinite(p)
     out[bad_p] = p[bad_p]
     out[bad_u] = u[bad_u]  # a non-finite update is what is shown, else the parameter's value
-    result: list[list[float]] = out.tolist()
-    return result
+    return out
 
 
 def nonfinite_figure(

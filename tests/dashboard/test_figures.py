@@ -82,7 +82,7 @@ def test_empty_states_say_why(fig: go.Figure) -> None:
 
 
 def test_ratio_carries_nonfinite_and_zero_updates() -> None:
-    got = figures.ratio([[1.0, 0.0, NAN, 1.0]], [[10.0, 0.0, 1.0, 0.0]])
+    got = figures.ratio([[1.0, 0.0, NAN, 1.0]], [[10.0, 0.0, 1.0, 0.0]]).tolist()
     assert got[0][:2] == [0.1, 0.0] and math.isnan(got[0][2]) and got[0][3] == INF
 
 
@@ -236,7 +236,7 @@ def test_fingerprint_diff_highlights_differing_fields_first() -> None:
 def test_ratio_keeps_nonfinite_values_and_zero_over_zero() -> None:
     update = [[1.0, 0.0, NAN, 2.0, INF], [0.5, 3.0, 1.0, -INF, 0.0]]
     param = [[2.0, 0.0, 1.0, INF, 1.0], [0.0, NAN, 0.0, 1.0, 4.0]]
-    out = figures.ratio(update, param)
+    out = figures.ratio(update, param).tolist()
     assert out[0][0] == 0.5 and out[0][1] == 0.0 and math.isnan(out[0][2])
     assert out[0][3] == INF and out[0][4] == INF  # a non-finite parameter or update is shown
     assert out[1][0] == INF and math.isnan(out[1][1]) and out[1][2] == INF
