@@ -34,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -103,6 +104,8 @@ def render_times(url: str, run: str, reps: int) -> tuple[list[float], dict[str, 
     """Seconds from navigation to a fully drawn run page, ``reps`` fresh loads; and the
     browser's breakdown of the last one."""
     driver = chromium()
+    stop = threading.Event()
+    threading.Thread(target=browser_priority, args=(driver.service.process.pid, stop)).start()
     try:
         driver.get(f"{url}/")  # warm the browser cache of Dash's scripts, as a user would
         time.sleep(2)
@@ -120,7 +123,27 @@ def render_times(url: str, run: str, reps: int) -> tuple[list[float], dict[str, 
         breakdown["drawn_ms"] = round(1000 * out[-1])
         return out, breakdown
     finally:
+        stop.set()
         driver.quit()
+
+
+BROWSER_NICE = 0  # Chromium's nice value relative to this process's (and the server's)
+
+
+def browser_priority(driver_pid: int, stop: threading.Event) -> None:
+    """Keep Chromium's processes at this process's nice value (+ ``BROWSER_NICE``), the
+    server's too: they share the 2 cores as equals. Chromium sets its own values (its
+    renderers 5 above the browser's), so they are set again every 0.5 s: under
+    ``quiet_run.sh`` (this process at −15, every other process at 19) a renderer left at
+    19, or even at −10, starved behind the server and the live runs and timed out."""
+    nice = os.getpriority(os.PRIO_PROCESS, 0) + BROWSER_NICE
+    while not stop.wait(0.5):
+        for pid in _Watched(driver_pid).pids():
+            try:
+                if os.getpriority(os.PRIO_PROCESS, pid) != nice:
+                    os.setpriority(os.PRIO_PROCESS, pid, nice)
+            except OSError:  # gone, or not ours to raise (not root): leave it
+                pass
 
 
 def overview_times(url: str, run: str, reps: int) -> tuple[list[float], int]:
@@ -214,6 +237,18 @@ class Load:
         return result
 
 
+def settle(server: capacity.Server, limit: float = 120.0) -> float:
+    """Wait until the server has finished with the ingested run (under 10 % of a core over
+    one second), so its background work is not counted as the load's; the seconds waited."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        before = server.cpu()
+        time.sleep(1.0)
+        if server.cpu() - before < 0.1:
+            break
+    return round(time.monotonic() - t0, 1)
+
+
 def recording(args: argparse.Namespace, tmp: Path) -> Path:
     """The run folder the load replays (``--recording``, else capacity.py records one)."""
     if args.recording:
@@ -261,6 +296,7 @@ def main() -> None:
             t0 = time.perf_counter()
             run = load_run(server.url, args.steps, args.tensors)
             load_s = time.perf_counter() - t0
+            settle_s = settle(server)
             load = Load(server, rec, args.load, args) if rec is not None else None
             load_avg = os.getloadavg()[0]
             browser, breakdown = render_times(server.url, run, args.reps)
@@ -280,10 +316,12 @@ def main() -> None:
         "steps": args.steps,
         "tensors": args.tensors,
         "load_seconds": round(load_s, 1),
+        "settle_seconds": settle_s,
         "reps": args.reps,
         "live_runs": args.load,
         "interval_s": args.interval,
         "browser_render": summary(browser),
+        "browser_render_times_s": [round(t, 3) for t in browser],
         "overview": summary(overview) | {"bytes": overview_bytes},
         "callback": summary(callback),
         "goal_s": GOAL_PAGE_S,

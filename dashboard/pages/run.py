@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from gradwatch.dashboard import figures, ids
@@ -52,17 +53,30 @@ def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
             dcc.Store(id=ids.RUN_VERSION),
             dcc.Interval(id=ids.RUN_TICK, interval=REFRESH_MS),
             html.Div(id=ids.RUN_LIVE, className="gw-muted gw-live"),
+            html.Div(warm_up(), id=ids.RUN_WARM, className="gw-offscreen"),
             html.Div(id=ids.RUN_HEADER),
-            card(graph(ids.RUN_LOSS)),
-            card(graph(ids.RUN_HEATMAP)),
+            card(html.Div(id=ids.RUN_LOSS)),
+            card(html.Div(id=ids.RUN_HEATMAP)),
             html.Div(
-                [card(graph(ids.RUN_RATIO)), card(graph(ids.RUN_NONFINITE))], className="gw-grid"
+                [card(html.Div(id=ids.RUN_RATIO)), card(html.Div(id=ids.RUN_NONFINITE))],
+                className="gw-grid",
             ),
-            card(graph(ids.RUN_LIFECYCLE)),
+            card(html.Div(id=ids.RUN_LIFECYCLE)),
             card(html.H3("Findings"), html.Div(id=ids.RUN_FINDINGS)),
             card(html.H3("Fingerprint"), html.Div(id=ids.RUN_FINGERPRINT)),
         ]
     )
+
+
+def warm_up() -> dcc.Graph:
+    """A tiny graph drawn off screen while the page's data are on their way: the browser
+    loads Plotly and draws a heatmap, a line and bars once (its code warms up) in time it
+    would otherwise wait; the first drawing removes it."""
+    fig = figures.base("", 120)
+    fig.add_trace(go.Heatmap(z=np.array([[1.0, np.nan], [2.0, 3.0]]), y=["a", "b"]))
+    fig.add_trace(go.Scatter(x=np.arange(3), y=np.array([1.0, np.nan, 2.0]), mode="lines"))
+    fig.add_trace(go.Bar(x=[1, 2], y=[1, 0]))
+    return dcc.Graph(figure=fig, config={"staticPlot": True}, responsive=False)
 
 
 def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
@@ -289,13 +303,13 @@ def register(app: Dash) -> None:
         return poll(from_request(), key, pending, drawn)
 
     @app.callback(
-        [Output(i, "figure" if i in GRAPHS else "children") for i in outputs]
-        + [Output(ids.RUN_VERSION, "data")],
+        [Output(i, "children") for i in outputs]
+        + [Output(ids.RUN_VERSION, "data"), Output(ids.RUN_WARM, "children")],
         Input(ids.RUN_PENDING, "data"),
         State(ids.RUN_KEY, "data"),
     )
     def _draw(pending: Any, key: dict[str, Any]) -> list[Any]:
-        return draw(from_request(), key, pending, outputs)
+        return [*draw(from_request(), key, pending, outputs), None]  # the warm-up goes
 
 
 def poll(api: Api, key: dict[str, Any], pending: Any, drawn: Any) -> list[Any]:
@@ -319,11 +333,15 @@ def live_line(detail: dict[str, Any]) -> str:
 
 
 def draw(api: Api, key: dict[str, Any], pending: Any, outputs: list[str]) -> list[Any]:
-    """The whole page, and ``{token, version}`` of what it drew."""
+    """The whole page, and ``{token, version}`` of what it drew. The graphs come with their
+    figures (the layout holds none): a graph in the layout would be drawn empty first,
+    then again with the data, which cost the browser a Plotly drawing of every chart
+    (the first, before its code is warm, the slowest) on the way to the page."""
     try:
         data = fetch(api, key["run"], key.get("focus"))
     except ApiError as e:
         missing = empty_state(f"Cannot show run {key['run']}: {e.detail}", id="run-missing")
-        return [missing] + [figures.empty("", "")] * len(GRAPHS) + ["", "", None]
+        return [missing] + [None] * len(GRAPHS) + ["", "", None]
     parts = view(data)
-    return [parts[i] for i in outputs] + [{"token": pending, "version": version(data["detail"])}]
+    drawn = [graph(f"{i}-graph", parts[i]) if i in GRAPHS else parts[i] for i in outputs]
+    return [*drawn, {"token": pending, "version": version(data["detail"])}]
