@@ -22,7 +22,14 @@ from gradwatch.server.schemas import (
     SeriesPublic,
     error_replies,
 )
-from gradwatch.server.series import Selection, check_budget, metric, select_series, tensor_rows
+from gradwatch.server.series import (
+    Selection,
+    check_budget,
+    jsonable,
+    metric,
+    select_series,
+    tensor_rows,
+)
 from gradwatch.server.status import STATUSES
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -170,7 +177,7 @@ def get_overview(
         losses = metric(session, run_id, "loss", sel) if loss else []
 
     def out(values: Any) -> Any:
-        return typed(values) if encoding == "base64" else values.astype(float).tolist()
+        return typed(values) if encoding == "base64" else jsonable(values)
 
     return GWJSONResponse(
         {
