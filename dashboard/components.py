@@ -65,10 +65,9 @@ def card(*children: Any, **kw: Any) -> html.Div:
 
 def graph(graph_id: str, figure: Any = None) -> dcc.Graph:
     """A graph with the mode bar kept out of the way (``figure``: drawn from the start)."""
-    config = {"displaylogo": False, "responsive": True}
     if figure is None:
-        return dcc.Graph(id=graph_id, config=config)
-    return dcc.Graph(id=graph_id, figure=figure, config=config)
+        return dcc.Graph(id=graph_id, config={"displaylogo": False, "responsive": True})
+    return dcc.Graph(id=graph_id, figure=figure, config={"displaylogo": False, "responsive": True})
 
 
 def findings_list(run_id: str, findings: Sequence[dict[str, Any]]) -> html.Div | html.Table:

@@ -192,7 +192,7 @@ def flat_range(series: Sequence[Sequence[float]]) -> list[float] | None:
 def tensor_heatmap(
     tensors: Sequence[str],
     steps: Sequence[int],
-    values: Sequence[Sequence[float]],
+    values: Sequence[Sequence[float]] | np.ndarray[Any, Any],
     *,
     title: str,
     unit: str = "",
