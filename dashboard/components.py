@@ -63,9 +63,11 @@ def card(*children: Any, **kw: Any) -> html.Div:
     return html.Div(list(children), className="gw-card", **kw)
 
 
-def graph(graph_id: str) -> dcc.Graph:
-    """A graph with the mode bar kept out of the way."""
-    return dcc.Graph(id=graph_id, config={"displaylogo": False, "responsive": True})
+def graph(graph_id: str, figure: Any = None) -> dcc.Graph:
+    """A graph with the mode bar kept out of the way (``figure``: drawn from the start)."""
+    if figure is None:
+        return dcc.Graph(id=graph_id, config={"displaylogo": False, "responsive": True})
+    return dcc.Graph(id=graph_id, figure=figure, config={"displaylogo": False, "responsive": True})
 
 
 def findings_list(run_id: str, findings: Sequence[dict[str, Any]]) -> html.Div | html.Table:

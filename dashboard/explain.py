@@ -13,8 +13,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from gradwatch.checks.incidents import views
-from gradwatch.dashboard.values import matrix
+from gradwatch.dashboard.values import grid
 
 NONFINITE_CHECKS = ("nonfinite-grad", "nonfinite-loss", "nonfinite-param")
 LIFECYCLE_CHECKS = ("stale-grad", "grad-zeroed-before-step", "step-without-backward")
@@ -40,12 +42,12 @@ def first_nonfinite(
         return int(best["step"]), best.get("param")
     candidates: list[tuple[int, str | None]] = []
     if nonfinite and nonfinite.get("steps"):
-        rows = matrix(nonfinite["values"])
-        for j, step in enumerate(nonfinite["steps"]):
-            bad = [nonfinite["tensors"][i] for i, row in enumerate(rows) if row[j] != 0.0]
-            if bad:
-                candidates.append((int(step), bad[0]))
-                break
+        steps = nonfinite["steps"]
+        cells = grid(nonfinite["values"])[: len(nonfinite["tensors"]), : len(steps)] != 0.0
+        columns = np.flatnonzero(cells.any(axis=0))  # NaN != 0 counts
+        if len(columns):
+            j = int(columns[0])
+            candidates.append((int(steps[j]), nonfinite["tensors"][int(np.argmax(cells[:, j]))]))
     if loss:
         step = next((s for s, v in zip(*loss, strict=True) if not math.isfinite(v)), None)
         if step is not None:

@@ -26,6 +26,7 @@ RUN_NONFINITE = "run-nonfinite"
 RUN_LIFECYCLE = "run-lifecycle"
 RUN_FINDINGS = "run-findings"
 RUN_FINGERPRINT = "run-fingerprint"
+RUN_WARM = "run-warm"
 
 # compare page
 CMP_RUNS = "cmp-runs"

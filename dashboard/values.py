@@ -11,9 +11,12 @@ Example::
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+import numpy as np
 
 NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -35,6 +38,32 @@ def floats(values: Iterable[Any]) -> list[float]:
 def matrix(rows: Iterable[Iterable[Any]]) -> list[list[float]]:
     """A list of rows of API values as floats."""
     return [floats(row) for row in rows]
+
+
+def grid(values: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """A matrix of API values as a float64 array: a typed array (``{"dtype", "shape",
+    "bdata"}``, the overview's ``encoding=base64``) decoded from its bytes, or rows of JSON
+    values (``"NaN"``, ``"Infinity"``, ``"-Infinity"`` and ``None`` parsed by numpy in one
+    pass; rows of unequal length or unknown text go through ``matrix``, padded with NaN)."""
+    if isinstance(values, np.ndarray):
+        return values.astype(np.float64, copy=False)
+    if isinstance(values, dict):
+        shape = [int(n) for n in values["shape"]]
+        raw = base64.b64decode(values["bdata"])
+        kind = {"f4": "<f4", "f8": "<f8"}[values["dtype"]]
+        return np.frombuffer(raw, dtype=kind).reshape(shape).astype(np.float64)
+    rows = list(values)
+    if not rows:
+        return np.zeros((0, 0))
+    try:
+        out = np.asarray(rows, dtype=np.float64)
+        if out.ndim == 2:
+            return out
+    except (TypeError, ValueError):
+        pass
+    parsed = matrix(rows)
+    width = max(len(r) for r in parsed)
+    return np.asarray([r + [math.nan] * (width - len(r)) for r in parsed], dtype=np.float64)
 
 
 def log10(value: float) -> float | None:

@@ -155,19 +155,31 @@ class SeriesPublic(BaseModel):
     problems: list[str] = _problems()
 
 
+class TypedArray(BaseModel):
+    """A matrix as bytes (``encoding=base64``): ``bdata`` is the base64 of its ``shape[0] ×
+    shape[1]`` little-endian ``dtype`` values (``f4``: float32, ``f8``: float64), row by row;
+    NaN and ±Inf are IEEE values there, exact (Plotly reads this form as it is)."""
+
+    dtype: str
+    shape: list[int]
+    bdata: str
+
+
 class OverviewPublic(BaseModel):
     """What a run page needs first: the run, its loss and a tensors × steps heatmap.
 
     ``values[i][j]`` is the maximum of ``stat`` for tensor ``tensors[i]`` over the steps
     from ``steps[j]`` to just before ``steps[j + 1]`` (NaN if any step there was NaN, then
-    +Inf if any was +Inf).
+    +Inf if any was +Inf). ``also`` holds the statistics asked for with ``also`` in the
+    same columns; with ``encoding=base64`` every matrix is a ``TypedArray``.
     """
 
     run: RunPublic
     stat: str
     tensors: list[str]
     steps: list[int]
-    values: list[list[JsonFloat]]
+    values: list[list[JsonFloat]] | TypedArray
+    also: dict[str, list[list[JsonFloat]] | TypedArray] = {}
     loss: Series | None
     problems: list[str] = _problems()
 

@@ -89,15 +89,21 @@ def read_block(
             continue
         if rows is not None and len(picked) != len(rows):
             continue  # a tensor added later than this chunk (rare): skip the chunk
-        mask = (steps >= lo) & (steps <= hi)
-        step_parts.append(steps[mask])
-        value_parts.append(picked[:, mask].astype(np.float64))
+        if start is not None or end is not None:  # else every step is in range
+            mask = (steps >= lo) & (steps <= hi)
+            steps, picked = steps[mask], picked[:, mask]
+        step_parts.append(steps)
+        value_parts.append(picked)
     width = len(rows) if rows is not None else max((len(v) for v in value_parts), default=0)
     if not step_parts:
         return Block(np.zeros(0, dtype=np.int64), np.zeros((width, 0)))
+    # one widening to float64 after joining the chunks, not one per chunk
     steps = np.concatenate(step_parts)
+    values = np.concatenate([_widen(v, width) for v in value_parts], 1).astype(np.float64)
+    if np.all(steps[1:] >= steps[:-1]):  # chunks read in step order: no reordering copy
+        return Block(steps, values)
     order = np.argsort(steps, kind="stable")
-    return Block(steps[order], np.concatenate([_widen(v, width) for v in value_parts], 1)[:, order])
+    return Block(steps[order], values[:, order])
 
 
 def unpack(
@@ -147,6 +153,23 @@ def tensor_rows(start_meta: dict[str, Any]) -> dict[str, tuple[int, int]]:
     return _tensor_rows(start_meta, note)
 
 
+def jsonable(values: Vector) -> list[Any]:
+    """``values`` (any shape) as nested lists of floats, NaN and ±Inf already as the API's
+    strings: the reply is then written by the C encoder in one pass (a non-finite float
+    left in made it fail, walk every value in Python and start again: 60 ms for an
+    overview of 60,000 cells with one NaN in it)."""
+    rows = np.asarray(values, dtype=np.float64)
+    if np.isfinite(rows).all():
+        out: list[Any] = rows.tolist()
+        return out
+    cells = rows.astype(object)
+    cells[np.isnan(rows)] = "NaN"
+    cells[np.isposinf(rows)] = "Infinity"
+    cells[np.isneginf(rows)] = "-Infinity"
+    named: list[Any] = cells.tolist()
+    return named
+
+
 def _item(
     name: str, kind: str, steps: Vector, values: Vector, points: int, **extra: Any
 ) -> dict[str, Any]:
@@ -155,7 +178,7 @@ def _item(
         "name": name,
         "kind": kind,
         "steps": kept_steps.tolist(),
-        "values": kept.tolist(),
+        "values": jsonable(kept),
         "total": len(values),
         "downsampled": len(kept) < len(values),
         **extra,

@@ -15,6 +15,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
+import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from gradwatch.dashboard import figures, ids
@@ -29,7 +31,7 @@ from gradwatch.dashboard.components import (
     status_badge,
 )
 from gradwatch.dashboard.explain import explain, first_nonfinite, lifecycle_anomalies
-from gradwatch.dashboard.values import floats, matrix
+from gradwatch.dashboard.values import floats, grid
 
 PATH = r"/runs/(?P<run_id>[^/]+)"
 COLUMNS = 200
@@ -51,17 +53,30 @@ def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
             dcc.Store(id=ids.RUN_VERSION),
             dcc.Interval(id=ids.RUN_TICK, interval=REFRESH_MS),
             html.Div(id=ids.RUN_LIVE, className="gw-muted gw-live"),
+            html.Div(warm_up(), id=ids.RUN_WARM, className="gw-offscreen"),
             html.Div(id=ids.RUN_HEADER),
-            card(graph(ids.RUN_LOSS)),
-            card(graph(ids.RUN_HEATMAP)),
+            card(html.Div(id=ids.RUN_LOSS)),
+            card(html.Div(id=ids.RUN_HEATMAP)),
             html.Div(
-                [card(graph(ids.RUN_RATIO)), card(graph(ids.RUN_NONFINITE))], className="gw-grid"
+                [card(html.Div(id=ids.RUN_RATIO)), card(html.Div(id=ids.RUN_NONFINITE))],
+                className="gw-grid",
             ),
-            card(graph(ids.RUN_LIFECYCLE)),
+            card(html.Div(id=ids.RUN_LIFECYCLE)),
             card(html.H3("Findings"), html.Div(id=ids.RUN_FINDINGS)),
             card(html.H3("Fingerprint"), html.Div(id=ids.RUN_FINGERPRINT)),
         ]
     )
+
+
+def warm_up() -> dcc.Graph:
+    """A tiny graph drawn off screen while the page's data are on their way: the browser
+    loads Plotly and draws a heatmap, a line and bars once (its code warms up) in time it
+    would otherwise wait; the first drawing removes it."""
+    fig = figures.base("", 120)
+    fig.add_trace(go.Heatmap(z=np.array([[1.0, np.nan], [2.0, 3.0]]), y=["a", "b"]))
+    fig.add_trace(go.Scatter(x=np.arange(3), y=np.array([1.0, np.nan, 2.0]), mode="lines"))
+    fig.add_trace(go.Bar(x=[1, 2], y=[1, 0]))
+    return dcc.Graph(figure=fig, config={"staticPlot": True}, responsive=False)
 
 
 def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
@@ -77,15 +92,20 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
     tensors = tensor_names(detail)
     fine = 0 < last * len(tensors) <= FINE_VALUES
     calls: dict[str, tuple[str, dict[str, Any]]] = {
-        **{
-            s: (f"/runs/{run_id}/series", {"tensor": tensors, "stat": s, "points": last + 1})
-            if fine
-            else (f"/runs/{run_id}/overview", {"stat": s, "points": COLUMNS})
-            for s in STATS
-        },
         "series": (f"/runs/{run_id}/series", {"metric": ["loss", "lr"], "points": POINTS}),
         "lifecycle": (f"/runs/{run_id}/lifecycle", {"start": start, "limit": WINDOW}),
     }
+    if fine:
+        calls |= {
+            s: (f"/runs/{run_id}/series", {"tensor": tensors, "stat": s, "points": last + 1})
+            for s in STATS
+        }
+    else:  # the four statistics in one reply, as bytes (no JSON number per cell)
+        overview = {"stat": STATS[0], "also": list(STATS[1:]), "points": COLUMNS}
+        calls["overview"] = (
+            f"/runs/{run_id}/overview",
+            {**overview, "loss": "false", "encoding": "base64"},
+        )
     with ThreadPoolExecutor(len(calls)) as pool:
         futures = {k: pool.submit(api.get, path, **params) for k, (path, params) in calls.items()}
         data = {k: f.result() for k, f in futures.items()}
@@ -93,7 +113,18 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
     data["problems"] = problems
     if fine:
         data |= {s: as_grid(data[s]["data"]) for s in STATS}
+    else:
+        data |= split(data.pop("overview"))
     return {"detail": detail, "focus": focus, "findings": findings, **data}
+
+
+def split(overview: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The overview's statistics, each as ``{"tensors", "steps", "values"}`` (an array)."""
+    grids = {overview["stat"]: overview["values"], **(overview.get("also") or {})}
+    return {
+        s: {"tensors": overview["tensors"], "steps": overview["steps"], "values": grid(v)}
+        for s, v in grids.items()
+    }
 
 
 def lifecycle_start(last: int, focus: int | None, anomalies: dict[int, list[str]]) -> int:
@@ -115,13 +146,13 @@ def tensor_names(detail: dict[str, Any]) -> list[str]:
 
 
 def as_grid(series: list[dict[str, Any]]) -> dict[str, Any]:
-    """Full-resolution tensor series (all on the same steps) in the overview's shape."""
+    """Full-resolution tensor series (all on the same steps) in ``split``'s shape."""
     if not series or not series[0]["steps"]:
-        return {"tensors": [], "steps": [], "values": []}
+        return {"tensors": [], "steps": [], "values": np.zeros((0, 0))}
     return {
         "tensors": [s["name"] for s in series],
         "steps": series[0]["steps"],
-        "values": [s["values"] for s in series],
+        "values": grid([s["values"] for s in series]),
     }
 
 
@@ -146,24 +177,21 @@ def view(data: dict[str, Any]) -> dict[str, Any]:
     loss = next((s for s in series if s["name"] == "loss"), None)
     loss_xy = (loss["steps"], floats(loss["values"])) if loss else None
     lrs = [(s["name"], s["steps"], floats(s["values"])) for s in series if s["name"] != "loss"]
-    bad = matrix(data["nonfinite_grad"]["values"])
-    counts = [sum(1 for row in bad if _bad(row, j)) for j in range(len(steps))]
+    counts = bad_counts(data["nonfinite_grad"]["values"], len(steps))
     loss_bad = (
         [s for s, v in zip(*loss_xy, strict=True) if v != v or abs(v) == float("inf")]
         if (loss_xy)
         else []
     )
     first = first_nonfinite(findings, data["nonfinite_grad"], loss_xy)
-    ratio = figures.ratio(
-        matrix(data["update_norm"]["values"]), matrix(data["param_norm"]["values"])
-    )
+    ratio = figures.ratio(data["update_norm"]["values"], data["param_norm"]["values"])
     return {
         ids.RUN_HEADER: header(detail, findings, first, data.get("problems") or []),
         ids.RUN_LOSS: figures.loss_figure(loss_xy, lrs, focus=focus),
         ids.RUN_HEATMAP: figures.tensor_heatmap(
             tensors,
             steps,
-            matrix(ov["values"]),
+            ov["values"],
             focus=focus,
             unit="‖g‖",
             title="Gradient norm per tensor",
@@ -196,9 +224,12 @@ def grads_only(detail: dict[str, Any]) -> bool:
     return isinstance(options, dict) and options.get("stats") == "grad-norms"
 
 
-def _bad(row: list[float], j: int) -> bool:
-    v = row[j] if j < len(row) else 0.0
-    return v != 0.0  # NaN counts too (v != v), as does any positive count
+def bad_counts(values: np.ndarray[Any, Any], columns: int) -> list[int]:
+    """Per column, how many tensors had a non-finite gradient there: a cell of the
+    ``nonfinite_grad`` grid that is not 0 (NaN counts too, as does any positive count)."""
+    cells = grid(values)[:, :columns]
+    counts = (cells != 0).sum(axis=0).tolist()  # NaN != 0
+    return [int(c) for c in counts] + [0] * (columns - len(counts))
 
 
 def header(
@@ -272,13 +303,13 @@ def register(app: Dash) -> None:
         return poll(from_request(), key, pending, drawn)
 
     @app.callback(
-        [Output(i, "figure" if i in GRAPHS else "children") for i in outputs]
-        + [Output(ids.RUN_VERSION, "data")],
+        [Output(i, "children") for i in outputs]
+        + [Output(ids.RUN_VERSION, "data"), Output(ids.RUN_WARM, "children")],
         Input(ids.RUN_PENDING, "data"),
         State(ids.RUN_KEY, "data"),
     )
     def _draw(pending: Any, key: dict[str, Any]) -> list[Any]:
-        return draw(from_request(), key, pending, outputs)
+        return [*draw(from_request(), key, pending, outputs), None]  # the warm-up goes
 
 
 def poll(api: Api, key: dict[str, Any], pending: Any, drawn: Any) -> list[Any]:
@@ -302,11 +333,15 @@ def live_line(detail: dict[str, Any]) -> str:
 
 
 def draw(api: Api, key: dict[str, Any], pending: Any, outputs: list[str]) -> list[Any]:
-    """The whole page, and ``{token, version}`` of what it drew."""
+    """The whole page, and ``{token, version}`` of what it drew. The graphs come with their
+    figures (the layout holds none): a graph in the layout would be drawn empty first,
+    then again with the data, which cost the browser a Plotly drawing of every chart
+    (the first, before its code is warm, the slowest) on the way to the page."""
     try:
         data = fetch(api, key["run"], key.get("focus"))
     except ApiError as e:
         missing = empty_state(f"Cannot show run {key['run']}: {e.detail}", id="run-missing")
-        return [missing] + [figures.empty("", "")] * len(GRAPHS) + ["", "", None]
+        return [missing] + [None] * len(GRAPHS) + ["", "", None]
     parts = view(data)
-    return [parts[i] for i in outputs] + [{"token": pending, "version": version(data["detail"])}]
+    drawn = [graph(f"{i}-graph", parts[i]) if i in GRAPHS else parts[i] for i in outputs]
+    return [*drawn, {"token": pending, "version": version(data["detail"])}]

@@ -178,7 +178,8 @@ def test_run_page_follows_a_live_run_within_two_seconds(
 
 LAST_LOSS_STEP = """
 const g = document.getElementById('run-loss').querySelector('.js-plotly-plot');
-const x = g && g.data && g.data.length ? g.data[0].x : [];
+// the drawn trace: its data arrive as a binary typed array, which Plotly decodes there
+const x = g && g._fullData && g._fullData.length ? g._fullData[0].x : [];
 return x.length ? x[x.length - 1] : -1;
 """
 

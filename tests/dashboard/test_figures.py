@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import math
 
+import numpy as np
 import plotly.graph_objects as go
 import pytest
 
@@ -11,8 +13,8 @@ from gradwatch.dashboard import compare_figures as cf
 from gradwatch.dashboard import figures
 from gradwatch.dashboard.components import flatten
 from gradwatch.dashboard.explain import explain, first_nonfinite, lifecycle_anomalies
-from gradwatch.dashboard.pages.run import as_grid
-from gradwatch.dashboard.values import floats, fmt
+from gradwatch.dashboard.pages.run import as_grid, bad_counts
+from gradwatch.dashboard.values import floats, fmt, grid
 
 NAN, INF = math.nan, math.inf
 
@@ -56,7 +58,7 @@ def test_loss_figure_marks_nonfinite_losses_and_uses_webgl_when_long() -> None:
     assert isinstance(fig.data[0], go.Scattergl)
     short = figures.loss_figure((steps[:5000], values[:5000]), [], focus=None)
     assert type(short.data[0]) is go.Scatter  # one SVG path draws faster than a GL context
-    assert fig.data[0].y[10] is None
+    assert math.isnan(fig.data[0].y[10])  # a gap in the line
     nan_marks = next(t for t in fig.data if t.name == "NaN")
     assert list(nan_marks.x) == [11]
     assert "step 7" in annotations(fig)
@@ -80,7 +82,7 @@ def test_empty_states_say_why(fig: go.Figure) -> None:
 
 
 def test_ratio_carries_nonfinite_and_zero_updates() -> None:
-    got = figures.ratio([[1.0, 0.0, NAN, 1.0]], [[10.0, 0.0, 1.0, 0.0]])
+    got = figures.ratio([[1.0, 0.0, NAN, 1.0]], [[10.0, 0.0, 1.0, 0.0]]).tolist()
     assert got[0][:2] == [0.1, 0.0] and math.isnan(got[0][2]) and got[0][3] == INF
 
 
@@ -146,12 +148,30 @@ def test_full_resolution_series_become_a_grid() -> None:
         {"name": "a", "steps": [1, 2], "values": [1, "NaN"]},
         {"name": "b", "steps": [1, 2], "values": [2, 3]},
     ]
-    assert as_grid(series) == {
-        "tensors": ["a", "b"],
-        "steps": [1, 2],
-        "values": [[1, "NaN"], [2, 3]],
-    }
-    assert as_grid([]) == {"tensors": [], "steps": [], "values": []}
+    got = as_grid(series)
+    assert (got["tensors"], got["steps"]) == (["a", "b"], [1, 2])
+    np.testing.assert_array_equal(got["values"], [[1.0, NAN], [2.0, 3.0]])
+    empty = as_grid([])
+    assert (empty["tensors"], empty["steps"], empty["values"].shape) == ([], [], (0, 0))
+
+
+def test_grids_from_json_rows_and_typed_arrays_keep_nonfinite_values() -> None:
+    rows = [[1, "NaN", "Infinity"], [2, "-Infinity", None]]
+    want = np.array([[1.0, NAN, INF], [2.0, -INF, NAN]])
+    np.testing.assert_array_equal(grid(rows), want)
+    for kind in ("<f4", "<f8"):
+        raw = base64.b64encode(want.astype(kind).tobytes()).decode()
+        typed = {"dtype": kind[1:], "shape": [2, 3], "bdata": raw}
+        np.testing.assert_array_equal(grid(typed), want)
+    # unknown text is NaN (as ``floats`` reads it), ragged rows are padded with NaN
+    np.testing.assert_array_equal(grid([[1, "what"], [2]]), [[1.0, NAN], [2.0, NAN]])
+    assert grid([]).shape == (0, 0)
+
+
+def test_nonfinite_counts_per_column() -> None:
+    cells = [[0, 0, 1, "NaN"], [0, 0, 0, 2], [0, "Infinity", 0, 0]]
+    assert bad_counts(grid(cells), 4) == [0, 1, 1, 2]
+    assert bad_counts(grid([]), 2) == [0, 0]
 
 
 # The compare page, against the drift API's documented JSON shapes (issue 5's contract).
@@ -216,7 +236,7 @@ def test_fingerprint_diff_highlights_differing_fields_first() -> None:
 def test_ratio_keeps_nonfinite_values_and_zero_over_zero() -> None:
     update = [[1.0, 0.0, NAN, 2.0, INF], [0.5, 3.0, 1.0, -INF, 0.0]]
     param = [[2.0, 0.0, 1.0, INF, 1.0], [0.0, NAN, 0.0, 1.0, 4.0]]
-    out = figures.ratio(update, param)
+    out = figures.ratio(update, param).tolist()
     assert out[0][0] == 0.5 and out[0][1] == 0.0 and math.isnan(out[0][2])
     assert out[0][3] == INF and out[0][4] == INF  # a non-finite parameter or update is shown
     assert out[1][0] == INF and math.isnan(out[1][1]) and out[1][2] == INF

@@ -82,3 +82,15 @@ def test_series_selects_tensors_stats_metrics_and_a_step_range(client: TestClien
 def test_unknown_run_is_404(client: TestClient) -> None:
     reply = client.get("/api/v1/runs/nope/series")
     assert reply.status_code == 404 and "no run 'nope'" in reply.json()["detail"]
+
+
+def test_jsonable_values_are_written_as_the_strict_encoder_writes_them() -> None:
+    import json
+
+    from gradwatch.server.jsonresp import dumps, encode_floats
+    from gradwatch.server.series import jsonable
+
+    cells = np.array([[1.0, np.nan, np.inf], [-np.inf, -0.0, 5e-324]])
+    strict = json.dumps(encode_floats(cells.tolist()), separators=(",", ":")).encode()
+    assert dumps(jsonable(cells)) == strict
+    assert jsonable(np.array([1.5, 2.0])) == [1.5, 2.0]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
@@ -11,7 +11,7 @@ from gradwatch.server.api.deps import PolicyDep, ReadAccess, SessionDep
 from gradwatch.server.auth import Access
 from gradwatch.server.jsonresp import GWJSONResponse
 from gradwatch.server.models import Run
-from gradwatch.server.overview import heatmap
+from gradwatch.server.overview import heatmaps, typed
 from gradwatch.server.problems import collecting
 from gradwatch.server.schemas import (
     FindingsPublic,
@@ -22,7 +22,14 @@ from gradwatch.server.schemas import (
     SeriesPublic,
     error_replies,
 )
-from gradwatch.server.series import Selection, check_budget, metric, select_series, tensor_rows
+from gradwatch.server.series import (
+    Selection,
+    check_budget,
+    jsonable,
+    metric,
+    select_series,
+    tensor_rows,
+)
 from gradwatch.server.status import STATUSES
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -146,29 +153,41 @@ def get_overview(
     access: ReadAccess,
     policy: PolicyDep,
     stat: Annotated[str, Query(max_length=64)] = "grad_norm",
+    also: Annotated[list[str], Query(max_length=16)] = [],  # noqa: B006
     optimizer: Annotated[int, Query(ge=0, le=1 << 20)] = 0,
     points: Annotated[int, Query(ge=2, le=5000)] = 200,
+    loss: bool = True,
+    encoding: Literal["json", "base64"] = "json",
 ) -> GWJSONResponse:
     """The run, its loss and a tensors × steps heatmap of ``stat`` (at most ``points`` columns).
 
     Read from the coarse level of the store, so it stays fast on runs of 100k+ steps.
+    ``also``: more statistics in the same columns (the reply's ``also``); ``loss=false``
+    leaves the loss out; ``encoding=base64`` sends every matrix as a typed array (bytes of
+    float32/float64 in base64, NaN and ±Inf exact) instead of lists of JSON numbers.
     """
     run, project = _readable(session, access, run_id)
+    stats = list(dict.fromkeys([stat, *also]))
     with collecting() as problems:
         start_meta = crud.load_json(run.start_meta) or {}
         rows = sorted((r, n) for n, (o, r) in tensor_rows(start_meta).items() if o == optimizer)
-        check_budget(max(len(rows), 1), points)
-        steps, values = heatmap(session, run_id, optimizer, stat, points)
+        check_budget(max(len(rows), 1) * len(stats), points)
+        steps, grids = heatmaps(session, run_id, optimizer, stats, points)
         sel = Selection([], [], [], [], optimizer, None, None, points)
-        loss = metric(session, run_id, "loss", sel)
+        losses = metric(session, run_id, "loss", sel) if loss else []
+
+    def out(values: Any) -> Any:
+        return typed(values) if encoding == "base64" else jsonable(values)
+
     return GWJSONResponse(
         {
             "run": crud.public_run(session, run=run, project=project, policy=policy).model_dump(),
             "stat": stat,
-            "tensors": [name for _, name in rows][: len(values)],
+            "tensors": [name for _, name in rows][: len(grids[stat])],
             "steps": steps.tolist(),
-            "values": values.tolist(),
-            "loss": loss[0] if loss else None,
+            "values": out(grids[stat]),
+            "also": {s: out(grids[s]) for s in stats[1:]},
+            "loss": losses[0] if losses else None,
             "problems": problems,
         }
     )
