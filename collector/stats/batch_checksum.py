@@ -15,7 +15,7 @@ thread (:class:`Deferred`), so the training thread does not read the batch an ex
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -81,9 +81,9 @@ class Deferred:
 
     def split(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """:meth:`value` in two parts, for a window's rows to be put together in a few ops
-        (:func:`window`): the checksum without ``Σ|x|`` (its third value 0, or NaN where an
-        input holds ±Inf or NaN) and ``Σ|x|`` (``None`` without a floating-point input);
-        their sum is :meth:`value`, bit for bit."""
+        (:func:`gradwatch.stats.rows.checksums`): the checksum without ``Σ|x|`` (its third
+        value 0, or NaN where an input holds ±Inf or NaN) and ``Σ|x|`` (``None`` without a
+        floating-point input); their sum is :meth:`value`, bit for bit."""
         try:
             parts = self.parts
             if len(parts) == 1:
@@ -242,40 +242,6 @@ def _pair_of(x: torch.Tensor, acc: torch.dtype, j: int) -> torch.Tensor:
     rows = x.reshape(x.shape[0], -1) if x.dim() > 0 else x.reshape(1, 1)
     per_sample = rows.sum(dim=1, dtype=acc)
     return torch.mv(_weights(per_sample.numel(), x.device, j + 1, acc), per_sample)
-
-
-def window(items: Sequence[torch.Tensor | Deferred]) -> torch.Tensor:
-    """The ``(len(items), WIDTH)`` float64 checksums of a window of steps (each a checksum
-    taken at once or a :class:`Deferred` one), bit for bit :func:`resolve` of each, with
-    ``Σ|x|`` added for the whole window in one op instead of one per step."""
-    pairs: list[torch.Tensor] = []
-    scaled: list[int] = []
-    scales: list[torch.Tensor] = []
-    for i, item in enumerate(items):
-        if isinstance(item, Deferred):
-            pair, scale = item.split()
-            if scale is not None:
-                scaled.append(i)
-                scales.append(scale)
-            pairs.append(pair)
-        else:
-            pairs.append(item)
-    out = _stacked64(pairs)
-    if scales:
-        column = _stacked64(scales)
-        if len(scaled) == len(items):
-            out[:, 2].add_(column)
-        else:
-            out[scaled, 2] += column
-    return out
-
-
-def _stacked64(tensors: list[torch.Tensor]) -> torch.Tensor:
-    """CPU tensors of one shape as one float64 tensor (one op when they share a dtype)."""
-    first = tensors[0].dtype
-    if all([t.dtype == first for t in tensors]):
-        return torch.stack(tensors).to(torch.float64)
-    return torch.stack([t.to(torch.float64) for t in tensors])
 
 
 #: inputs up to this many elements take Σ|x| as ``abs().sum()`` (a third of the time of

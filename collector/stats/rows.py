@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import torch
 
-from gradwatch.stats import batch_checksum
 from gradwatch.stats.batch_checksum import Deferred
 from gradwatch.stats.tensors import StepValues
 
@@ -59,9 +58,7 @@ def assemble(steps: Sequence[HostStep], n_tensors: int) -> torch.Tensor:
         data[lossy, 0] = _losses(losses)
     batched = [i for i, s in enumerate(steps) if s.batch is not None]
     if batched:
-        data[batched, 1:LEADING] = batch_checksum.window(
-            [s.batch for s in steps if s.batch is not None]
-        )
+        data[batched, 1:LEADING] = checksums([s.batch for s in steps if s.batch is not None])
     by_layout: dict[tuple[int, int, torch.dtype], list[int]] = {}
     for i, s in enumerate(steps):
         key = (s.values.first, s.values.norms.numel(), s.values.norms.dtype)
@@ -78,6 +75,32 @@ def assemble(steps: Sequence[HostStep], n_tensors: int) -> torch.Tensor:
         if s.values.nonfinite is not None:
             data[i, LEADING + 3 * n_tensors :] = s.values.nonfinite
     return data
+
+
+def checksums(items: Sequence[torch.Tensor | Deferred]) -> torch.Tensor:
+    """The ``(len(items), WIDTH)`` float64 batch checksums of a window of steps (each taken
+    at once or :class:`Deferred`), bit for bit ``batch_checksum.resolve`` of each, with
+    ``Σ|x|`` added for the whole window in one op instead of one per step."""
+    pairs: list[torch.Tensor] = []
+    scaled: list[int] = []
+    scales: list[torch.Tensor] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Deferred):
+            pair, scale = item.split()
+            if scale is not None:
+                scaled.append(i)
+                scales.append(scale)
+            pairs.append(pair)
+        else:
+            pairs.append(item)
+    out = _stacked(pairs)
+    if scales:
+        column = _stacked(scales)
+        if len(scaled) == len(items):
+            out[:, 2].add_(column)
+        else:
+            out[scaled, 2] += column
+    return out
 
 
 def _stacked(tensors: list[torch.Tensor]) -> torch.Tensor:

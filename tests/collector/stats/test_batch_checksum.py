@@ -12,6 +12,7 @@ from torch import nn
 import gradwatch
 from gradwatch.stats import batch_checksum as batch_module
 from gradwatch.stats.batch_checksum import Deferred, checksum_of, combine, inspect, resolve
+from gradwatch.stats.rows import checksums
 from gradwatch.transport.record_builder import batch_hash
 from tests.collector.steps import steps
 
@@ -142,7 +143,7 @@ def test_a_windows_checksums_put_together_at_once_are_each_steps_own_bit_for_bit
     at_once = checksum_of([torch.randn(8, 4, generator=gen)])
     deferred.insert(2, at_once)
     expected.insert(2, at_once.double())
-    got = batch_module.window(deferred)
+    got = checksums(deferred)
     assert got.dtype == torch.float64 and got.shape == (len(expected), batch_module.WIDTH)
     for row, want in zip(got, expected, strict=True):
         assert _same_bits(row, want), (row, want)
