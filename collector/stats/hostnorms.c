@@ -48,47 +48,67 @@ static void stream_copy(char *d, const char *s, int64_t bytes) {
     memcpy(d, s, (size_t)bytes);
 }
 
-/* 16 lanes as GCC/clang vector types: each lane is its own sequential sum, whatever
-   instructions the compiler picks, so the bits do not depend on the machine */
-typedef float vf __attribute__((vector_size(64)));
-typedef double vd __attribute__((vector_size(128)));
-
-/* Sums of a^2 and, when b is not NULL, of (b - a)^2 over n elements of type T, in the
-   16 lanes of vector type V: blocks of `block` elements summed lane by lane, each block's
-   lanes then added in float64, in order. float32 uses blocks of BLOCK; float64 one block. */
+/* 16 lanes, each its own sequential sum in the tensor's type: lane j of a block adds
+   elements j, j + 16, j + 32, ... in order, and the block's last n % 16 elements go to lane
+   0 after them. The arithmetic is fixed by the source, not by the instructions picked (no
+   reassociation, no fused multiply-add), so the bits do not depend on the machine. The 16
+   lanes are held in register-sized GCC/clang vectors (32 bytes with AVX, else 16): wider
+   vector types than the machine's registers are lowered through memory, several times
+   slower than a plain loop. */
+#if defined(__AVX__)
+#define VBYTES 32
+#else
+#define VBYTES 16
+#endif
+typedef float vf __attribute__((vector_size(VBYTES)));
+typedef double vd __attribute__((vector_size(VBYTES)));
+/* Sums of a^2 and, when b is not NULL, of (b - a)^2 over n elements of type T: blocks of
+   `block` elements summed lane by lane, each block's lanes then added in float64, in
+   order. float32 uses blocks of BLOCK; float64 one block. */
 #define DEFINE_SPAN(name, T, V, block)                                                   \
 static void name(const T *a, const T *b, int64_t n, double *sa, double *sd) {           \
+    enum { W = (int)(sizeof(V) / sizeof(T)), R = LANES / W };                            \
     double ta = 0.0, td = 0.0;                                                           \
     int64_t i = 0;                                                                       \
     while (i < n) {                                                                      \
         int64_t end = n - i > (block) ? i + (block) : n;                                 \
-        V aa = {0}, ad = {0}, x, y, d;                                                   \
+        V aa[R], ad[R];                                                                  \
+        for (int r = 0; r < R; r++) { aa[r] = (V){0}; ad[r] = (V){0}; }                  \
         if (b) {                                                                         \
             for (; i + LANES <= end; i += LANES) {                                       \
-                memcpy(&x, a + i, sizeof x);                                             \
-                memcpy(&y, b + i, sizeof y);                                             \
-                d = y - x;                                                               \
-                aa += x * x;                                                             \
-                ad += d * d;                                                             \
-            }                                                                            \
-            for (; i < end; i++) {                                                       \
-                T xs = a[i], ds = b[i] - xs;                                             \
-                aa[0] += xs * xs;                                                        \
-                ad[0] += ds * ds;                                                        \
+                for (int r = 0; r < R; r++) {                                            \
+                    V x, y, d;                                                           \
+                    memcpy(&x, a + i + r * W, sizeof x);                                 \
+                    memcpy(&y, b + i + r * W, sizeof y);                                 \
+                    d = y - x;                                                           \
+                    aa[r] += x * x;                                                      \
+                    ad[r] += d * d;                                                      \
+                }                                                                        \
             }                                                                            \
         } else {                                                                         \
             for (; i + LANES <= end; i += LANES) {                                       \
-                memcpy(&x, a + i, sizeof x);                                             \
-                aa += x * x;                                                             \
-            }                                                                            \
-            for (; i < end; i++) {                                                       \
-                T xs = a[i];                                                             \
-                aa[0] += xs * xs;                                                        \
+                for (int r = 0; r < R; r++) {                                            \
+                    V x;                                                                 \
+                    memcpy(&x, a + i + r * W, sizeof x);                                 \
+                    aa[r] += x * x;                                                      \
+                }                                                                        \
             }                                                                            \
         }                                                                                \
+        T la[LANES], ld[LANES];                                                          \
+        memcpy(la, aa, sizeof la);                                                       \
+        memcpy(ld, ad, sizeof ld);                                                       \
+        if (b) {                                                                         \
+            for (; i < end; i++) {                                                       \
+                T xs = a[i], ds = b[i] - xs;                                             \
+                la[0] += xs * xs;                                                        \
+                ld[0] += ds * ds;                                                        \
+            }                                                                            \
+        } else {                                                                         \
+            for (; i < end; i++) la[0] += a[i] * a[i];                                   \
+        }                                                                                \
         for (int j = 0; j < LANES; j++) {                                                \
-            ta += (double)aa[j];                                                         \
-            td += (double)ad[j];                                                         \
+            ta += (double)la[j];                                                         \
+            td += (double)ld[j];                                                         \
         }                                                                                \
     }                                                                                    \
     *sa += ta;                                                                           \

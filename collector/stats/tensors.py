@@ -213,6 +213,7 @@ class StepStats:
         self.on_host = device.type == "cpu" and all(p.device.type == "cpu" for p in self.params)
         self._snapshot: list[torch.Tensor] | None = None
         self._snapshot_at: hostnorms.Layout | None = None  # ours: it never moves
+        self._params_at: hostnorms.Layout | None = None  # the parameters' last full layout
         # the fused path: one device (the run's), one accumulation dtype
         self._fused = (
             self._uniform is not None and bool(self.params) and self.params[0].device == device
@@ -307,7 +308,7 @@ class StepStats:
             return values
         snapshot = self._snapshot
         if snapshot is not None and self._snapshot_at is not None:
-            at = self._layout(self.params)
+            at = self._params_layout()
             if at is not None and at.sizes == self._snapshot_at.sizes:
                 return self._after_step_kernel(pre, at, self._snapshot_at)
         if snapshot is not None:
@@ -361,6 +362,28 @@ class StepStats:
         kernel = self._kernel
         return kernel.layout(tensors, self._uniform or torch.float32) if kernel else None
 
+    def _params_layout(self) -> hostnorms.Layout | None:
+        """:meth:`_layout` of the parameters, taken in full only when their addresses or
+        element counts changed since the last full look (two attribute reads per tensor
+        instead of five). A ``.data`` assignment that moves a parameter, changes its dtype
+        or device, or resizes it gives it other storage, hence another address or count; a
+        new view of the same storage with the same address and count (``p.data =
+        p.data.t()``) holds the same elements, which is all the kernel reads: sums of
+        squares and copies in storage order."""
+        kernel = self._kernel
+        if kernel is None:
+            return None
+        params = self.params
+        known = self._params_at
+        if (
+            known is not None
+            and [p.data_ptr() for p in params] == known.ptrs
+            and tuple([p.numel() for p in params]) == known.sizes
+        ):
+            return known
+        self._params_at = found = self._layout(params)
+        return found
+
     def _norms(self, tensors: list[torch.Tensor]) -> torch.Tensor:
         """The L2 norm of each tensor, in one fused op (the accumulation dtype) or, on the
         host where it can, with the kernel (float64) (fused path: one device, one dtype)."""
@@ -384,12 +407,17 @@ class StepStats:
         """‖θ‖ now, computed exactly as :meth:`after_step` does (comparable bit for bit)."""
         if not self._fused:
             return fused_norms(self.params, self.device)
+        at = self._params_layout()
+        if at is not None:
+            assert self._kernel is not None
+            return self._kernel.sumsq_at(at, None, self._kernel_threads).sqrt_()
         return self._norms(self.params)
 
     def release(self) -> None:
         """Free the snapshot (the only memory proportional to the model that is kept)."""
         self._snapshot = None
         self._snapshot_at = None
+        self._params_at = None
 
     def _take_snapshot(self) -> None:
         snapshot = self._snapshot
@@ -398,7 +426,7 @@ class StepStats:
             self._snapshot_at = self._layout(self._snapshot)
             return
         kernel, ours = self._kernel, self._snapshot_at
-        at = self._layout(self.params) if ours is not None else None
+        at = self._params_layout() if ours is not None else None
         if kernel is not None and ours is not None and at is not None and at.sizes == ours.sizes:
             kernel.copy_at(ours, at, self._kernel_threads)
         else:

@@ -314,3 +314,46 @@ def test_env_off_in_a_fresh_process(tmp_path: Path) -> None:
     assert out.stdout.strip().splitlines()[-1] == (
         '["torch ops (GRADWATCH_CPU_KERNEL=0)", "torch"]'
     )
+
+
+def test_stepstats_keeps_the_parameters_layout_until_they_move() -> None:
+    """The parameters' layout is taken in full once and reused while their addresses and
+    element counts stay; a view at the same address (``p.data = p.data.t()``) holds the
+    same elements and keeps the kernel, with values that stay right; storage of another
+    size is looked at anew."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(20, 20), torch.nn.Tanh(), torch.nn.Linear(20, 5))
+    opt = torch.optim.Adam(model.parameters(), 1e-2)
+    x, y = torch.randn(8, 20), torch.randn(8, 5)
+    params = list(model.parameters())
+    stats = StepStats(params, torch.device("cpu"))
+    first = stats._params_layout()
+    assert first is not None and stats._params_layout() is first
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    pre = stats.before_step()  # the snapshot is made here, contiguous
+    opt.step()
+    stats.after_step(pre)
+    assert stats._params_layout() is first
+    weight = params[0]
+    weight.data = weight.data.t()  # square: same storage, address and count, other strides
+    assert not weight.is_contiguous()
+    assert stats._params_layout() is first
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    before = [p.detach().double().clone() for p in params]
+    pre = stats.before_step()
+    opt.step()
+    values = stats.after_step(pre)
+    assert values.norms.dtype == torch.float64  # the kernel's
+    n = len(params)
+    after = torch.tensor([float(p.detach().double().norm()) for p in params], dtype=torch.float64)
+    update = torch.tensor(
+        [float((p.detach().double() - b).norm()) for p, b in zip(params, before, strict=True)],
+        dtype=torch.float64,
+    )
+    assert torch.allclose(values.param_norm, after, rtol=1e-5)
+    assert torch.allclose(values.norms[-n:], update, rtol=1e-4)
+    weight.data = weight.data[:1].clone()  # other storage, other size
+    moved = stats._params_layout()
+    assert moved is not first and moved is not None and moved.sizes[0] == weight.numel()
