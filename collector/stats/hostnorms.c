@@ -1,4 +1,5 @@
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +18,15 @@ typedef struct {
     const int64_t *numel;
     int64_t lo, hi;          /* this worker's range of the concatenated elements */
     int f64;
-    int copy;                /* 1: copy a into b (no sums) */
+    int copy;                /* 1: copy a into b (no sums); 2: the same with streaming stores */
     double *sa, *sd;         /* this worker's partial sums, k each */
 } job_t;
 
-/* Copy with streaming stores where the CPU has them: the snapshot is written once and
-   read once a step later, so pulling its old contents into the cache first (what a plain
-   store does) only doubles the traffic. */
+/* Copy with streaming stores where the CPU has them: a snapshot larger than the caches is
+   written once and read once after the update, so pulling its old contents into the cache
+   first (what a plain store does) only doubles the traffic. A smaller one (under
+   STREAM_MIN_BYTES in all) stays in the cache for that read: plain stores. */
+#define STREAM_MIN_BYTES ((int64_t)4 << 20)
 static void stream_copy(char *d, const char *s, int64_t bytes) {
 #if defined(__SSE2__)
     int64_t head = (int64_t)((16 - ((uintptr_t)d & 15)) & 15);
@@ -130,8 +133,10 @@ static void *work(void *arg) {
         if (hi > n) hi = n;
         if (job->copy) {
             int64_t size = job->f64 ? 8 : 4;
-            stream_copy((char *)job->b[t] + lo * size, (const char *)job->a[t] + lo * size,
-                        (hi - lo) * size);
+            char *d = (char *)job->b[t] + lo * size;
+            const char *src = (const char *)job->a[t] + lo * size;
+            if (job->copy == 2) stream_copy(d, src, (hi - lo) * size);
+            else memcpy(d, src, (size_t)((hi - lo) * size));
         } else if (job->f64) {
             const double *a = (const double *)job->a[t] + lo;
             const double *b = job->b ? (const double *)job->b[t] + lo : NULL;
@@ -160,7 +165,8 @@ static int run(int64_t k, void *const *a, void *const *b, const int64_t *numel, 
     }
     for (int w = 0; w < threads; w++) {
         job_t *j = &jobs[w];
-        j->k = k; j->a = a; j->b = b; j->numel = numel; j->f64 = f64; j->copy = copy;
+        j->k = k; j->a = a; j->b = b; j->numel = numel; j->f64 = f64;
+        j->copy = copy && total * (f64 ? 8 : 4) >= STREAM_MIN_BYTES ? 2 : copy;
         j->lo = total / threads * w;
         j->hi = w == threads - 1 ? total : total / threads * (w + 1);
         j->sa = part + (int64_t)2 * w * k;
@@ -191,6 +197,24 @@ static int run(int64_t k, void *const *a, void *const *b, const int64_t *numel, 
 int gw_sumsq(int64_t k, void *const *a, void *const *b, const int64_t *numel, int f64,
              int threads, int spawn, double *out_a, double *out_d) {
     return run(k, a, b, numel, f64, 0, threads, spawn, out_a, out_d);
+}
+
+/* gw_sumsq's sums, then their square roots in place (the L2 norms; sqrt is correctly
+   rounded, as torch's). Returns how many of the k (2k with b) norms are not finite, or
+   -1 as gw_sumsq. */
+int gw_norms(int64_t k, void *const *a, void *const *b, const int64_t *numel, int f64,
+             int threads, int spawn, double *out_a, double *out_d) {
+    if (run(k, a, b, numel, f64, 0, threads, spawn, out_a, out_d)) return -1;
+    int bad = 0;
+    for (int64_t t = 0; t < k; t++) {
+        out_a[t] = sqrt(out_a[t]);
+        bad += !isfinite(out_a[t]);
+        if (out_d) {
+            out_d[t] = sqrt(out_d[t]);
+            bad += !isfinite(out_d[t]);
+        }
+    }
+    return bad;
 }
 
 /* b_t = a_t, element for element. Returns 0, or -1 as gw_sumsq (nothing copied). */

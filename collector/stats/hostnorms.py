@@ -68,7 +68,7 @@ def source() -> str:
     return kernel.read_text(encoding="utf-8")
 
 
-_FLAGS = ("-O3", "-ffp-contract=off", "-fPIC", "-shared", "-pthread")
+_FLAGS = ("-O3", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared", "-pthread")
 _NATIVE = ("-march=native",)
 
 
@@ -82,6 +82,9 @@ class Kernel:
         self._sumsq = lib.gw_sumsq  # CDLL functions: the GIL is released while they run
         self._sumsq.restype = i32
         self._sumsq.argtypes = [i64, ptr, ptr, ptr, i32, i32, i32, ptr, ptr]
+        self._norms = lib.gw_norms
+        self._norms.restype = i32
+        self._norms.argtypes = self._sumsq.argtypes
         self._copy = lib.gw_copy
         self._copy.restype = i32
         self._copy.argtypes = [i64, ptr, ptr, ptr, i32, i32, i32]
@@ -134,6 +137,22 @@ class Kernel:
         if self._sumsq(k, pa, pb, sizes, a.f64, threads, spawn, base, base + 8 * k if pb else None):
             raise MemoryError("gradwatch's CPU norm kernel could not allocate its partial sums")
         return out
+
+    def norms_at(
+        self, a: Layout, b: Layout | None = None, threads: int = 1
+    ) -> tuple[torch.Tensor, int]:
+        """The square roots of :meth:`sumsq_at` (the L2 norms, float64, the same bits as
+        ``sumsq_at(...).sqrt_()``) and how many of them are not finite, in one call."""
+        k = len(a.ptrs)
+        out = torch.empty(2 * k if b is not None else k, dtype=torch.float64)
+        if k == 0:
+            return out, 0
+        pa, pb, sizes, threads, spawn = self._args(a, b, threads)
+        base = out.data_ptr()
+        bad = self._norms(k, pa, pb, sizes, a.f64, threads, spawn, base, base + 8 * k if pb else None)
+        if bad < 0:
+            raise MemoryError("gradwatch's CPU norm kernel could not allocate its partial sums")
+        return out, bad
 
     def copy(
         self, dst: Sequence[torch.Tensor], src: Sequence[torch.Tensor], threads: int = 1

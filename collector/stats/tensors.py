@@ -262,6 +262,13 @@ class StepStats:
             # the common CPU step: norms in the accumulation dtype (the I/O thread widens
             # them), counts only when a norm is not finite — four ops in all
             grads: list[torch.Tensor] = [p.grad for p in self.params]  # type: ignore[misc]
+            kernel = self._kernel
+            at = kernel.layout(grads, self._uniform or torch.float32) if kernel else None
+            if at is not None:
+                assert kernel is not None
+                norms, bad = kernel.norms_at(at, None, self._kernel_threads)
+                counts = host_nonfinite_counts(grads, norms) if bad else None
+                return norms, counts, not bad
             norms = self._norms(grads)
             counts = self._post_counts(grads, norms)  # None exactly when every norm is finite
             return norms, counts, counts is None
@@ -345,13 +352,13 @@ class StepStats:
         the gradients in a second call; everything float64."""
         kernel = self._kernel
         assert kernel is not None
-        sums = kernel.sumsq_at(at, snapshot, self._kernel_threads)
+        after = kernel.norms_at(at, snapshot, self._kernel_threads)[0]
         if pre.grad_norm is not None:
-            values = StepValues(self.n, sums.sqrt_(), PARAM)
+            values = StepValues(self.n, after, PARAM)
             values.grad_norm, values.nonfinite = pre.grad_norm, pre.nonfinite
             return values
         grads: list[torch.Tensor] = [p.grad for p in self.params]  # type: ignore[misc]
-        norms = torch.cat([self._norms(grads).to(torch.float64), sums.sqrt_()])
+        norms = torch.cat([self._norms(grads).to(torch.float64), after])
         values = StepValues(self.n, norms, GRAD)
         values.nonfinite = self._post_counts(grads, norms)
         return values
@@ -390,7 +397,7 @@ class StepStats:
         at = self._layout(tensors)
         if at is not None:
             assert self._kernel is not None
-            return self._kernel.sumsq_at(at, None, self._kernel_threads).sqrt_()
+            return self._kernel.norms_at(at, None, self._kernel_threads)[0]
         return torch.stack(torch._foreach_norm(tensors, 2.0, dtype=self._norm_dtype))
 
     def _post_counts(self, grads: list[torch.Tensor], norms: torch.Tensor) -> torch.Tensor | None:
@@ -410,7 +417,7 @@ class StepStats:
         at = self._params_layout()
         if at is not None:
             assert self._kernel is not None
-            return self._kernel.sumsq_at(at, None, self._kernel_threads).sqrt_()
+            return self._kernel.norms_at(at, None, self._kernel_threads)[0]
         return self._norms(self.params)
 
     def release(self) -> None:

@@ -357,3 +357,26 @@ def test_stepstats_keeps_the_parameters_layout_until_they_move() -> None:
     weight.data = weight.data[:1].clone()  # other storage, other size
     moved = stats._params_layout()
     assert moved is not first and moved is not None and moved.sizes[0] == weight.numel()
+
+
+def test_norms_are_the_roots_of_the_sums_and_count_what_is_not_finite(
+    kernel: hostnorms.Kernel,
+) -> None:
+    """``norms_at``: the square roots of ``sumsq_at`` bit for bit (torch's sqrt and C's are
+    both correctly rounded), and the number of norms that are not finite."""
+    g = torch.Generator().manual_seed(3)
+    a = [torch.randn(n, generator=g) for n in (1, 17, 5000, 40000)]
+    b = [torch.randn(n, generator=g) for n in (1, 17, 5000, 40000)]
+    at, bt = kernel.layout(a, torch.float32), kernel.layout(b, torch.float32)
+    assert at is not None and bt is not None
+    for second in (None, bt):
+        norms, bad = kernel.norms_at(at, second)
+        assert torch.equal(norms, kernel.sumsq_at(at, second).sqrt_())
+        assert bad == 0
+    a[1][4] = float("nan")
+    b[2][9] = float("inf")
+    a[3][0] = 3e20  # finite, but its square overflows the float32 lanes: a norm of inf
+    norms, bad = kernel.norms_at(at, bt)
+    assert bad == 5  # a[1], a[3] and the differences of tensors 1, 2 and 3
+    assert math.isnan(norms[1]) and math.isinf(norms[3]) and math.isinf(norms[4 + 2])
+    assert torch.equal(norms.isfinite(), kernel.sumsq_at(at, bt).sqrt_().isfinite())
