@@ -149,7 +149,8 @@ class Kernel:
             return out, 0
         pa, pb, sizes, threads, spawn = self._args(a, b, threads)
         base = out.data_ptr()
-        bad = self._norms(k, pa, pb, sizes, a.f64, threads, spawn, base, base + 8 * k if pb else None)
+        second = base + 8 * k if pb else None
+        bad = self._norms(k, pa, pb, sizes, a.f64, threads, spawn, base, second)
         if bad < 0:
             raise MemoryError("gradwatch's CPU norm kernel could not allocate its partial sums")
         return out, bad
