@@ -142,7 +142,8 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "RMS < {numerics.RMS_VANISH:g}, or first/last layer ratio < "
        "{numerics.FIRST_LAST_RATIO:g}, for {numerics.VANISH_STEPS} steps",
        "tensors whose RMS is below {numerics.STRUCTURAL_ZERO:g}× the largest (zero up to "
-       "rounding)"),
+       "rounding); a loss fallen to {numerics.CONVERGED:g}× the run's first or less (a "
+       "memorised batch, a converged fit: every gradient shrinks with the loss)"),
     _C("update-ratio", "Numerics", "warning",
        "Updates far too large for the weights they change, ‖Δθ‖/‖θ before the update‖, step "
        "after step (a learning rate far too high); one finding per level and episode.",

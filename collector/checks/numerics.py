@@ -24,6 +24,9 @@ from gradwatch.checks.view import StepView, Window, held_for
 
 RMS_VANISH = 1e-7
 STRUCTURAL_ZERO = 1e-4  # RMS below this fraction of the largest one: zero up to rounding
+#: a loss at most this fraction of the run's first one is a fit gone near zero (a memorised
+#: batch, a converged model): every gradient is small with it, which is not ``vanishing-grad``
+CONVERGED = 1e-3
 FIRST_LAST_RATIO = 1e-3
 VANISH_STEPS = 5
 LISTED = 4
@@ -95,6 +98,7 @@ class NumericsChecks:
         if self.sink.enabled("nonfinite-grad"):
             actions += self._nonfinite(v)
         state = self._of(v)
+        _note_loss(state, v.loss)
         if self.sink.enabled("exploding-grad"):
             actions += self._exploding(v, state)
         if self.sink.enabled("vanishing-grad"):
@@ -163,7 +167,7 @@ class NumericsChecks:
             return  # the common case: nothing small, no streak, no deep-net ratio
         finite = torch.isfinite(rms)
         top = float(rms[finite].max()) if bool(finite.any()) else 0.0
-        tiny = _tiny(v.grad_norm, rms, top) & v.has_grad_t
+        tiny = _tiny(v.grad_norm, rms, top, _converged(state, v.loss)) & v.has_grad_t
         low = self._first_last_ratio(v, state)
         if low is not None:
             tiny = tiny.clone()
@@ -250,7 +254,11 @@ class NumericsChecks:
         quiet = torch.isfinite(g).all(dim=1)
         if vanishing:  # as _vanishing: small, but not zero up to rounding
             rms = g / state.sqrt_numel
-            quiet &= ~_tiny(g, rms, rms.max(dim=1, keepdim=True).values).any(dim=1)
+            if state.first_loss is None:
+                for x in win.loss:
+                    _note_loss(state, x)
+            fit = torch.tensor([_converged(state, x) for x in win.loss]).unsqueeze(1)
+            quiet &= ~_tiny(g, rms, rms.max(dim=1, keepdim=True).values, fit).any(dim=1)
             first, last = ends(state, order)
             if first >= 0:
                 top = g[:, last]
@@ -350,7 +358,31 @@ def _any_nonfinite(v: StepView) -> bool:
     return v.nonfinite is not None and bool((v.nonfinite > 0).any())
 
 
-def _tiny(grad_norm: torch.Tensor, rms: torch.Tensor, top: float | torch.Tensor) -> torch.Tensor:
-    """Gradients with an RMS below ``RMS_VANISH`` that are not zero up to rounding: at
-    least ``STRUCTURAL_ZERO`` times the largest RMS (``top``; one row or many)."""
-    return (grad_norm > 0) & (rms < RMS_VANISH) & (rms >= STRUCTURAL_ZERO * top)
+def _tiny(
+    grad_norm: torch.Tensor,
+    rms: torch.Tensor,
+    top: float | torch.Tensor,
+    converged: bool | torch.Tensor = False,
+) -> torch.Tensor:
+    """Gradients with an RMS below ``RMS_VANISH`` that are not zero up to rounding (at
+    least ``STRUCTURAL_ZERO`` times the largest RMS, ``top``; one row or many), unless
+    the loss has ``converged`` (see :func:`_converged`)."""
+    tiny = (grad_norm > 0) & (rms < RMS_VANISH) & (rms >= STRUCTURAL_ZERO * top)
+    return tiny & ~converged if isinstance(converged, torch.Tensor) else tiny & (not converged)
+
+
+def _note_loss(state: State, loss: float | None) -> None:
+    """Keep the first finite loss (rows are checked in step order) for :func:`_converged`."""
+    if state.first_loss is None and loss is not None and math.isfinite(loss):
+        state.first_loss = abs(loss)
+
+
+def _converged(state: State, loss: float | None) -> bool:
+    """Whether ``loss`` is at most ``CONVERGED`` × the run's first finite loss: a fit gone
+    near zero, where small gradients are what success looks like. A loss that was tiny
+    from the start (a loss scaled down by mistake) never counts as converged."""
+    if loss is None or state.first_loss is None or not math.isfinite(loss):
+        return False
+    return abs(loss) <= CONVERGED * state.first_loss
+
+

@@ -31,6 +31,7 @@ class State:
     vanish: torch.Tensor | None = None
     vanishing: str | None = None  # the tensor named by the open vanishing-grad episode
     vanish_calm: int = 0
+    first_loss: float | None = None  # |loss| of the first row with a finite one
     streaks: dict[str, torch.Tensor] = field(default_factory=dict)
     #: open update-ratio episodes: level -> (tensor named, steps since any was out of range)
     ratio_open: dict[str, tuple[str, int]] = field(default_factory=dict)

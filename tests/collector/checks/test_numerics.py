@@ -319,6 +319,29 @@ def test_vanishing_grad_correct_twin_is_quiet() -> None:
     assert_quiet(train(model, adam(model), 30))
 
 
+def test_vanishing_grad_a_memorised_batch_is_quiet() -> None:
+    """Overfitting one batch (a usual sanity check): the loss falls to almost nothing
+    and every gradient with it, below the absolute RMS threshold. That is a fit, not a
+    vanishing gradient; the loss scaled down by mistake above (tiny from the first step)
+    is still found."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(D_IN, 64), nn.Tanh(), nn.Linear(64, 10))
+    x, y = torch.randn(16, D_IN), torch.randn(16, 10)
+    losses: list[float] = []
+
+    def step(i: int, model: nn.Module, opt: Any, _x: torch.Tensor, _y: torch.Tensor) -> None:
+        opt.zero_grad()
+        loss = mse(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+
+    run = train(model, adam(model), 350, step)
+    rms = max(float(p.grad.norm()) / p.numel() ** 0.5 for p in model.parameters())
+    assert losses[-1] < 1e-3 * losses[0] and rms < 1e-7, (losses[-1], rms)  # the case at hand
+    assert_quiet(run)
+
+
 # -- update-ratio ----------------------------------------------------------------------------
 def test_update_ratio_a_small_learning_rate_is_not_a_finding() -> None:
     """Small updates are what fine-tuning, deep nets and decayed schedules look like when
