@@ -384,5 +384,3 @@ def _converged(state: State, loss: float | None) -> bool:
     if loss is None or state.first_loss is None or not math.isfinite(loss):
         return False
     return abs(loss) <= CONVERGED * state.first_loss
-
-
