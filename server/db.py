@@ -1,8 +1,9 @@
 """Database engines and sessions, from a URL; SQLite tuned for concurrent writers.
 
-SQLite runs in WAL mode with a busy timeout, and write transactions start with
-``BEGIN IMMEDIATE``: a deferred transaction that reads and then writes can fail at once
-with "database is locked" when another writer got there first, whatever the timeout, so
+SQLite runs in WAL mode with a busy timeout and 16 KB pages (``PAGE_SIZE``), and write
+transactions start with ``BEGIN IMMEDIATE``: a deferred transaction that reads and then
+writes can fail at once with "database is locked" when another writer got there first,
+whatever the timeout, so
 writers take the lock up front and wait for it instead. PostgreSQL URLs use psycopg 3.
 
 Example::
@@ -20,14 +21,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, create_engine
 
 from gradwatch.server.exceptions import ServerConfigError
+from gradwatch.server.store import PINNED
 
 BUSY_TIMEOUT_MS = 30_000
+#: SQLite page size of a database file gradwatch creates (an existing file keeps its own).
+#: A request's statistics are blobs of tens of KB: with SQLite's default 4 KB pages each
+#: is a chain of overflow pages, and a group commit of a few MB wrote thousands of WAL
+#: frames (1 ms of commit per request); 16 KB pages write a quarter of the frames and
+#: store the same data in about as many bytes (benchmarks/results/capacity_22_quiet.md).
+PAGE_SIZE = 16384
 _IMMEDIATE = "gradwatch_immediate"
 
 
@@ -78,6 +86,7 @@ def _tune_sqlite(engine: Engine, *, wal: bool) -> None:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (see "begin" below)
         cursor = dbapi_conn.cursor()
         if wal:
+            cursor.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file only (see PAGE_SIZE)
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -87,7 +96,14 @@ def _tune_sqlite(engine: Engine, *, wal: bool) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         immediate = conn.get_execution_options().get(_IMMEDIATE, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        sql = "BEGIN IMMEDIATE" if immediate else "BEGIN"
+        dialect = conn.dialect
+        try:  # on the DBAPI connection: exec_driver_sql costs ~0.1 ms of Python per BEGIN
+            conn.connection.driver_connection.execute(sql)  # type: ignore[union-attr]
+        except dialect.loaded_dbapi.Error as e:  # as SQLAlchemy's, like any statement's
+            raise exc.DBAPIError.instance(
+                sql, None, e, dialect.loaded_dbapi.Error, hide_parameters=True, dialect=dialect
+            ) from e
 
 
 def is_postgres(engine: Engine) -> bool:
@@ -95,12 +111,23 @@ def is_postgres(engine: Engine) -> bool:
     return engine.dialect.name == "postgresql"
 
 
+_WRITER_ATTR = "_gradwatch_writer"
+
+
 @contextmanager
 def write_session(engine: Engine) -> Iterator[Session]:
     """A session whose transaction takes the write lock at BEGIN (SQLite) and commits on exit."""
-    writer = engine.execution_options(**{_IMMEDIATE: True})
+    writer: Engine | None = getattr(engine, _WRITER_ATTR, None)
+    if writer is None:  # built once per engine (execution_options copies the engine)
+        writer = engine.execution_options(**{_IMMEDIATE: True})
+        setattr(engine, _WRITER_ATTR, writer)
     with Session(writer) as session, session.begin():
-        yield session
+        conn = session.connection()
+        session.info[PINNED] = (conn.connection, conn.dialect)
+        try:
+            yield session
+        finally:
+            session.info.pop(PINNED, None)
 
 
 @contextmanager
