@@ -35,7 +35,9 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import functools
 import logging
 import math
 import queue
@@ -118,6 +120,10 @@ class IngestWriter:
         self.engine = engine
         self.helper_policy = helper
         self._helper: PrepareHelper | None = None
+        self._reader: threading.Thread | None = None
+        self._pending: collections.deque[IngestJob] = collections.deque()
+        self._link_lock = threading.Lock()
+        self._helper_closing = False
         self._helper_died_at = -HELPER_RESTART_S
         self.helper_starts = 0
         self._queue: queue.SimpleQueue[IngestJob | None] = queue.SimpleQueue()
@@ -207,31 +213,86 @@ class IngestWriter:
         if own is not None and own is not self.engine:
             own.dispose()
         helper, self._helper = self._helper, None
+        self._reader = None
         if helper is not None:
             helper.stop(timeout)
+        self._helper_closing = False
         with self._lock:
             self._stopped = False
 
     def _prepare_loop(self) -> None:
         """Decode and validate each job as it comes (no database), then hand it to the
         writer: this runs while the writer waits on the database (commit, inserts), which
-        release the GIL."""
+        release the GIL. With a prepare helper, jobs are sent to it as they come (several
+        in flight) and ``_read_helper`` hands its replies on in order."""
         while True:
             job = self._queue.get()
             if job is None:
+                self._end_helper_link()
                 self._ready.put(None)
                 return
             with self._lock:
                 self._queued_bytes -= job.size
-            try:
-                prepared = self._prepare(job)
-            except BaseException as e:  # its request gets the error; the thread goes on
-                job.future.set_exception(e)
-                _wake([job])
+            if job.body is not None and self._send_to_helper(job):
                 continue
-            with self._lock:
-                self._queued_bytes += job.size
-            self._ready.put((job, prepared))
+            self._forward(job, job.prepare)
+
+    def _forward(self, job: IngestJob, prepare: Callable[[], Any]) -> None:
+        """Run ``prepare`` and queue the job for the writer, or answer its error."""
+        try:
+            prepared = prepare()
+        except BaseException as e:  # its request gets the error; the thread goes on
+            job.future.set_exception(e)
+            _wake([job])
+            return
+        with self._lock:
+            self._queued_bytes += job.size
+        self._ready.put((job, prepared))
+
+    def _send_to_helper(self, job: IngestJob) -> bool:
+        """Send the job to a ready helper (True), or False: prepare it here."""
+        helper = self._prepare_helper()
+        if helper is None or job.body is None:
+            return False
+        with self._link_lock:
+            if helper.dead or self._reader is None:
+                return False
+            self._pending.append(job)
+            try:
+                helper.send(job.run_id, job.body)
+            except OSError:
+                self._pending.pop()
+                helper.kill()  # its reader sees the end and prepares what is pending
+                return False
+        return True
+
+    def _read_helper(self, helper: PrepareHelper) -> None:
+        """The helper's replies, in the order sent, handed to the writer; when the child
+        ends (stopped or died), the jobs it did not answer are prepared here."""
+        while True:
+            try:
+                status, payload = helper.receive()
+            except (OSError, EOFError, ValueError):
+                break
+            job = self._pending.popleft()
+            self._forward(job, functools.partial(_decoded, helper, status, payload, job))
+        with self._link_lock:
+            if not self._helper_closing:
+                log.warning("ingest prepare helper stopped; preparing on a thread")
+            helper.died()
+            left = list(self._pending)
+            self._pending.clear()
+        for job in left:
+            self._forward(job, job.prepare)
+
+    def _end_helper_link(self) -> None:
+        """At stop: let the helper answer what it was sent, and wait for its reader."""
+        helper, reader = self._helper, self._reader
+        if helper is None or reader is None:
+            return
+        self._helper_closing = True
+        helper.close_input()
+        reader.join(30)
 
     def start_helper(self) -> None:
         """Start the prepare helper now (policy ``"on"``: at the app's start, so that its
@@ -246,25 +307,23 @@ class IngestWriter:
                 return
             self.helper_starts += 1
 
-    def _prepare(self, job: IngestJob) -> Any:
-        """``job.prepare()``, in the helper process when there is one ready."""
-        helper = self._prepare_helper() if job.body is not None else None
-        if helper is not None and job.body is not None:
-            try:
-                return helper.prepare(job.run_id, job.body)
-            except HelperUnavailableError as e:
-                if helper.dead:
-                    log.warning("ingest prepare helper stopped (%s); preparing on a thread", e)
-                    self._helper = None
-                    self._helper_died_at = time.monotonic()
-        return job.prepare()
-
     def _prepare_helper(self) -> PrepareHelper | None:
         """The helper to use now (None: prepare on this thread); starts one as the policy
         says (the prepare thread only calls this)."""
         helper = self._helper
         if helper is not None:
-            return helper if helper.is_ready() else None
+            if helper.dead:
+                self._helper, self._reader = None, None
+                self._helper_died_at = time.monotonic()
+                return None
+            if not helper.is_ready():
+                return None
+            if self._reader is None:
+                self._reader = threading.Thread(
+                    target=self._read_helper, args=(helper,), name="gradwatch-helper", daemon=True
+                )
+                self._reader.start()
+            return helper
         policy = self.helper_policy
         if policy == "off" or (policy == "busy" and self._queue.empty()):
             return None
@@ -424,52 +483,6 @@ class Checkpointer:
         self._due.set()
         self._thread.join(timeout)
 
-    def start_helper(self) -> None:
-        """Start the prepare helper now (policy ``"on"``: at the app's start, so that its
-        imports are done before the first requests); a no-op otherwise."""
-        with self._lock:
-            if self.helper_policy != "on" or self._helper is not None or self._stopped:
-                return
-            try:
-                self._helper = PrepareHelper.start()
-            except OSError as e:
-                log.warning("cannot start the ingest prepare helper (%s)", e)
-                return
-            self.helper_starts += 1
-
-    def _prepare(self, job: IngestJob) -> Any:
-        """``job.prepare()``, in the helper process when there is one ready."""
-        helper = self._prepare_helper() if job.body is not None else None
-        if helper is not None and job.body is not None:
-            try:
-                return helper.prepare(job.run_id, job.body)
-            except HelperUnavailableError as e:
-                if helper.dead:
-                    log.warning("ingest prepare helper stopped (%s); preparing on a thread", e)
-                    self._helper = None
-                    self._helper_died_at = time.monotonic()
-        return job.prepare()
-
-    def _prepare_helper(self) -> PrepareHelper | None:
-        """The helper to use now (None: prepare on this thread); starts one as the policy
-        says (the prepare thread only calls this)."""
-        helper = self._helper
-        if helper is not None:
-            return helper if helper.is_ready() else None
-        policy = self.helper_policy
-        if policy == "off" or (policy == "busy" and self._queue.empty()):
-            return None
-        if time.monotonic() - self._helper_died_at < HELPER_RESTART_S:
-            return None
-        try:
-            self._helper = PrepareHelper.start()
-        except OSError as e:
-            log.warning("cannot start the ingest prepare helper (%s); preparing on a thread", e)
-            self._helper_died_at = time.monotonic()
-            return None
-        self.helper_starts += 1
-        return None  # it is starting: this job here
-
     def _loop(self) -> None:
         while True:
             self._due.wait()
@@ -494,6 +507,15 @@ class Checkpointer:
         self.checkpoints += 1
         busy, pages, done = row if row is not None else (1, -1, -1)
         return int(busy), int(pages), int(done)
+
+
+def _decoded(helper: PrepareHelper, status: int, payload: bytes, job: IngestJob) -> Any:
+    """A helper's reply as the job's rows (or its RequestError); a reply it could not
+    give (an unexpected error there) is prepared again here, to raise what it raises."""
+    try:
+        return helper.decode(status, payload)
+    except HelperUnavailableError:
+        return job.prepare()
 
 
 def _wake(jobs: list[IngestJob]) -> None:

@@ -105,19 +105,32 @@ class PrepareHelper:
     def prepare(self, run_id: str, body: bytes) -> Any:
         """``prepare_body(run_id, body)`` in the child: its rows, or the same
         ``RequestError``; ``HelperUnavailableError`` for anything else."""
-        from gradwatch.server.exceptions import RequestError
-
         if not self.is_ready():
             raise HelperUnavailableError("the prepare helper is not ready")
-        name = run_id.encode("utf-8")
         try:
-            _write(self._to, _REQUEST.pack(len(name), len(body)) + name)
-            _write(self._to, body)
-            status, length = _REPLY.unpack(_read(self._from, _REPLY.size))
-            payload = _read(self._from, length)
+            self.send(run_id, body)
+            status, payload = self.receive()
         except (OSError, EOFError, ValueError) as e:
             self._died()
             raise HelperUnavailableError(f"the prepare helper stopped ({e})") from e
+        return self.decode(status, payload)
+
+    def send(self, run_id: str, body: bytes) -> None:
+        """Queue one body to the child (its reply comes in order, ``receive``); OSError
+        when the child is gone. Blocks while the pipe is full."""
+        name = run_id.encode("utf-8")
+        _write(self._to, _REQUEST.pack(len(name), len(body)) + name)
+        _write(self._to, body)
+
+    def receive(self) -> tuple[int, bytes]:
+        """The next reply, (status, payload); EOFError/OSError when the child ended."""
+        status, length = _REPLY.unpack(_read(self._from, _REPLY.size))
+        return status, _read(self._from, length)
+
+    def decode(self, status: int, payload: bytes) -> Any:
+        """A reply as the rows, the ``RequestError``, or ``HelperUnavailableError``."""
+        from gradwatch.server.exceptions import RequestError
+
         self.prepared += 1
         if status == _OK:
             return pickle.loads(payload)
@@ -125,6 +138,16 @@ class PrepareHelper:
             code, message = pickle.loads(payload)
             raise RequestError(code, message)
         raise HelperUnavailableError(payload.decode("utf-8", "replace"))
+
+    def close_input(self) -> None:
+        """No more requests: the child answers those sent, then exits."""
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()  # type: ignore[union-attr]
+
+    def kill(self) -> None:
+        """End the child now (its pending replies never come: ``receive`` ends)."""
+        with contextlib.suppress(OSError):
+            self.proc.kill()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Close its stdin (the child exits) and wait for it; kill it if it does not."""
@@ -138,6 +161,10 @@ class PrepareHelper:
         with contextlib.suppress(OSError):
             self._from.close()
         self.dead = True
+
+    def died(self) -> None:
+        """Mark the child dead, end it and close its pipes."""
+        self._died()
 
     def _died(self) -> None:
         self.dead = True

@@ -89,10 +89,17 @@ def test_the_writer_prepares_in_its_helper_and_goes_on_without_it(db_url: str) -
     first = _job("run-a", b"".join(simple_run("run-a")))
     assert writer.submit(first).result(timeout=60).accepted == 5
     assert helper.prepared == 1
+    many = [_job(f"run-m{i}", b"".join(simple_run(f"run-m{i}"))) for i in range(20)]
+    futures = [writer.submit(job) for job in many]  # several in flight in the helper
+    assert [f.result(timeout=60).accepted for f in futures] == [5] * 20
+    assert helper.prepared == 21
     os.kill(helper.proc.pid, signal.SIGKILL)
     helper.proc.wait(30)
     second = _job("run-b", b"".join(simple_run("run-b")))
     assert writer.submit(second).result(timeout=60).accepted == 5
+    deadline = time.monotonic() + 30
+    while not helper.dead and time.monotonic() < deadline:  # its reader saw the end
+        time.sleep(0.01)
     bad = _job("run-c", b"GW\x01garbage")
     assert isinstance(writer.submit(bad).exception(timeout=60), RequestError)
     assert writer._helper is None and writer.helper_starts == 1
