@@ -1,9 +1,8 @@
 """Database engines and sessions, from a URL; SQLite tuned for concurrent writers.
 
-SQLite runs in WAL mode with a busy timeout and 16 KB pages (``PAGE_SIZE``), and write
-transactions start with ``BEGIN IMMEDIATE``: a deferred transaction that reads and then
-writes can fail at once with "database is locked" when another writer got there first,
-whatever the timeout, so
+SQLite runs in WAL mode with a busy timeout, and write transactions start with
+``BEGIN IMMEDIATE``: a deferred transaction that reads and then writes can fail at once
+with "database is locked" when another writer got there first, whatever the timeout, so
 writers take the lock up front and wait for it instead. PostgreSQL URLs use psycopg 3.
 
 Example::
@@ -30,12 +29,6 @@ from gradwatch.server.exceptions import ServerConfigError
 from gradwatch.server.store import PINNED
 
 BUSY_TIMEOUT_MS = 30_000
-#: SQLite page size of a database file gradwatch creates (an existing file keeps its own).
-#: A request's statistics are blobs of tens of KB: with SQLite's default 4 KB pages each
-#: is a chain of overflow pages, and a group commit of a few MB wrote thousands of WAL
-#: frames (1 ms of commit per request); 16 KB pages write a quarter of the frames and
-#: store the same data in about as many bytes (benchmarks/results/capacity_22_quiet.md).
-PAGE_SIZE = 16384
 _IMMEDIATE = "gradwatch_immediate"
 
 
@@ -86,7 +79,6 @@ def _tune_sqlite(engine: Engine, *, wal: bool) -> None:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (see "begin" below)
         cursor = dbapi_conn.cursor()
         if wal:
-            cursor.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file only (see PAGE_SIZE)
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
