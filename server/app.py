@@ -51,7 +51,7 @@ def create_app(settings: Settings) -> FastAPI:
     """Build the app for ``settings`` (migrates the database first)."""
     engine = make_engine(settings.db_url)
     migrate(engine)
-    writer = IngestWriter(engine)
+    writer = IngestWriter(engine, helper=settings.prepare_helper)
     # lifespans of this app that are running: an app served by several clients at once (the
     # tests' TestClients in threads) stops its shared writer and engine after the last one
     lifespans = [0]
@@ -63,6 +63,7 @@ def create_app(settings: Settings) -> FastAPI:
         with lifespans_lock:
             lifespans[0] += 1
         importer, monitor = None, None
+        writer.start_helper()
         if settings.import_interval:
             importer = SpoolImporter(engine, settings.data_dir, settings.import_interval)
             importer.start()

@@ -7,6 +7,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from gradwatch.server import crud
@@ -14,7 +15,7 @@ from gradwatch.server.auth import count_tokens, create_token, list_tokens, revok
 from gradwatch.server.db import make_engine, read_session, write_session
 from gradwatch.server.exceptions import ServerConfigError
 from gradwatch.server.migrate import migrate
-from gradwatch.server.settings import Settings, is_loopback
+from gradwatch.server.settings import PREPARE_HELPER_ENV, Settings, is_loopback
 from gradwatch.server.spool_import import SpoolImporter
 from gradwatch.server.status import StatusPolicy
 
@@ -53,6 +54,8 @@ def serve(settings: Settings) -> None:
     from gradwatch.server.app import create_app
 
     check_bind(settings)
+    if PREPARE_HELPER_ENV not in os.environ:  # a server: its helper starts with it
+        settings = settings.with_(prepare_helper="on")
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlmodel import Session
 
@@ -37,13 +37,18 @@ from gradwatch.server.models import (
     SeriesChunk,
 )
 from gradwatch.server.store import (
+    VALUES_ROWS,
     ensure_project,
     insert_ignore,
     insert_returning,
     insert_rows,
+    insert_sql,
     run_sql,
 )
-from gradwatch.wire import Frame
+from gradwatch.wire import MAGIC, SCHEMA_VERSION, Frame, scan_frames
+
+if TYPE_CHECKING:
+    from gradwatch.server.auth import Access
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -71,6 +76,25 @@ def check_run_id(run_id: str | None) -> str:
             "starting with a letter or digit",
         )
     return run_id
+
+
+def decode_body(body: bytes) -> list[Frame]:
+    """The frames of a body, or 400 saying where and how it is damaged."""
+    if not body:
+        raise RequestError(400, "empty body: send one or more frames (see gradwatch.wire)")
+    scan = scan_frames(body, resync=False)
+    if scan.corrupt_frames or scan.torn_tail_bytes:
+        at = scan.end_offset
+        if body[at : at + 2] == MAGIC and len(body) > at + 2 and body[at + 2] != SCHEMA_VERSION:
+            why = f"has schema version {body[at + 2]}, this server reads {SCHEMA_VERSION}"
+        elif scan.torn_tail_bytes:
+            why = f"is incomplete ({scan.torn_tail_bytes} bytes, cut short)"
+        else:
+            why = "is damaged (bad magic, kind, length, CRC or payload)"
+        raise RequestError(
+            400, f"the frame at byte {at} {why}; no frame of this request was stored"
+        )
+    return scan.frames
 
 
 def parse_frames(run_id: str, frames: list[Frame]) -> list[FrameRows]:
@@ -104,6 +128,22 @@ _RAW_TABLES: dict[type, str] = {
     Event: "events",
 }
 _MOVE_RUN = "UPDATE runs SET project_id = ? WHERE id = ?"
+
+
+def authorised_project(access: Access, run_id: str, named: str | None, stored: str | None) -> str:
+    """The project a batch of run ``run_id`` is stored under, after the caller's checks:
+    404 for a stored run of a project the caller cannot see (saying nothing of its
+    project), 403 unless the caller may write to that project (and to the stored one,
+    when a RUN_START moves the run)."""
+    if stored is not None and not access.sees(stored):
+        raise RequestError(
+            404, f"no run {run_id!r} that this token may write to; use another run id"
+        )
+    project = named or stored or access.project or DEFAULT_PROJECT
+    access.check(project, "write")
+    if stored is not None and stored != project:
+        access.check(stored, "write")
+    return project
 
 
 def stored_project(session: Session, run_id: str) -> str | None:
@@ -158,6 +198,89 @@ def ingest_frames(
     return IngestResult(run_id, len(fresh), len(parsed) - len(fresh), project)
 
 
+_STORED_PROJECTS = (
+    "SELECT runs.id, projects.name FROM runs JOIN projects ON projects.id = runs.project_id "
+    "WHERE runs.id IN ({})"
+)
+_BATCH_FRAME_KEYS = "run_id, seq"
+
+
+def batchable(parsed: list[FrameRows]) -> bool:
+    """Whether a batch can be stored with others (``store_batch``): no RUN_START and only
+    rows that go to their tables as they are (STEPS, SCALARS, HEARTBEAT, fingerprints,
+    events), so no project is created or moved and no alert raised."""
+    return all(
+        rows.delta.start is None and all(model in _RAW_TABLES for model in rows.rows)
+        for rows in parsed
+    )
+
+
+def store_batch(
+    session: Session, items: list[tuple[str, Access, list[FrameRows]]]
+) -> list[IngestResult | RequestError | None]:
+    """Store the batches of several requests of stored runs with a few statements for all
+    of them; call inside a write transaction (and a savepoint: on an exception, roll
+    back to it and store each request alone).
+
+    Each item is (run id, the caller's access, its ``batchable`` frames); the run ids are
+    distinct. Per item: its ``IngestResult``; the ``RequestError`` (404/403) of
+    ``authorised_project``, nothing stored; or None for a run not stored yet (the caller
+    stores that one alone, where its run is created). What is stored, and the replies,
+    are those of ``ingest_frames`` for each item alone: the frames not stored yet are
+    claimed in ``ingested_frames`` (``ON CONFLICT DO NOTHING RETURNING``), only their
+    rows are inserted, and each run's columns get the same UPDATE.
+    """
+    out: list[IngestResult | RequestError | None] = [None] * len(items)
+    stored: dict[str, str] = {}
+    ids = [run_id for run_id, _, _ in items]
+    for i in range(0, len(ids), VALUES_ROWS):
+        part = ids[i : i + VALUES_ROWS]
+        sql = _STORED_PROJECTS.format(", ".join("?" * len(part)))
+        stored.update((str(a), str(b)) for a, b in run_sql(session, sql, part))
+    todo: list[tuple[int, str, str, list[FrameRows]]] = []
+    for i, (run_id, access, parsed) in enumerate(items):
+        project = stored.get(run_id)
+        if project is None:
+            continue
+        try:
+            authorised_project(access, run_id, None, project)
+        except RequestError as e:
+            out[i] = e
+            continue
+        todo.append((i, run_id, project, sorted(parsed, key=lambda r: r.seq)))
+    if not todo:
+        return out
+    todo.sort(key=lambda item: item[1])  # one lock order for concurrent writers
+    now = time.time()
+    keys = [(run_id, r.seq, int(r.kind), now) for _, run_id, _, parsed in todo for r in parsed]
+    new: set[tuple[str, int]] = set()
+    for i in range(0, len(keys), VALUES_ROWS):
+        part = keys[i : i + VALUES_ROWS]
+        sql = insert_sql("ingested_frames", _FRAME_COLUMNS, len(part))
+        sql += f" RETURNING {_BATCH_FRAME_KEYS}"
+        new.update((str(a), int(b)) for a, b in run_sql(session, sql, [v for k in part for v in k]))
+    by_table: dict[str, list[dict[str, Any]]] = {}
+    updates: dict[str, list[list[Any]]] = {}
+    for i, run_id, project, parsed in todo:
+        delta = RunDelta()
+        fresh = 0
+        for rows in parsed:
+            if (run_id, rows.seq) not in new:
+                continue
+            fresh += 1
+            for model, items_ in rows.rows.items():
+                by_table.setdefault(_RAW_TABLES[model], []).extend(items_)
+            delta.merge(rows.delta)
+        sql, params = _run_update(run_id, delta, fresh, now)
+        updates.setdefault(sql, []).append(params)
+        out[i] = IngestResult(run_id, fresh, len(parsed) - fresh, project)
+    for table, rows_ in by_table.items():
+        insert_rows(session, table, rows_)
+    for sql, many in updates.items():
+        run_sql(session, sql, many, many=True)
+    return out
+
+
 _START_COLUMNS = (
     ("name", "name"),
     ("config_hash", "config_hash"),
@@ -181,6 +304,12 @@ def _greater(column: str) -> str:
 
 def _update_run(session: Session, run_id: str, delta: RunDelta, accepted: int, now: float) -> None:
     """One UPDATE of the run's columns: fixed SQL per shape of ``delta`` (see ``run_sql``)."""
+    sql, params = _run_update(run_id, delta, accepted, now)
+    run_sql(session, sql, params)
+
+
+def _run_update(run_id: str, delta: RunDelta, accepted: int, now: float) -> tuple[str, list[Any]]:
+    """The UPDATE of ``_update_run`` and its parameters."""
     shape = (
         delta.steps is not None,
         delta.last_t is not None,
@@ -209,4 +338,4 @@ def _update_run(session: Session, run_id: str, delta: RunDelta, accepted: int, n
     if delta.end is not None:
         params += [delta.end[key] for _, key in _END_COLUMNS]
     params.append(run_id)
-    run_sql(session, sql, params)
+    return sql, params

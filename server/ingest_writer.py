@@ -35,7 +35,9 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import functools
 import logging
 import math
 import queue
@@ -51,6 +53,9 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 from gradwatch.server.db import make_engine, write_session
+from gradwatch.server.exceptions import RequestError
+from gradwatch.server.frame_ingest import batchable, store_batch
+from gradwatch.server.prepare_helper import HelperUnavailableError, PrepareHelper
 from gradwatch.server.store import run_sql
 
 log = logging.getLogger("gradwatch.server")
@@ -60,6 +65,13 @@ MAX_GROUP = 64
 RETRIES = 2
 RETRY_PAUSE_S = 0.05  # before the first try again; twice that before the second
 MAX_GROUP_BYTES = 32 << 20
+#: a busy writer (its last group ended less than BUSY_GAP_S before the next job came)
+#: waits up to GROUP_LINGER_S after taking a job for more to store in the same
+#: transaction: a transaction's fixed cost (session, BEGIN, commit, waking the event
+#: loop) is about half a ms of CPU, as much as storing a request of 10 steps × 300
+#: tensors, so many small groups cost twice what fewer larger ones do
+BUSY_GAP_S = 0.02
+GROUP_LINGER_S = 0.003
 #: on SQLite, the writer has the WAL checkpointed after this many bytes of bodies stored
 CHECKPOINT_BYTES = 2 << 20
 
@@ -73,18 +85,47 @@ class IngestJob:
     size: int
     prepare: Callable[[], Any]
     store: Callable[[Session, Any], Any]
+    #: the request body when ``prepare`` is ``prepare_body(run_id, body)``: the prepare
+    #: helper process may then run it instead (gradwatch.server.prepare_helper)
+    body: bytes | None = None
+    #: the caller's access when ``store`` is ``store_in(session, access, run_id, rows)``:
+    #: the writer may then store the job together with others of its group
+    #: (``frame_ingest.store_batch``)
+    access: Any = None
     future: Future[Any] = field(default_factory=Future)
     #: set by ``IngestWriter.store``: the event loop waiting for the job, woken once per
     #: group (not once per job, as ``asyncio.wrap_future`` would)
     waiter: asyncio.Future[None] | None = None
 
 
+HELPER_POLICIES = ("off", "busy", "on")
+#: seconds after a prepare helper died before another is started
+HELPER_RESTART_S = 10.0
+
+
 class IngestWriter:
     """The threads of one engine (prepare, write, and on SQLite checkpoint); started on
-    the first ``submit``."""
+    the first ``submit``.
 
-    def __init__(self, engine: Engine) -> None:
+    ``helper``: when the prepare thread hands jobs with a ``body`` to a prepare helper
+    process (:mod:`gradwatch.server.prepare_helper`): ``"off"`` never, ``"on"`` from the
+    first job, ``"busy"`` once the thread takes a job while others wait (a server under
+    a few requests a second never starts one). Until the helper is ready, after it died,
+    and for a job it cannot prepare, the thread prepares the job itself.
+    """
+
+    def __init__(self, engine: Engine, helper: str = "off") -> None:
+        if helper not in HELPER_POLICIES:
+            raise ValueError(f"helper must be one of {HELPER_POLICIES}, got {helper!r}")
         self.engine = engine
+        self.helper_policy = helper
+        self._helper: PrepareHelper | None = None
+        self._reader: threading.Thread | None = None
+        self._pending: collections.deque[IngestJob] = collections.deque()
+        self._link_lock = threading.Lock()
+        self._helper_closing = False
+        self._helper_died_at = -HELPER_RESTART_S
+        self.helper_starts = 0
         self._queue: queue.SimpleQueue[IngestJob | None] = queue.SimpleQueue()
         self._ready: queue.SimpleQueue[tuple[IngestJob, Any] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -94,6 +135,7 @@ class IngestWriter:
         self._stopped = False
         self._queued_bytes = 0
         self._rate = 0.0  # bytes per second of body stored, averaged over recent groups
+        self._last_group_end = -1.0
         self.groups = 0
         self.jobs = 0
 
@@ -170,29 +212,131 @@ class IngestWriter:
         own, self._own_engine = self._own_engine, None
         if own is not None and own is not self.engine:
             own.dispose()
+        helper, self._helper = self._helper, None
+        self._reader = None
+        if helper is not None:
+            helper.stop(timeout)
+        self._helper_closing = False
         with self._lock:
             self._stopped = False
 
     def _prepare_loop(self) -> None:
         """Decode and validate each job as it comes (no database), then hand it to the
         writer: this runs while the writer waits on the database (commit, inserts), which
-        release the GIL."""
+        release the GIL. With a prepare helper, jobs are sent to it as they come (several
+        in flight) and ``_read_helper`` hands its replies on in order."""
         while True:
             job = self._queue.get()
             if job is None:
+                self._end_helper_link()
                 self._ready.put(None)
                 return
             with self._lock:
                 self._queued_bytes -= job.size
-            try:
-                prepared = job.prepare()
-            except BaseException as e:  # its request gets the error; the thread goes on
-                job.future.set_exception(e)
-                _wake([job])
+            if job.body is not None and self._send_to_helper(job):
                 continue
-            with self._lock:
-                self._queued_bytes += job.size
-            self._ready.put((job, prepared))
+            self._forward(job, job.prepare)
+
+    def _forward(self, job: IngestJob, prepare: Callable[[], Any]) -> None:
+        """Run ``prepare`` and queue the job for the writer, or answer its error."""
+        try:
+            prepared = prepare()
+        except BaseException as e:  # its request gets the error; the thread goes on
+            job.future.set_exception(e)
+            _wake([job])
+            return
+        with self._lock:
+            self._queued_bytes += job.size
+        self._ready.put((job, prepared))
+
+    def _send_to_helper(self, job: IngestJob) -> bool:
+        """Send the job to a ready helper (True), or False: prepare it here."""
+        helper = self._prepare_helper()
+        if helper is None or job.body is None:
+            return False
+        with self._link_lock:
+            if helper.dead or self._reader is None:
+                return False
+            self._pending.append(job)
+            try:
+                helper.send(job.run_id, job.body)
+            except OSError:
+                self._pending.pop()
+                helper.kill()  # its reader sees the end and prepares what is pending
+                return False
+        return True
+
+    def _read_helper(self, helper: PrepareHelper) -> None:
+        """The helper's replies, in the order sent, handed to the writer; when the child
+        ends (stopped or died), the jobs it did not answer are prepared here."""
+        while True:
+            try:
+                status, payload = helper.receive()
+            except (OSError, EOFError, ValueError):
+                break
+            job = self._pending.popleft()
+            self._forward(job, functools.partial(_decoded, helper, status, payload, job))
+        with self._link_lock:
+            if not self._helper_closing:
+                log.warning("ingest prepare helper stopped; preparing on a thread")
+            helper.died()
+            left = list(self._pending)
+            self._pending.clear()
+        for job in left:
+            self._forward(job, job.prepare)
+
+    def _end_helper_link(self) -> None:
+        """At stop: let the helper answer what it was sent, and wait for its reader."""
+        helper, reader = self._helper, self._reader
+        if helper is None or reader is None:
+            return
+        self._helper_closing = True
+        helper.close_input()
+        reader.join(30)
+
+    def start_helper(self) -> None:
+        """Start the prepare helper now (policy ``"on"``: at the app's start, so that its
+        imports are done before the first requests); a no-op otherwise."""
+        with self._lock:
+            if self.helper_policy != "on" or self._helper is not None or self._stopped:
+                return
+            try:
+                self._helper = PrepareHelper.start()
+            except OSError as e:
+                log.warning("cannot start the ingest prepare helper (%s)", e)
+                return
+            self.helper_starts += 1
+
+    def _prepare_helper(self) -> PrepareHelper | None:
+        """The helper to use now (None: prepare on this thread); starts one as the policy
+        says (the prepare thread only calls this)."""
+        helper = self._helper
+        if helper is not None:
+            if helper.dead:
+                self._helper, self._reader = None, None
+                self._helper_died_at = time.monotonic()
+                return None
+            if not helper.is_ready():
+                return None
+            if self._reader is None:
+                self._reader = threading.Thread(
+                    target=self._read_helper, args=(helper,), name="gradwatch-helper", daemon=True
+                )
+                self._reader.start()
+            return helper
+        policy = self.helper_policy
+        if policy == "off" or (policy == "busy" and self._queue.empty()):
+            return None
+        if time.monotonic() - self._helper_died_at < HELPER_RESTART_S:
+            return None
+        try:
+            self._helper = PrepareHelper.start()
+        except OSError as e:
+            log.warning("cannot start the ingest prepare helper (%s); preparing on a thread", e)
+            self._helper_died_at = time.monotonic()
+            return None
+        self.helper_starts += 1
+        return None  # it is starting: this job here
 
     def _loop(self) -> None:
         while True:
@@ -200,11 +344,19 @@ class IngestWriter:
             if item is None:
                 return
             group, size, last = [item], item[0].size, False
+            taken = time.monotonic()
+            busy = taken - self._last_group_end < BUSY_GAP_S
             while len(group) < MAX_GROUP and size < MAX_GROUP_BYTES:
                 try:
                     more = self._ready.get_nowait()
                 except queue.Empty:
-                    break
+                    left = taken + GROUP_LINGER_S - time.monotonic()
+                    if not busy or left <= 0:
+                        break
+                    try:
+                        more = self._ready.get(timeout=left)
+                    except queue.Empty:
+                        break
                 if more is None:
                     last = True
                     break
@@ -220,6 +372,7 @@ class IngestWriter:
                     if not j.future.done():
                         j.future.set_exception(e)
                 _wake([j for j, _ in group])
+            self._last_group_end = time.monotonic()
             rate = size / max(time.perf_counter() - started, 1e-6)
             self._rate = rate if self._rate <= 0 else 0.8 * self._rate + 0.2 * rate
             if self._checkpointer is not None:
@@ -245,17 +398,20 @@ class IngestWriter:
         ready.sort(key=lambda item: item[0].run_id)
         self.groups += 1
         self.jobs += len(ready)
-        outcomes: list[tuple[bool, Any]] = []
+        outcomes: dict[int, tuple[bool, Any]] = {}
         try:
             with write_session(self._write_engine()) as session:
+                outcomes = _in_batch(session, ready)
                 for job, prepared in ready:
-                    outcomes.append(_in_savepoint(session, job, prepared))
+                    if id(job) not in outcomes:
+                        outcomes[id(job)] = _in_savepoint(session, job, prepared)
         except (OperationalError, GroupBrokenError) as e:
             log.info("ingest group of %d failed (%s); storing one by one", len(ready), e)
             self._one_by_one(ready)
             _wake([job for job, _ in ready])
             return
-        for (job, _), (ok, value) in zip(ready, outcomes, strict=True):
+        for job, _ in ready:
+            ok, value = outcomes[id(job)]
             if ok:
                 job.future.set_result(value)
             else:
@@ -353,6 +509,15 @@ class Checkpointer:
         return int(busy), int(pages), int(done)
 
 
+def _decoded(helper: PrepareHelper, status: int, payload: bytes, job: IngestJob) -> Any:
+    """A helper's reply as the job's rows (or its RequestError); a reply it could not
+    give (an unexpected error there) is prepared again here, to raise what it raises."""
+    try:
+        return helper.decode(status, payload)
+    except HelperUnavailableError:
+        return job.prepare()
+
+
 def _wake(jobs: list[IngestJob]) -> None:
     """Wake the event loops waiting for ``jobs`` (answered): one call per loop."""
     by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
@@ -381,6 +546,47 @@ class GroupBrokenError(Exception):
 
 
 _SAVEPOINT = "gradwatch_ingest_job"
+_BATCH_SAVEPOINT = "gradwatch_ingest_batch"
+
+
+def _in_batch(session: Session, ready: list[tuple[IngestJob, Any]]) -> dict[int, tuple[bool, Any]]:
+    """Store the group's plain requests of stored runs together (``store_batch``: a few
+    statements for all of them instead of about seven per request), in a savepoint of
+    their own: the outcomes by ``id(job)`` of the jobs it answered; every other job (a
+    run's first request, findings, a second request of the same run in this group, a
+    job without ``access``) is left to its own savepoint. Should the batch fail
+    (anything but the database failing the transaction), it is rolled back and every
+    one of its jobs is stored alone."""
+    items: list[tuple[IngestJob, Any]] = []
+    runs: set[str] = set()
+    for job, prepared in ready:
+        if job.access is None or job.run_id in runs or not batchable(prepared):
+            continue
+        runs.add(job.run_id)
+        items.append((job, prepared))
+    if len(items) < 2:
+        return {}
+    run_sql(session, f"SAVEPOINT {_BATCH_SAVEPOINT}")
+    try:
+        results = store_batch(session, [(j.run_id, j.access, p) for j, p in items])
+        run_sql(session, f"RELEASE SAVEPOINT {_BATCH_SAVEPOINT}")
+    except OperationalError:
+        raise
+    except Exception as e:
+        if not session.is_active:
+            raise GroupBrokenError(f"{type(e).__name__}: {e}") from e
+        log.info("ingest batch of %d failed (%s); storing one by one", len(items), e)
+        run_sql(session, f"ROLLBACK TO SAVEPOINT {_BATCH_SAVEPOINT}")
+        run_sql(session, f"RELEASE SAVEPOINT {_BATCH_SAVEPOINT}")
+        session.expunge_all()
+        return {}
+    out: dict[int, tuple[bool, Any]] = {}
+    for (job, _), result in zip(items, results, strict=True):
+        if isinstance(result, RequestError):
+            out[id(job)] = (False, result)
+        elif result is not None:
+            out[id(job)] = (True, result)
+    return out
 
 
 def _in_savepoint(session: Session, job: IngestJob, prepared: Any) -> tuple[bool, Any]:

@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from gradwatch import paths
+from gradwatch.server.exceptions import ServerConfigError
 
 DB_ENV = "GRADWATCH_DB"
 ALLOW_PRIVATE_ENV = "GRADWATCH_ALLOW_PRIVATE_WEBHOOKS"
 REQUIRE_TOKENS_ENV = "GRADWATCH_REQUIRE_TOKENS"
+PREPARE_HELPER_ENV = "GRADWATCH_PREPARE_HELPER"
+PREPARE_HELPER_POLICIES = ("off", "busy", "on")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DB_FILE = "gradwatch.db"
@@ -58,7 +61,10 @@ class Settings:
     the period of the live drift comparison, seed envelopes and webhook deliveries (``None``
     turns them off). Webhook targets on loopback/private/link-local addresses are refused
     unless ``allow_private_webhooks`` (``GRADWATCH_ALLOW_PRIVATE_WEBHOOKS=1``). ``dashboard``
-    mounts the Dash app at ``/``.
+    mounts the Dash app at ``/``. ``prepare_helper`` (``GRADWATCH_PREPARE_HELPER``): when
+    ingest bodies are decoded and validated in a helper process instead of a thread of
+    the server's (``busy``: once requests queue up; ``on``; ``off``; see
+    :mod:`gradwatch.server.prepare_helper`).
     """
 
     db_url: str
@@ -79,8 +85,14 @@ class Settings:
     webhook_backoff: float = 1.0
     webhook_timeout: float = 5.0
     dashboard: bool = True
+    prepare_helper: str = "busy"
 
     def __post_init__(self) -> None:
+        if self.prepare_helper not in PREPARE_HELPER_POLICIES:
+            raise ServerConfigError(
+                f"prepare helper {self.prepare_helper!r}: use one of "
+                f"{', '.join(PREPARE_HELPER_POLICIES)} ({PREPARE_HELPER_ENV})"
+            )
         if not is_loopback(self.host) and not self.require_tokens:
             object.__setattr__(self, "require_tokens", True)
 
@@ -93,6 +105,8 @@ class Settings:
             kw.setdefault("allow_private_webhooks", True)
         if os.environ.get(REQUIRE_TOKENS_ENV, "") not in ("", "0"):
             kw.setdefault("require_tokens", True)
+        if os.environ.get(PREPARE_HELPER_ENV):
+            kw.setdefault("prepare_helper", os.environ[PREPARE_HELPER_ENV].strip().lower())
         return cls(db_url=url, data_dir=root, **kw)
 
     def with_(self, **changes: Any) -> Settings:

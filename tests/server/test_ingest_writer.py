@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from gradwatch.server.api.routes.ingest import decode_body, store_in
+from gradwatch.server.api.routes.ingest import store_in
 from gradwatch.server.auth import Access
 from gradwatch.server.db import make_engine
 from gradwatch.server.exceptions import RequestError
-from gradwatch.server.frame_ingest import parse_frames
+from gradwatch.server.frame_ingest import decode_body, parse_frames
 from gradwatch.server.ingest_writer import IngestJob, IngestWriter
 from gradwatch.server.migrate import migrate
 from gradwatch.server.models import IngestedFrame, Run
@@ -294,4 +294,122 @@ def test_on_a_sqlite_file_the_writer_stores_through_one_connection_of_its_own(
         assert _frames(session, "run-a") == 5
     writer.stop()
     assert writer._own_engine is None  # disposed with the writer
+    engine.dispose()
+
+
+def _batch_job(run: str, body: bytes, access: Access = OPEN) -> IngestJob:
+    """A job as the route makes it: with its access, so the writer may batch it."""
+    job = _job(run, body, access)
+    job.access = access
+    return job
+
+
+def _run_columns(session: Session, run: str) -> tuple[Any, ...]:
+    row = session.get(Run, run)
+    assert row is not None
+    return (row.steps, row.last_t, row.frames, row.end_status)
+
+
+def _blobs(session: Session, run: str) -> list[tuple[Any, ...]]:
+    from gradwatch.server.models import SeriesBlob
+
+    query = select(SeriesBlob.seq, SeriesBlob.name, SeriesBlob.dtype, SeriesBlob.data).where(  # type: ignore[call-overload]
+        SeriesBlob.run_id == run
+    )
+    return sorted(tuple(r) for r in session.execute(query))
+
+
+def test_requests_of_stored_runs_are_stored_together_as_each_would_be_alone(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plain requests of stored runs in one group go through ``store_batch`` (a few
+    statements for all); runs, frames and blobs come out as storing each request alone
+    does, replays count as duplicates, a second request of a run in the same group, a
+    run's first request and a request of a project the token cannot see are answered
+    as before."""
+    engine = make_engine(db_url)
+    migrate(engine)
+    writer = IngestWriter(engine)
+    runs = ["run-a", "run-b", "run-c"]
+    bodies = {r: simple_run(r) for r in [*runs, *(f"alone-{r}" for r in runs)]}
+    # every run's RUN_START and first STEPS window first, one group
+    writer.store_group([_batch_job(r, b"".join(f[:2])) for r, f in bodies.items()])
+    secret = simple_run("run-s", project="secret")
+    writer.store_group([_job("run-s", b"".join(secret[:2]))])
+
+    def rest(run: str) -> list[IngestJob]:
+        f = bodies[run]
+        return [
+            _batch_job(run, b"".join(f[2:4])),  # new: STEPS + HEARTBEAT
+            _batch_job(run, b"".join(f[1:3])),  # a replay, half of it new in the job above
+        ]
+
+    group = [j for r in runs for j in rest(r)]
+    group.append(_batch_job("run-new", b"".join(simple_run("run-new")[1:3])))  # no start
+    group.append(_batch_job("run-s", b"".join(secret[2:4]), Access("default", "write")))
+    from gradwatch.server import ingest_writer
+
+    batched: list[list[str]] = []
+    real = ingest_writer.store_batch
+
+    def spy(session: Session, items: list[Any]) -> Any:
+        batched.append([run for run, _, _ in items])
+        return real(session, items)
+
+    monkeypatch.setattr(ingest_writer, "store_batch", spy)
+    writer.store_group(group)
+    # one batch: the first request of each stored run, and the secret run (refused there)
+    assert batched == [["run-a", "run-b", "run-c", "run-new", "run-s"]]
+    for r in runs:  # the same requests, one group each: each stored alone
+        for job in rest(f"alone-{r}"):
+            writer.store_group([job])
+    replies = [(j.run_id, _error(j.future) or j.future.result()) for j in group]
+    for _, reply in replies[:6]:
+        assert not isinstance(reply, BaseException), reply
+    assert [(r.accepted, r.duplicates) for _, r in replies[:6]] == [(2, 0), (0, 2)] * 3
+    new = replies[6][1]
+    assert not isinstance(new, BaseException) and new.accepted == 2
+    hidden = replies[7][1]
+    assert isinstance(hidden, RequestError) and hidden.status == 404
+    with Session(engine) as session:
+        for r in runs:
+            assert _run_columns(session, r) == _run_columns(session, f"alone-{r}")
+            assert _frames(session, r) == _frames(session, f"alone-{r}") == 4
+            mine = [b[1:] for b in _blobs(session, r)]
+            assert mine and mine == [b[1:] for b in _blobs(session, f"alone-{r}")]
+        assert _frames(session, "run-s") == 2  # nothing of the refused request
+    writer.stop()
+    engine.dispose()
+
+
+def test_a_batch_that_fails_is_rolled_back_and_its_jobs_stored_alone(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should ``store_batch`` raise halfway (after some of its statements ran), its
+    savepoint is rolled back and every one of its requests is stored alone: nothing is
+    lost or stored twice."""
+    from gradwatch.server import ingest_writer
+
+    engine = make_engine(db_url)
+    migrate(engine)
+    writer = IngestWriter(engine)
+    runs = [f"run-{i}" for i in range(3)]
+    bodies = {r: simple_run(r) for r in runs}
+    writer.store_group([_batch_job(r, b"".join(f[:2])) for r, f in bodies.items()])
+    real = ingest_writer.store_batch
+
+    def broken(session: Session, items: list[Any]) -> Any:
+        real(session, items)
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(ingest_writer, "store_batch", broken)
+    group = [_batch_job(r, b"".join(f[2:4])) for r, f in bodies.items()]
+    writer.store_group(group)
+    assert [(j.future.result().accepted, j.future.result().duplicates) for j in group] == [
+        (2, 0)
+    ] * 3
+    with Session(engine) as session:
+        assert [_frames(session, r) for r in runs] == [4, 4, 4]
+        assert all(_run_columns(session, r)[2] == 4 for r in runs)
+    writer.stop()
     engine.dispose()

@@ -20,25 +20,25 @@ from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gradwatch.contract import DEFAULT_PROJECT
 from gradwatch.server.api.deps import SettingsDep, WriteAccess, write_access
 from gradwatch.server.auth import OPEN, Access
 from gradwatch.server.bodylimit import INGEST_PATH, BodyRefusedError, read_limited, refuse
 from gradwatch.server.exceptions import RequestError
 from gradwatch.server.frame_ingest import (
     IngestResult,
+    authorised_project,
     check_run_id,
     ingest_frames,
-    parse_frames,
     start_project,
     stored_project,
 )
 from gradwatch.server.frame_rows import FrameRows
 from gradwatch.server.ingest_writer import IngestJob, IngestWriter
 from gradwatch.server.jsonresp import GWJSONResponse, database_busy, dumps
+from gradwatch.server.prepare_helper import prepare_body
 from gradwatch.server.schemas import IngestReply, error_replies
 from gradwatch.server.settings import Settings
-from gradwatch.wire import FRAME_CONTENT_TYPE, MAGIC, SCHEMA_VERSION, Frame, scan_frames
+from gradwatch.wire import FRAME_CONTENT_TYPE, SCHEMA_VERSION
 
 router = APIRouter(tags=["ingest"])
 CONTENT_TYPES = (FRAME_CONTENT_TYPE, "application/octet-stream")
@@ -79,39 +79,12 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def decode_body(body: bytes) -> list[Frame]:
-    """The frames of a body, or 400 saying where and how it is damaged."""
-    if not body:
-        raise RequestError(400, "empty body: send one or more frames (see gradwatch.wire)")
-    scan = scan_frames(body, resync=False)
-    if scan.corrupt_frames or scan.torn_tail_bytes:
-        at = scan.end_offset
-        if body[at : at + 2] == MAGIC and len(body) > at + 2 and body[at + 2] != SCHEMA_VERSION:
-            why = f"has schema version {body[at + 2]}, this server reads {SCHEMA_VERSION}"
-        elif scan.torn_tail_bytes:
-            why = f"is incomplete ({scan.torn_tail_bytes} bytes, cut short)"
-        else:
-            why = "is damaged (bad magic, kind, length, CRC or payload)"
-        raise RequestError(
-            400, f"the frame at byte {at} {why}; no frame of this request was stored"
-        )
-    return scan.frames
-
-
 def store_in(
     session: Session, access: Access, run_id: str, parsed: list[FrameRows]
 ) -> IngestResult:
     """Authorise and store one validated batch inside the writer's transaction."""
-    named = start_project(parsed)
     stored = stored_project(session, run_id)
-    if stored is not None and not access.sees(stored):  # says nothing of its project
-        raise RequestError(
-            404, f"no run {run_id!r} that this token may write to; use another run id"
-        )
-    project = named or stored or access.project or DEFAULT_PROJECT
-    access.check(project, "write")
-    if stored is not None and stored != project:
-        access.check(stored, "write")
+    project = authorised_project(access, run_id, start_project(parsed), stored)
     return ingest_frames(session, run_id, parsed, project, run_exists=stored is not None)
 
 
@@ -191,8 +164,10 @@ async def store_body(
     job = IngestJob(
         run_id,
         len(body),
-        prepare=lambda: parse_frames(run_id, decode_body(body)),
+        prepare=lambda: prepare_body(run_id, body),
         store=lambda session, parsed: store_in(session, access, run_id, parsed),
+        body=body,
+        access=access,
     )
     result: IngestResult = await writer.store(job)
     return (
