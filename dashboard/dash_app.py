@@ -102,7 +102,8 @@ def load_scripts_early(app: Dash) -> None:
     for package, path in EARLY_SCRIPTS:
         module = importlib.import_module(package)
         where = os.path.join(os.path.dirname(str(module.__file__)), path)
-        versioned = build_fingerprint(path, module.__version__, int(os.stat(where).st_mtime))
+        modified = int(os.stat(where).st_mtime)
+        versioned: str = build_fingerprint(path, module.__version__, modified)  # type: ignore[no-untyped-call]
         app.registered_paths[package].add(path)  # Dash serves only the paths it knows
         srcs.append(f"{prefix}/{package}/{versioned}")
     tags = "\n".join(f'<script defer src="{src}"></script>' for src in srcs)
