@@ -13,10 +13,10 @@ into each page counts them, ``DRAWINGS``), the four data charts holding traces; 
 every 20 ms, as the user sees the whole page, not its first chart. Also reported: when the
 first and the last graph finished drawing (the page's own clock), and the loads in order
 (the first ones after the runs page are the slowest: the browser compiles Plotly's 4.8 MB
-script without its code cache until it has run it twice). Also reported: the overview request (``GET /api/v1/runs/<id>/overview``, 200 columns,
-``--reps`` times, client side) and the server time of the page's data requests (the
-callback), with the browser's own breakdown of the last page load (its requests by size and
-time, and the time Plotly took to draw).
+script without its code cache until it has run it twice); the overview request (``GET
+/api/v1/runs/<id>/overview``, 200 columns, ``--reps`` times, client side) and the server
+time of the page's data requests (the callback), with the browser's own breakdown of the
+last page load (its requests by size and time).
 
 ``--load N``: while all of that is measured, N simulated live runs of ``capacity.py`` (its
 recorded 150-layer MLP, one request per ``--interval`` s each, in a subprocess of their own)
