@@ -26,7 +26,6 @@ RUN_NONFINITE = "run-nonfinite"
 RUN_LIFECYCLE = "run-lifecycle"
 RUN_FINDINGS = "run-findings"
 RUN_FINGERPRINT = "run-fingerprint"
-RUN_WARM = "run-warm"
 
 # compare page
 CMP_RUNS = "cmp-runs"

@@ -11,12 +11,13 @@ counts or status changed.
 
 from __future__ import annotations
 
+import re
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from gradwatch.dashboard import figures, ids
@@ -44,8 +45,9 @@ GRAPHS = (ids.RUN_LOSS, ids.RUN_HEATMAP, ids.RUN_RATIO, ids.RUN_NONFINITE, ids.R
 
 
 def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
-    """The page skeleton; the callback fills it."""
-    focus = int(step) if step and step.isdigit() else None
+    """The page skeleton; the callback fills it (its data asked for ahead, ``Ahead``)."""
+    focus = focus_of(step)
+    ask_ahead(run_id, focus)
     return html.Div(
         [
             dcc.Store(id=ids.RUN_KEY, data={"run": run_id, "focus": focus}),
@@ -53,7 +55,6 @@ def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
             dcc.Store(id=ids.RUN_VERSION),
             dcc.Interval(id=ids.RUN_TICK, interval=REFRESH_MS),
             html.Div(id=ids.RUN_LIVE, className="gw-muted gw-live"),
-            html.Div(warm_up(), id=ids.RUN_WARM, className="gw-offscreen"),
             html.Div(id=ids.RUN_HEADER),
             card(html.Div(id=ids.RUN_LOSS)),
             card(html.Div(id=ids.RUN_HEATMAP)),
@@ -66,17 +67,6 @@ def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
             card(html.H3("Fingerprint"), html.Div(id=ids.RUN_FINGERPRINT)),
         ]
     )
-
-
-def warm_up() -> dcc.Graph:
-    """A tiny graph drawn off screen while the page's data are on their way: the browser
-    loads Plotly and draws a heatmap, a line and bars once (its code warms up) in time it
-    would otherwise wait; the first drawing removes it."""
-    fig = figures.base("", 120)
-    fig.add_trace(go.Heatmap(z=np.array([[1.0, np.nan], [2.0, 3.0]]), y=["a", "b"]))
-    fig.add_trace(go.Scatter(x=np.arange(3), y=np.array([1.0, np.nan, 2.0]), mode="lines"))
-    fig.add_trace(go.Bar(x=[1, 2], y=[1, 0]))
-    return dcc.Graph(figure=fig, config={"staticPlot": True}, responsive=False)
 
 
 def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
@@ -186,6 +176,7 @@ def view(data: dict[str, Any]) -> dict[str, Any]:
     first = first_nonfinite(findings, data["nonfinite_grad"], loss_xy)
     ratio = figures.ratio(data["update_norm"]["values"], data["param_norm"]["values"])
     return {
+        "version": version(detail),
         ids.RUN_HEADER: header(detail, findings, first, data.get("problems") or []),
         ids.RUN_LOSS: figures.loss_figure(loss_xy, lrs, focus=focus),
         ids.RUN_HEATMAP: figures.tensor_heatmap(
@@ -282,12 +273,76 @@ def evidence(
     return [part for link in links for part in (link, " · ")][:-1]
 
 
+AHEAD_S = 10.0  # a page's data asked for ahead are used for its first drawing this long
+AHEAD_MAX = 8  # pages asked for ahead at once (others are drawn as they ask)
+AHEAD_KEY = "gradwatch-run-ahead"
+
+
+class Ahead:
+    """The run page's data, asked for as soon as the server knows the page is wanted (the
+    page's HTML is requested, or the router lays the page out), so the server reads and
+    builds the page while the browser starts Dash and Plotly; the page's first ``draw``
+    takes them instead of asking again. Keyed by server, token, run and focused step: a
+    request with another token never gets them. Taken once, and only within ``AHEAD_S``
+    of asking; redraws of a live run always ask afresh."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pages: dict[tuple[Any, ...], tuple[float, Future[dict[str, Any]]]] = {}
+        self._pool = ThreadPoolExecutor(2, thread_name_prefix="gradwatch-run-ahead")
+
+    def ask(self, api: Api, run_id: str, focus: int | None) -> None:
+        """Start reading the page of ``run_id`` (nothing if it is already being read)."""
+        key, now = (api.base_url, api.token, run_id, focus), time.monotonic()
+        with self._lock:
+            for old in [k for k, (t, _) in self._pages.items() if now - t > AHEAD_S]:
+                del self._pages[old]
+            if key in self._pages or len(self._pages) >= AHEAD_MAX:
+                return
+            self._pages[key] = (now, self._pool.submit(lambda: view(fetch(api, run_id, focus))))
+
+    def take(self, api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
+        """The page's parts: those asked for ahead when there are, else read now; raises
+        ``ApiError`` as reading now would."""
+        with self._lock:
+            asked = self._pages.pop((api.base_url, api.token, run_id, focus), None)
+        if asked is not None and time.monotonic() - asked[0] <= AHEAD_S:
+            return asked[1].result()
+        return view(fetch(api, run_id, focus))
+
+
+def ask_ahead(run_id: str, focus: int | None) -> None:
+    """In a request of a dashboard with ``register``ed run pages: start reading the page."""
+    import flask
+
+    if flask.has_request_context():
+        ahead = flask.current_app.extensions.get(AHEAD_KEY)
+        if isinstance(ahead, Ahead):
+            ahead.ask(from_request(), run_id, focus)
+
+
+def focus_of(step: str | None) -> int | None:
+    """The focused step of ``?step=N`` (``None`` when absent or not a number)."""
+    return int(step) if step and step.isdigit() else None
+
+
 def register(app: Dash) -> None:
     """Two callbacks: ``poll`` (cheap, every second) asks for a redraw when the run changed
     and the previous redraw has landed; ``draw`` (the whole page) answers it. So at most
     one redraw is in flight: Dash drops the answer of a callback whose input changes while
-    it runs, and a redraw slower than the poll period would otherwise never land."""
+    it runs, and a redraw slower than the poll period would otherwise never land. A GET of
+    the page's HTML starts reading its data ahead (``Ahead``)."""
     outputs = [ids.RUN_HEADER, *GRAPHS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT]
+    ahead = Ahead()
+    app.server.extensions[AHEAD_KEY] = ahead  # ``layout`` asks it too
+    import flask
+
+    @app.server.before_request  # type: ignore[untyped-decorator]
+    def _ask_ahead() -> None:
+        request = flask.request
+        match = re.fullmatch(PATH, request.path) if request.method == "GET" else None
+        if match:
+            ahead.ask(from_request(), match["run_id"], focus_of(request.args.get("step")))
 
     @app.callback(
         Output(ids.RUN_PENDING, "data"),
@@ -303,13 +358,12 @@ def register(app: Dash) -> None:
         return poll(from_request(), key, pending, drawn)
 
     @app.callback(
-        [Output(i, "children") for i in outputs]
-        + [Output(ids.RUN_VERSION, "data"), Output(ids.RUN_WARM, "children")],
+        [Output(i, "children") for i in outputs] + [Output(ids.RUN_VERSION, "data")],
         Input(ids.RUN_PENDING, "data"),
         State(ids.RUN_KEY, "data"),
     )
     def _draw(pending: Any, key: dict[str, Any]) -> list[Any]:
-        return [*draw(from_request(), key, pending, outputs), None]  # the warm-up goes
+        return draw(from_request(), key, pending, outputs, ahead)
 
 
 def poll(api: Api, key: dict[str, Any], pending: Any, drawn: Any) -> list[Any]:
@@ -332,16 +386,22 @@ def live_line(detail: dict[str, Any]) -> str:
     return f"{detail['status']} · {detail['steps']:,} steps{ago}"
 
 
-def draw(api: Api, key: dict[str, Any], pending: Any, outputs: list[str]) -> list[Any]:
+def draw(
+    api: Api, key: dict[str, Any], pending: Any, outputs: list[str], ahead: Ahead | None = None
+) -> list[Any]:
     """The whole page, and ``{token, version}`` of what it drew. The graphs come with their
     figures (the layout holds none): a graph in the layout would be drawn empty first,
     then again with the data, which cost the browser a Plotly drawing of every chart
-    (the first, before its code is warm, the slowest) on the way to the page."""
+    (the first, before its code is warm, the slowest) on the way to the page. The first
+    drawing takes the data read ahead (``Ahead``) when there are."""
+    run_id, focus = key["run"], key.get("focus")
     try:
-        data = fetch(api, key["run"], key.get("focus"))
+        if ahead is not None and pending == "initial":
+            parts = ahead.take(api, run_id, focus)
+        else:
+            parts = view(fetch(api, run_id, focus))
     except ApiError as e:
-        missing = empty_state(f"Cannot show run {key['run']}: {e.detail}", id="run-missing")
+        missing = empty_state(f"Cannot show run {run_id}: {e.detail}", id="run-missing")
         return [missing] + [None] * len(GRAPHS) + ["", "", None]
-    parts = view(data)
     drawn = [graph(f"{i}-graph", parts[i]) if i in GRAPHS else parts[i] for i in outputs]
-    return [*drawn, {"token": pending, "version": version(data["detail"])}]
+    return [*drawn, {"token": pending, "version": parts["version"]}]

@@ -79,6 +79,12 @@ def test_run_page_of_the_nan_onset(
         ".data.map(t => t.type + ':' + (t.name || ''))"
     )
     assert traces[0] == "heatmap:" and "scatter:NaN" in traces  # few marks: SVG, no GL context
+    # Plotly came from the page's own versioned script, not from dcc.Graph's second address
+    plotly_requests = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(r => r.name)"
+        ".filter(n => n.includes('/plotly/'))"
+    )
+    assert len(plotly_requests) == 1 and "plotly.v" in plotly_requests[0]
     findings = text(browser, "run-findings")
     assert "nonfinite-grad" in findings and "0.weight" in findings
     assert "init_params_hash" in text(browser, "run-fingerprint")

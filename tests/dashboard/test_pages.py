@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+import urllib.request
+from pathlib import Path
 from typing import Any
 
+import plotly
 import pytest
 from dash import html, no_update
 
@@ -112,6 +116,84 @@ def test_run_page_polls_cheaply_and_redraws_once_per_change(
     assert run.poll(demo_api, key, "initial", stale)[0] == drawn["version"]
     missing = run.draw(demo_api, {"run": "no-such-run", "focus": None}, "initial", outputs)
     assert "Cannot show run no-such-run" in texts(missing[0])[0]
+
+
+class Counting(Api):
+    """The real API client, counting its requests."""
+
+    def __init__(self, base_url: str, token: str | None = None) -> None:
+        super().__init__(base_url, token)
+        self.requests = 0
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        self.requests += 1
+        return super().request(*args, **kwargs)
+
+
+def test_the_first_drawing_takes_the_page_read_ahead_once(
+    demo_url: str, demo_ids: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outputs = [ids.RUN_HEADER, *run.GRAPHS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT]
+    run_id = demo_ids["nan-onset"]
+    key = {"run": run_id, "focus": None}
+    once = Counting(demo_url)
+    fresh = run.draw(once, key, "initial", outputs)
+    ahead, api = run.Ahead(), Counting(demo_url)
+    ahead.ask(api, run_id, None)
+    ahead.ask(api, run_id, None)  # asked twice (the HTML, then the router): read once
+    got = run.draw(api, key, "initial", outputs, ahead)
+    read = api.requests
+    assert read == once.requests  # the drawing asked for nothing more
+    assert texts(got[0]) == texts(fresh[0]) and got[-1] == fresh[-1]
+    for drawn, again in zip(got[1:6], fresh[1:6], strict=True):
+        assert drawn.figure.to_plotly_json() == again.figure.to_plotly_json()
+    run.draw(api, key, "initial", outputs, ahead)  # taken once: the next drawing reads
+    assert api.requests > read
+    # a redraw (a poll's token) reads afresh even with a page read ahead
+    ahead.ask(api, run_id, None)
+    before = api.requests
+    run.draw(api, key, [3, 1, [], "running"], outputs, ahead)
+    assert api.requests > before
+    # another token (or focus) never gets the page read for the first one
+    other = Counting(demo_url, token="someone-else")
+    assert run.draw(other, key, "initial", outputs, ahead)[-1] == fresh[-1]
+    assert other.requests > 0
+    # read too long ago: read again
+    monkeypatch.setattr(run, "AHEAD_S", 0.0)
+    ahead.ask(api, run_id, 5)
+    before = api.requests
+    run.draw(api, {"run": run_id, "focus": 5}, "initial", outputs, ahead)
+    assert api.requests > before
+
+
+def test_a_page_read_ahead_that_failed_fails_its_drawing_the_same_way(demo_url: str) -> None:
+    outputs = [ids.RUN_HEADER, *run.GRAPHS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT]
+    ahead = run.Ahead()
+    ahead.ask(Api(demo_url), "no-such-run", None)
+    key = {"run": "no-such-run", "focus": None}
+    got = run.draw(Api(demo_url), key, "initial", outputs, ahead)
+    assert texts(got[0]) == texts(run.draw(Api(demo_url), key, "initial", outputs)[0])
+    assert "Cannot show run no-such-run" in texts(got[0])[0]
+    ahead.ask(Api(demo_url), "no-such-run", None)
+    with pytest.raises(ApiError):
+        ahead.take(Api(demo_url), "no-such-run", None)
+
+
+def test_every_page_loads_plotly_up_front_from_an_address_cached_for_a_year(
+    demo_url: str,
+) -> None:
+    with urllib.request.urlopen(f"{demo_url}/runs/anything") as reply:
+        page = reply.read().decode()
+    srcs = re.findall(r'<script defer src="([^"]+)"></script>', page)
+    assert [s.rsplit("/", 1)[-1].split(".")[0] for s in srcs] == ["plotly", "async-graph"]
+    plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    for src in srcs:
+        with urllib.request.urlopen(demo_url + src) as reply:
+            assert reply.headers["Cache-Control"] == "max-age=31536000"
+            body = reply.read()
+        assert len(body) > 10_000
+    with urllib.request.urlopen(demo_url + srcs[0]) as reply:
+        assert reply.read() == plotly_js.read_bytes()
 
 
 def test_compare_view_of_the_replicate_group(demo_api: Api, demo_ids: dict[str, str]) -> None:
