@@ -254,11 +254,12 @@ def store_batch(
     now = time.time()
     keys = [(run_id, r.seq, int(r.kind), now) for _, run_id, _, parsed in todo for r in parsed]
     new: set[tuple[str, int]] = set()
-    for i in range(0, len(keys), VALUES_ROWS):
-        part = keys[i : i + VALUES_ROWS]
-        sql = insert_sql("ingested_frames", _FRAME_COLUMNS, len(part))
+    for start in range(0, len(keys), VALUES_ROWS):
+        chunk = keys[start : start + VALUES_ROWS]
+        sql = insert_sql("ingested_frames", _FRAME_COLUMNS, len(chunk))
         sql += f" RETURNING {_BATCH_FRAME_KEYS}"
-        new.update((str(a), int(b)) for a, b in run_sql(session, sql, [v for k in part for v in k]))
+        params = [v for k in chunk for v in k]
+        new.update((str(a), int(b)) for a, b in run_sql(session, sql, params))
     by_table: dict[str, list[dict[str, Any]]] = {}
     updates: dict[str, list[list[Any]]] = {}
     for i, run_id, project, parsed in todo:
