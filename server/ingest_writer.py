@@ -573,12 +573,8 @@ def _in_batch(session: Session, ready: list[tuple[IngestJob, Any]]) -> dict[int,
     except OperationalError:
         raise
     except Exception as e:
-        if not session.is_active:
-            raise GroupBrokenError(f"{type(e).__name__}: {e}") from e
+        _roll_back_to(session, _BATCH_SAVEPOINT, e)
         log.info("ingest batch of %d failed (%s); storing one by one", len(items), e)
-        run_sql(session, f"ROLLBACK TO SAVEPOINT {_BATCH_SAVEPOINT}")
-        run_sql(session, f"RELEASE SAVEPOINT {_BATCH_SAVEPOINT}")
-        session.expunge_all()
         return {}
     out: dict[int, tuple[bool, Any]] = {}
     for (job, _), result in zip(items, results, strict=True):
@@ -608,10 +604,17 @@ def _in_savepoint(session: Session, job: IngestJob, prepared: Any) -> tuple[bool
     except OperationalError:
         raise
     except Exception as e:
-        if not session.is_active:
-            raise GroupBrokenError(f"{type(e).__name__}: {e}") from e
-        run_sql(session, f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
-        run_sql(session, f"RELEASE SAVEPOINT {_SAVEPOINT}")
-        session.expunge_all()
+        _roll_back_to(session, _SAVEPOINT, e)
         return False, e
     return True, value
+
+
+def _roll_back_to(session: Session, savepoint: str, error: Exception) -> None:
+    """Undo what failed with ``error`` since ``savepoint`` and forget every object the
+    session holds (they may hold what was rolled back); a session the failure left
+    unusable fails the group into one-by-one storing (``GroupBrokenError``)."""
+    if not session.is_active:
+        raise GroupBrokenError(f"{type(error).__name__}: {error}") from error
+    run_sql(session, f"ROLLBACK TO SAVEPOINT {savepoint}")
+    run_sql(session, f"RELEASE SAVEPOINT {savepoint}")
+    session.expunge_all()

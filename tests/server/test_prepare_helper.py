@@ -10,11 +10,11 @@ import time
 import pytest
 from sqlmodel import Session
 
-from gradwatch.server.api.routes.ingest import store_in
+from gradwatch.server.api.routes.ingest import request_job
 from gradwatch.server.auth import OPEN
 from gradwatch.server.db import make_engine
 from gradwatch.server.exceptions import RequestError, ServerConfigError
-from gradwatch.server.ingest_writer import IngestJob, IngestWriter
+from gradwatch.server.ingest_writer import IngestWriter
 from gradwatch.server.migrate import migrate
 from gradwatch.server.models import Run
 from gradwatch.server.prepare_helper import HelperUnavailableError, PrepareHelper, prepare_body
@@ -64,17 +64,6 @@ def test_a_helper_that_died_is_unavailable_not_an_error_of_the_request() -> None
     helper.stop()
 
 
-def _job(run: str, body: bytes) -> IngestJob:
-    return IngestJob(
-        run,
-        len(body),
-        prepare=lambda: prepare_body(run, body),
-        store=lambda session, parsed: store_in(session, OPEN, run, parsed),
-        body=body,
-        access=OPEN,
-    )
-
-
 def test_the_writer_prepares_in_its_helper_and_goes_on_without_it(db_url: str) -> None:
     """Policy ``on``: jobs are prepared in the helper; once the helper is killed the next
     job is prepared on the thread (answered, not failed) and no new helper is started
@@ -86,21 +75,21 @@ def test_the_writer_prepares_in_its_helper_and_goes_on_without_it(db_url: str) -
     helper = writer._helper
     assert helper is not None
     _ready(helper)
-    first = _job("run-a", b"".join(simple_run("run-a")))
+    first = request_job("run-a", b"".join(simple_run("run-a")), OPEN)
     assert writer.submit(first).result(timeout=60).accepted == 5
     assert helper.prepared == 1
-    many = [_job(f"run-m{i}", b"".join(simple_run(f"run-m{i}"))) for i in range(20)]
+    many = [request_job(f"run-m{i}", b"".join(simple_run(f"run-m{i}")), OPEN) for i in range(20)]
     futures = [writer.submit(job) for job in many]  # several in flight in the helper
     assert [f.result(timeout=60).accepted for f in futures] == [5] * 20
     assert helper.prepared == 21
     os.kill(helper.proc.pid, signal.SIGKILL)
     helper.proc.wait(30)
-    second = _job("run-b", b"".join(simple_run("run-b")))
+    second = request_job("run-b", b"".join(simple_run("run-b")), OPEN)
     assert writer.submit(second).result(timeout=60).accepted == 5
     deadline = time.monotonic() + 30
     while not helper.dead and time.monotonic() < deadline:  # its reader saw the end
         time.sleep(0.01)
-    bad = _job("run-c", b"GW\x01garbage")
+    bad = request_job("run-c", b"GW\x01garbage", OPEN)
     assert isinstance(writer.submit(bad).exception(timeout=60), RequestError)
     assert writer._helper is None and writer.helper_starts == 1
     with Session(engine) as session:
@@ -114,7 +103,10 @@ def test_policy_off_never_starts_a_helper_and_bad_policies_are_refused(db_url: s
     migrate(engine)
     writer = IngestWriter(engine, helper="off")
     writer.start_helper()
-    jobs = [writer.submit(_job(f"run-{i}", b"".join(simple_run(f"run-{i}")))) for i in range(8)]
+    jobs = [
+        writer.submit(request_job(f"run-{i}", b"".join(simple_run(f"run-{i}")), OPEN))
+        for i in range(8)
+    ]
     assert [f.result(timeout=60).accepted for f in jobs] == [5] * 8
     assert writer.helper_starts == 0
     writer.stop()

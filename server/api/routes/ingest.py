@@ -79,6 +79,20 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(parts)
 
 
+def request_job(run_id: str, body: bytes, access: Access) -> IngestJob:
+    """The writer's job for one checked request body of ``run_id``: prepared by
+    ``prepare_body`` (on the prepare thread or in its helper process), stored by
+    :func:`store_in` (alone or in a batch of its group)."""
+    return IngestJob(
+        run_id,
+        len(body),
+        prepare=lambda: prepare_body(run_id, body),
+        store=lambda session, parsed: store_in(session, access, run_id, parsed),
+        body=body,
+        access=access,
+    )
+
+
 def store_in(
     session: Session, access: Access, run_id: str, parsed: list[FrameRows]
 ) -> IngestResult:
@@ -161,14 +175,7 @@ async def store_body(
             f"ingest requests; retry in {wait} s (nothing of this request was stored)"
         )
         return 503, {"detail": detail}, {"Retry-After": str(wait)}
-    job = IngestJob(
-        run_id,
-        len(body),
-        prepare=lambda: prepare_body(run_id, body),
-        store=lambda session, parsed: store_in(session, access, run_id, parsed),
-        body=body,
-        access=access,
-    )
+    job = request_job(run_id, body, access)
     result: IngestResult = await writer.store(job)
     return (
         200,
