@@ -262,11 +262,9 @@ class StepStats:
             # the common CPU step: norms in the accumulation dtype (the I/O thread widens
             # them), counts only when a norm is not finite — four ops in all
             grads: list[torch.Tensor] = [p.grad for p in self.params]  # type: ignore[misc]
-            kernel = self._kernel
-            at = kernel.layout(grads, self._uniform or torch.float32) if kernel else None
+            at = self._layout(grads)
             if at is not None:
-                assert kernel is not None
-                norms, bad = kernel.norms_at(at, None, self._kernel_threads)
+                norms, bad = self._kernel_norms(at)
                 counts = host_nonfinite_counts(grads, norms) if bad else None
                 return norms, counts, not bad
             norms = self._norms(grads)
@@ -396,9 +394,14 @@ class StepStats:
         host where it can, with the kernel (float64) (fused path: one device, one dtype)."""
         at = self._layout(tensors)
         if at is not None:
-            assert self._kernel is not None
-            return self._kernel.norms_at(at, None, self._kernel_threads)[0]
+            return self._kernel_norms(at)[0]
         return torch.stack(torch._foreach_norm(tensors, 2.0, dtype=self._norm_dtype))
+
+    def _kernel_norms(self, at: hostnorms.Layout) -> tuple[torch.Tensor, int]:
+        """The kernel's norms (float64) of the tensors laid out at ``at`` (a layout just
+        taken) and how many of them are not finite."""
+        assert self._kernel is not None
+        return self._kernel.norms_at(at, None, self._kernel_threads)
 
     def _post_counts(self, grads: list[torch.Tensor], norms: torch.Tensor) -> torch.Tensor | None:
         """Counts of the gradients measured after the update: on the host only when some
@@ -415,10 +418,7 @@ class StepStats:
         if not self._fused:
             return fused_norms(self.params, self.device)
         at = self._params_layout()
-        if at is not None:
-            assert self._kernel is not None
-            return self._kernel.norms_at(at, None, self._kernel_threads)[0]
-        return self._norms(self.params)
+        return self._norms(self.params) if at is None else self._kernel_norms(at)[0]
 
     def release(self) -> None:
         """Free the snapshot (the only memory proportional to the model that is kept)."""
