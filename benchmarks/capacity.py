@@ -140,6 +140,18 @@ class Replay:
         self.batches = group_requests(frames)
         self.top_seq = max(seq for _, seq, _ in frames)
         self._cycles: list[list[bytes]] = []
+        self._firsts: dict[str, bytes] = {}
+
+    def build(self, run_ids: list[str], requests: int) -> None:
+        """Build every body a level will send before it starts: each run's first request
+        (its RUN_START re-encoded for its run id, ~2 ms each) and ``requests`` per run,
+        so that the generator's own CPU does not bunch up in the first second, when
+        every run sends its first request (the last level's are dropped)."""
+        self._firsts = {}
+        for run_id in run_ids:
+            self._firsts[run_id] = self.first(run_id)
+        if requests > 1:
+            self.body(requests - 1)
 
     def body(self, index: int) -> bytes:
         """Request ``index`` after the first (1-based), wrapping with shifted seqs."""
@@ -155,6 +167,10 @@ class Replay:
         return self._cycles[cycle][i]
 
     def first(self, run_id: str) -> bytes:
+        """A run's first request (built by ``build`` or now)."""
+        built = self._firsts.get(run_id)
+        if built is not None:
+            return built
         return b"".join(
             start_frame(raw, run_id) if kind == _RUN_START else raw
             for kind, _, raw in self.batches[0]
@@ -374,12 +390,15 @@ async def drive(
     loop = asyncio.get_running_loop()
     tally = Tally()
     prefix = uuid.uuid4().hex[:6]
+    run_ids = [f"cap-{prefix}-{i:05d}" for i in range(n)]
+    per_run = int((args.warmup + args.seconds + args.grace) / args.interval) + 2
+    replay.build(run_ids, per_run)
     t0 = loop.time() + 0.5
     tasks = [
         asyncio.create_task(
             simulated_run(
                 ports[i % len(ports)],
-                f"cap-{prefix}-{i:05d}",
+                run_ids[i],
                 replay,
                 t0,
                 args.interval * i / n,

@@ -149,6 +149,10 @@ class Record:
     kind: Kind
     meta: dict[str, Any]
     arrays: dict[str, Array] = field(default_factory=dict)
+    #: the meta's JSON text as it was decoded (``decode_record``; None for a record built
+    #: in memory): a reader that stores the meta unchanged can keep this text instead of
+    #: encoding it again (the server's ingest of a RUN_START or a fingerprint)
+    text: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -362,7 +366,7 @@ def _decode_record(payload: bytes) -> Record:
         arrays[name] = array
     if reader.pos != len(payload):
         raise WireError(f"{len(payload) - reader.pos} unexpected bytes after the last array")
-    return Record(Kind(kind_code), meta, arrays)
+    return Record(Kind(kind_code), meta, arrays, text)
 
 
 def _decode_array(reader: _Reader) -> tuple[str, Array]:

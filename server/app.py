@@ -14,8 +14,10 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -47,6 +49,18 @@ METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 log = logging.getLogger("gradwatch.server")
 
 
+#: at most this long the server's start waits for its prepare helper (its imports)
+HELPER_START_S = 30.0
+
+
+async def _helper_started(writer: IngestWriter, timeout: float) -> None:
+    """Wait (without blocking the loop) until the writer's prepare helper is ready, up to
+    ``timeout`` seconds; past that the server starts anyway (the thread prepares)."""
+    deadline = time.monotonic() + timeout
+    while not writer.helper_started() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+
+
 def create_app(settings: Settings) -> FastAPI:
     """Build the app for ``settings`` (migrates the database first)."""
     engine = make_engine(settings.db_url)
@@ -64,6 +78,7 @@ def create_app(settings: Settings) -> FastAPI:
             lifespans[0] += 1
         importer, monitor = None, None
         writer.start_helper()
+        await _helper_started(writer, HELPER_START_S)
         if settings.import_interval:
             importer = SpoolImporter(engine, settings.data_dir, settings.import_interval)
             importer.start()

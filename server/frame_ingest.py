@@ -31,8 +31,6 @@ from gradwatch.server.models import (
     Event,
     Finding,
     Fingerprint,
-    Run,
-    RunTag,
     SeriesBlob,
     SeriesChunk,
 )
@@ -128,6 +126,11 @@ _RAW_TABLES: dict[type, str] = {
     Event: "events",
 }
 _MOVE_RUN = "UPDATE runs SET project_id = ? WHERE id = ?"
+# a new run's row: the model's Python-side defaults written out (plain SQL, see run_sql)
+_NEW_RUN = (
+    "INSERT INTO runs (id, project_id, name, steps, received_at, frames, start_meta) "
+    "VALUES (?, ?, '', 0, ?, 0, '{}') ON CONFLICT DO NOTHING"
+)
 
 
 def authorised_project(access: Access, run_id: str, named: str | None, stored: str | None) -> str:
@@ -169,7 +172,7 @@ def ingest_frames(
     now = time.time()
     if not run_exists:
         project_id = ensure_project(session, project)
-        insert_ignore(session, Run, [{"id": run_id, "project_id": project_id, "received_at": now}])
+        run_sql(session, _NEW_RUN, (run_id, project_id, now))
     parsed = sorted(parsed, key=lambda r: r.seq)  # one lock order for concurrent writers
     keys = [(run_id, r.seq, int(r.kind), now) for r in parsed]
     new = set(insert_returning(session, "ingested_frames", _FRAME_COLUMNS, keys, "seq"))
@@ -192,7 +195,7 @@ def ingest_frames(
         run_sql(session, _MOVE_RUN, (moved, run_id))
         tags = [{"run_id": run_id, "tag": t} for t in dict.fromkeys(delta.start["tags"])]
         if tags:
-            insert_ignore(session, RunTag, tags)
+            insert_rows(session, "run_tags", tags)
     if by_model.get(Finding):
         raise_alerts(session, run_id, by_model[Finding])
     return IngestResult(run_id, len(fresh), len(parsed) - len(fresh), project)

@@ -307,6 +307,13 @@ class IngestWriter:
                 return
             self.helper_starts += 1
 
+    def helper_started(self) -> bool:
+        """Whether the prepare helper is ready, or none is coming (never blocks): a server
+        waits for this before it takes requests, so that the first burst of them (every
+        run's first request at once) is not prepared on its own, busy, thread."""
+        helper = self._helper
+        return helper is None or helper.dead or helper.is_ready()
+
     def _prepare_helper(self) -> PrepareHelper | None:
         """The helper to use now (None: prepare on this thread); starts one as the policy
         says (the prepare thread only calls this)."""

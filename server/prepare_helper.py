@@ -37,6 +37,7 @@ import select
 import struct
 import subprocess
 import sys
+import threading
 from typing import Any
 
 _REQUEST = struct.Struct("<IQ")
@@ -71,6 +72,7 @@ class PrepareHelper:
         self.ready = False
         self.dead = False
         self.prepared = 0
+        self._starting = threading.Lock()  # is_ready from the server's start and a thread
 
     @classmethod
     def start(cls) -> PrepareHelper:
@@ -92,14 +94,17 @@ class PrepareHelper:
         """Whether the child has finished starting (never blocks)."""
         if self.ready or self.dead:
             return self.ready
-        readable, _, _ = select.select([self._from], [], [], 0)
-        if readable:
-            if self._from.read(1) == _READY:
-                self.ready = True
-            else:
+        with self._starting:
+            if self.ready or self.dead:
+                return self.ready
+            readable, _, _ = select.select([self._from], [], [], 0)
+            if readable:
+                if self._from.read(1) == _READY:
+                    self.ready = True
+                else:
+                    self._died()
+            elif self.proc.poll() is not None:
                 self._died()
-        elif self.proc.poll() is not None:
-            self._died()
         return self.ready
 
     def prepare(self, run_id: str, body: bytes) -> Any:
