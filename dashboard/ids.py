@@ -11,6 +11,7 @@ RUNS_STATUS = "runs-status"
 RUNS_SEARCH = "runs-search"
 RUNS_TABLE = "runs-table"
 RUNS_TICK = "runs-tick"
+RUNS_MORE = "runs-more"
 
 # run page
 RUN_KEY = "run-key"

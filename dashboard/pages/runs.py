@@ -15,6 +15,10 @@ from gradwatch.transport.jobs import by_job
 PATH = r"/"
 STATUSES = ("running", "finished", "failed", "crashed", "stalled")
 LIMIT = 500
+#: rows the table shows at first, and how many more each "Show more" adds: the table is
+#: drawn again every 2 s, and hundreds of live runs' rows (about 20 components each) kept
+#: the browser busy redrawing them; Chromium's renderer stopped answering with 500
+PAGE_ROWS = 50
 
 
 def layout(**_params: str) -> html.Div:
@@ -34,7 +38,17 @@ def layout(**_params: str) -> html.Div:
                 ],
                 className="gw-filters",
             ),
-            card(html.Div(id=ids.RUNS_TABLE)),
+            card(
+                [
+                    html.Div(id=ids.RUNS_TABLE),
+                    html.Button(
+                        f"Show {PAGE_ROWS} more",
+                        id=ids.RUNS_MORE,
+                        className="gw-more",
+                        style={"display": "none"},
+                    ),
+                ]
+            ),
             dcc.Interval(id=ids.RUNS_TICK, interval=2000),
         ]
     )
@@ -52,29 +66,53 @@ def group_of(run: dict[str, Any]) -> str | None:
 def runs_view(
     api: Api, project: str | None, status: str | None, search: str | None
 ) -> tuple[Any, list[dict[str, str]]]:
-    """The runs table and the project choices."""
+    """The runs table (its first ``PAGE_ROWS`` rows) and the project choices."""
+    content, options, _ = runs_page(api, project, status, search, PAGE_ROWS)
+    return content, options
+
+
+def runs_page(
+    api: Api, project: str | None, status: str | None, search: str | None, shown: int
+) -> tuple[Any, list[dict[str, str]], bool]:
+    """The runs table of the first ``shown`` rows (whole jobs: a launch's ranks stay
+    together), the project choices, and whether more rows are left to show."""
     try:
         reply = api.get("/runs", project=project, status=status, limit=LIMIT)
         everything = reply if not (project or status) else api.get("/runs", limit=LIMIT)
     except ApiError as e:
-        return empty_state(f"Cannot list runs: {e.detail}"), []
+        return empty_state(f"Cannot list runs: {e.detail}"), [], False
     projects = sorted({r["project"] for r in everything["data"]})
     options = [{"label": p, "value": p} for p in projects]
     data = [r for r in reply["data"] if not search or search.lower() in r["name"].lower()]
     if not data:
         why = "No runs yet." if not reply["count"] else "No run matches these filters."
-        return empty_state(
-            f"{why} Train with gradwatch (or run `gradwatch demo`).", id="runs-empty"
-        ), options
+        return (
+            empty_state(f"{why} Train with gradwatch (or run `gradwatch demo`).", id="runs-empty"),
+            options,
+            False,
+        )
     sizes: dict[str, int] = {}
     for r in everything["data"]:
         key = group_of(r)
         if key:
             sizes[key] = sizes.get(key, 0) + 1
     # one launch (job) per row, its other ranks or processes in the rows under it
-    rows = [_row(r, sizes, i > 0) for job in by_job(data) for i, r in enumerate(job)]
+    rows: list[list[Any]] = []
+    for job in by_job(data):
+        if len(rows) >= shown:
+            break
+        rows += [_row(r, sizes, i > 0) for i, r in enumerate(job)]
     header = ["project", "run", "status", "steps", "health", "replicate group", "started"]
-    return table(header, rows, id="runs-list"), options
+    listed = table(header, rows, id="runs-list")
+    if len(rows) >= len(data):
+        return listed, options, False
+    note = html.P(
+        f"Showing {len(rows):,} of {len(data):,} runs, newest first; "
+        "filter by project, status or name to find one.",
+        className="gw-muted",
+        id="runs-shown",
+    )
+    return html.Div([listed, note]), options, True
 
 
 def _row(r: dict[str, Any], sizes: dict[str, int], member: bool = False) -> list[Any]:
@@ -110,17 +148,25 @@ def _name(r: dict[str, Any], member: bool) -> Any:
 
 
 def register(app: Dash) -> None:
-    """The table callback (runs on load, on filter changes and every 2 s)."""
+    """The table callback (runs on load, on filter changes, "Show more" and every 2 s)."""
 
     @app.callback(
         Output(ids.RUNS_TABLE, "children"),
         Output(ids.RUNS_PROJECT, "options"),
+        Output(ids.RUNS_MORE, "style"),
         Input(ids.RUNS_PROJECT, "value"),
         Input(ids.RUNS_STATUS, "value"),
         Input(ids.RUNS_SEARCH, "value"),
+        Input(ids.RUNS_MORE, "n_clicks"),
         Input(ids.RUNS_TICK, "n_intervals"),
     )
     def _update(
-        project: str | None, status: str | None, search: str | None, _tick: int | None
-    ) -> tuple[Any, list[dict[str, str]]]:
-        return runs_view(from_request(), project, status, search)
+        project: str | None,
+        status: str | None,
+        search: str | None,
+        more: int | None,
+        _tick: int | None,
+    ) -> tuple[Any, list[dict[str, str]], dict[str, str]]:
+        shown = PAGE_ROWS * (1 + (more or 0))
+        content, options, left = runs_page(from_request(), project, status, search, shown)
+        return content, options, {} if left else {"display": "none"}

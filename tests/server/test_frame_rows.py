@@ -65,3 +65,32 @@ def test_the_tensor_list_fast_check_accepts_and_refuses_as_the_named_checks() ->
         with pytest.raises(RequestError) as caught:
             checked_tensors(where, {"tensors": [good[0], item, good[1]]})
         assert caught.value.status == 422 and message in caught.value.message, what
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {"seeds": {"torch": 1}, "loss": math.nan, "lr": [math.inf, -0.0]},
+        {"$f": "nan"},  # a user's object that looks like a tag
+        {"tensors": [{"name": "0.weight", "optimizer": 0}] * 3, "big": 1e300},
+    ],
+)
+def test_a_received_meta_is_stored_as_its_text_and_reads_back_the_same(meta: Any) -> None:
+    from gradwatch.server.frame_rows import meta_text
+    from gradwatch.wire import Kind, Record, decode_record, encode_record
+
+    received = decode_record(encode_record(Record(Kind.FINGERPRINT, meta)))
+    text = meta_text(received)
+    assert text is received.text  # not encoded again
+    assert repr(from_jsonable(json.loads(text))) == repr(from_jsonable(json.loads(dump_json(meta))))
+
+
+def test_a_meta_that_is_not_ascii_or_built_in_memory_is_encoded_as_before() -> None:
+    from gradwatch.server.frame_rows import meta_text
+    from gradwatch.wire import Kind, Record, decode_record, encode_record
+
+    meta = {"host": "zürich", "loss": math.nan}
+    received = decode_record(encode_record(Record(Kind.FINGERPRINT, meta)))
+    assert received.text is not None and not received.text.isascii()
+    assert meta_text(received) == dump_json(meta)  # ASCII only, as stored before
+    assert meta_text(Record(Kind.FINGERPRINT, meta)) == dump_json(meta)

@@ -115,3 +115,30 @@ def test_policy_off_never_starts_a_helper_and_bad_policies_are_refused(db_url: s
         IngestWriter(engine, helper="always")
     with pytest.raises(ServerConfigError, match="GRADWATCH_PREPARE_HELPER"):
         Settings.from_env(db="sqlite://", data_dir="/tmp", prepare_helper="sometimes")
+
+
+def test_a_server_with_a_helper_takes_requests_only_once_it_is_ready(tmp_path: object) -> None:
+    """The first burst of requests (every run's first at once) is not prepared on the
+    server's own thread while the helper imports."""
+    from fastapi.testclient import TestClient
+
+    from gradwatch.server.app import create_app
+
+    settings = Settings(
+        db_url=f"sqlite:///{tmp_path}/gw.db",
+        data_dir=tmp_path,  # type: ignore[arg-type]
+        import_interval=None,
+        monitor_interval=None,
+        prepare_helper="on",
+    )
+    app = create_app(settings)
+    with TestClient(app) as client:
+        writer = app.state.ingest_writer
+        assert writer._helper is not None and writer._helper.ready  # before any request
+        reply = client.post(
+            "/api/v1/ingest",
+            content=b"".join(simple_run("run-1")),
+            headers={"X-Gradwatch-Run": "run-1", "X-Gradwatch-Schema": "1"},
+        )
+        assert reply.status_code == 200, reply.text
+        assert writer._helper.prepared == 1  # the helper prepared it, not the thread
