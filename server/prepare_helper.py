@@ -95,17 +95,21 @@ class PrepareHelper:
         if self.ready or self.dead:
             return self.ready
         with self._starting:
-            if self.ready or self.dead:
-                return self.ready
-            readable, _, _ = select.select([self._from], [], [], 0)
-            if readable:
-                if self._from.read(1) == _READY:
-                    self.ready = True
-                else:
-                    self._died()
-            elif self.proc.poll() is not None:
-                self._died()
+            self._poll_ready()
         return self.ready
+
+    def _poll_ready(self) -> None:
+        """Read the child's ready byte if it came (another thread may have read it)."""
+        if self.ready or self.dead:
+            return
+        readable, _, _ = select.select([self._from], [], [], 0)
+        if readable:
+            if self._from.read(1) == _READY:
+                self.ready = True
+            else:
+                self._died()
+        elif self.proc.poll() is not None:
+            self._died()
 
     def prepare(self, run_id: str, body: bytes) -> Any:
         """``prepare_body(run_id, body)`` in the child: its rows, or the same
