@@ -39,15 +39,13 @@ def layout(**_params: str) -> html.Div:
                 className="gw-filters",
             ),
             card(
-                [
-                    html.Div(id=ids.RUNS_TABLE),
-                    html.Button(
-                        f"Show {PAGE_ROWS} more",
-                        id=ids.RUNS_MORE,
-                        className="gw-more",
-                        style={"display": "none"},
-                    ),
-                ]
+                html.Div(id=ids.RUNS_TABLE),
+                html.Button(
+                    f"Show {PAGE_ROWS} more",
+                    id=ids.RUNS_MORE,
+                    className="gw-more",
+                    style={"display": "none"},
+                ),
             ),
             dcc.Interval(id=ids.RUNS_TICK, interval=2000),
         ]

@@ -193,3 +193,24 @@ return x.length ? x[x.length - 1] : -1;
 def drawn_to(driver: webdriver.Chrome) -> int:
     """The last step the run page's loss chart has drawn."""
     return int(driver.execute_script(LAST_LOSS_STEP))
+
+
+def test_runs_page_shows_fifty_runs_then_more_on_demand(
+    browser: webdriver.Chrome, empty_url: str
+) -> None:
+    for i in range(53):
+        run = f"many-{i:02d}"
+        body = f.frames([f.start(run, project="p", tensors=["w"])])[0]
+        hdrs = f.headers(run, **{"Content-Type": FRAME_CONTENT_TYPE})
+        req = urllib.request.Request(empty_url + "/api/v1/ingest", data=body, headers=hdrs)
+        urllib.request.urlopen(req, timeout=30).read()
+    open_page(browser, empty_url + "/", "runs-list")
+    links = lambda: browser.find_elements(By.CSS_SELECTOR, "#runs-list .gw-run-link")  # noqa: E731
+    assert len(links()) == 50
+    assert "Showing 50 of 53 runs, newest first" in text(browser, "runs-shown")
+    more = browser.find_element(By.ID, "runs-more")
+    assert more.is_displayed() and more.text == "Show 50 more"
+    more.click()
+    wait(browser, lambda: len(links()) == 53, "all 53 runs listed")
+    wait(browser, lambda: not browser.find_element(By.ID, "runs-more").is_displayed(), "no button")
+    assert page_problems(browser) == []
