@@ -72,8 +72,9 @@ def runs_view(
 def runs_page(
     api: Api, project: str | None, status: str | None, search: str | None, shown: int
 ) -> tuple[Any, list[dict[str, str]], bool]:
-    """The runs table of the first ``shown`` rows (whole jobs: a launch's ranks stay
-    together), the project choices, and whether more rows are left to show."""
+    """The runs table of the first ``shown`` rows (a launch's ranks under its first, as
+    in the whole table: a job of many ranks may go on past them), the project choices,
+    and whether more rows are left to show."""
     try:
         reply = api.get("/runs", project=project, status=status, limit=LIMIT)
         everything = reply if not (project or status) else api.get("/runs", limit=LIMIT)
@@ -95,11 +96,8 @@ def runs_page(
         if key:
             sizes[key] = sizes.get(key, 0) + 1
     # one launch (job) per row, its other ranks or processes in the rows under it
-    rows: list[list[Any]] = []
-    for job in by_job(data):
-        if len(rows) >= shown:
-            break
-        rows += [_row(r, sizes, i > 0) for i, r in enumerate(job)]
+    ordered = [(r, i > 0) for job in by_job(data) for i, r in enumerate(job)]
+    rows = [_row(r, sizes, member) for r, member in ordered[:shown]]
     header = ["project", "run", "status", "steps", "health", "replicate group", "started"]
     listed = table(header, rows, id="runs-list")
     if len(rows) >= len(data):
