@@ -19,6 +19,7 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -44,6 +45,24 @@ def get_json(url: str, timeout: float = 10.0) -> Any:
             return json.loads(reply.read())
     except OSError:
         return None
+
+
+def _series(url: str) -> Any:
+    """The series reply; fails saying whether the server answered an error (its status
+    and message) or did not answer within 60 s."""
+    t0 = time.monotonic()
+    try:
+        with urllib.request.urlopen(url, timeout=60) as reply:
+            return json.loads(reply.read())
+    except urllib.error.HTTPError as e:
+        raise AssertionError(
+            f"the series endpoint answered {e.code} after {time.monotonic() - t0:.1f} s: "
+            f"{e.read()[:500]!r}"
+        ) from e
+    except OSError as e:
+        raise AssertionError(
+            f"the series endpoint did not answer ({e}) after {time.monotonic() - t0:.1f} s"
+        ) from e
 
 
 class ServerProcess:
@@ -191,8 +210,7 @@ def account(run_dir: Path, db_url: str, base_url: str) -> Accounting:
         + [("stat", s) for s in STATS]
         + [("points", str(max(len(rows), 2)))]
     )
-    reply = get_json(f"{base_url}/api/v1/runs/{run_dir.name}/series?{query}", 60)
-    assert reply is not None, "the series endpoint did not answer"
+    reply = _series(f"{base_url}/api/v1/runs/{run_dir.name}/series?{query}")
     values = 0
     for series in reply["data"]:
         i, s = local.tensor_names.index(series["name"]), STATS.index(series["stat"])
