@@ -46,6 +46,9 @@ def test_runs_table_lists_every_run_with_health_and_group(demo_api: Api) -> None
     assert texts(none) == ["No runs yet. Train with gradwatch (or run `gradwatch demo`)."]
 
 
+DEMO_NAMES = ("replicate-a", "replicate-b", "replicate-c", "drifting", "stale-grad", "nan-onset")
+
+
 def test_runs_table_shows_the_newest_rows_first_and_more_on_demand(demo_api: Api) -> None:
     everything, _, left = runs.runs_page(demo_api, None, None, None, 1000)
     names = [w for w in texts(everything) if w in DEMO_NAMES]
@@ -54,9 +57,6 @@ def test_runs_table_shows_the_newest_rows_first_and_more_on_demand(demo_api: Api
     words = texts(first)
     assert left and [w for w in words if w in DEMO_NAMES] == names[:2]
     assert f"Showing 2 of {len(names)} runs, newest first; " in "".join(words)
-
-
-DEMO_NAMES = ("replicate-a", "replicate-b", "replicate-c", "drifting", "stale-grad", "nan-onset")
 
 
 def test_run_page_of_the_nan_onset(demo_api: Api, demo_ids: dict[str, str]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from sqlmodel import Session
@@ -117,7 +118,7 @@ def test_policy_off_never_starts_a_helper_and_bad_policies_are_refused(db_url: s
         Settings.from_env(db="sqlite://", data_dir="/tmp", prepare_helper="sometimes")
 
 
-def test_a_server_with_a_helper_takes_requests_only_once_it_is_ready(tmp_path: object) -> None:
+def test_a_server_with_a_helper_takes_requests_only_once_it_is_ready(tmp_path: Path) -> None:
     """The first burst of requests (every run's first at once) is not prepared on the
     server's own thread while the helper imports."""
     from fastapi.testclient import TestClient
@@ -126,7 +127,7 @@ def test_a_server_with_a_helper_takes_requests_only_once_it_is_ready(tmp_path: o
 
     settings = Settings(
         db_url=f"sqlite:///{tmp_path}/gw.db",
-        data_dir=tmp_path,  # type: ignore[arg-type]
+        data_dir=tmp_path,
         import_interval=None,
         monitor_interval=None,
         prepare_helper="on",
