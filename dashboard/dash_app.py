@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from gradwatch.dashboard import ids
 from gradwatch.dashboard.bridge import bridge
@@ -34,20 +35,46 @@ PAGES: tuple[ModuleType, ...] = (runs, run, compare, alerts)
 NAV = (("Runs", "/"), ("Compare", "/compare"), ("Alerts", "/alerts"))
 
 
-def shell() -> html.Div:
-    """The frame every page is drawn in."""
+def shell(page: Any = None) -> html.Div:
+    """The frame every page is drawn in, with ``page`` in it when it is known."""
     return html.Div(
         [
             dcc.Location(id=ids.URL, refresh="callback-nav"),
+            dcc.Store(id=ids.ROUTED, data=page is not None),
             html.Nav(
                 [html.A("gradwatch", href="/", className="gw-brand")]
                 + [dcc.Link(text, href=href) for text, href in NAV]
                 + [html.A("API", href="/docs")],
                 className="gw-nav",
             ),
-            html.Main(id=ids.PAGE, className="gw-main"),
+            html.Main(page, id=ids.PAGE, className="gw-main"),
         ]
     )
+
+
+def first_layout() -> html.Div:
+    """Dash's layout, asked for by every page as it starts: the frame with the page of the
+    page's own address (the request's ``Referer``) laid out in it, so the browser draws
+    the page from that one reply, without a round trip to the router first. The frame
+    alone in any other call (Dash checks the layout once at its first request) or when the
+    address is not known (no same-origin ``Referer``)."""
+    import flask
+
+    if not flask.has_request_context() or not flask.request.path.endswith("/_dash-layout"):
+        return shell()
+    referrer = urllib.parse.urlsplit(flask.request.referrer or "")
+    here = urllib.parse.urlsplit(flask.request.host_url)
+    if referrer.netloc != here.netloc or referrer.scheme != here.scheme:
+        return shell()
+    return shell(route(referrer.path, referrer.query and f"?{referrer.query}"))
+
+
+def routed(pathname: str | None, search: str | None, already: bool | None) -> list[Any]:
+    """The router callback: ``[page, ROUTED]``. Its first call on a page whose layout came
+    routed (``first_layout``) keeps that page; every later one routes."""
+    if already:
+        return [no_update, False]
+    return [route(pathname, search), no_update]
 
 
 def route(pathname: str | None, search: str | None) -> Any:
@@ -70,14 +97,19 @@ def create_dash() -> Dash:
         suppress_callback_exceptions=True,
         serve_locally=True,
     )
-    app.layout = shell()
+    app.layout = first_layout
     app.callback(
-        Output(ids.PAGE, "children"), Input(ids.URL, "pathname"), Input(ids.URL, "search")
-    )(route)
+        Output(ids.PAGE, "children"),
+        Output(ids.ROUTED, "data"),
+        Input(ids.URL, "pathname"),
+        Input(ids.URL, "search"),
+        State(ids.ROUTED, "data"),
+    )(routed)
     for page in PAGES:
         page.register(app)
     add_login(app.server)
     load_scripts_early(app)
+    keep_native_builtins(app)
     return app
 
 
@@ -108,6 +140,85 @@ def load_scripts_early(app: Dash) -> None:
         srcs.append(f"{prefix}/{package}/{versioned}")
     tags = "\n".join(f'<script defer src="{src}"></script>' for src in srcs)
     app.index_string = app.index_string.replace("{%css%}", "{%css%}\n" + tags, 1)
+
+
+# Dash's babel polyfill (core-js 2, for old browsers) replaces built-ins whose native versions
+# fail one of its 2019 feature tests: in current Chromium String.prototype.trim and the
+# global parseInt and parseFloat (which Plotly calls for every number and label it reads)
+# become JavaScript, and Function.prototype.toString is wrapped to call them native.
+# SAVE_BUILTINS runs before it; RESTORE_BUILTINS, right after it, puts back what it replaced
+# and removes what it added over a native one, keeping what it adds that the browser lacks.
+SAVE_BUILTINS = """
+window.__gwBuiltins = (function () {
+  var names = ["Object", "Array", "String", "Number", "Boolean", "Symbol", "Math", "JSON",
+    "Reflect", "Promise", "RegExp", "Map", "Set", "WeakMap", "WeakSet", "Date", "Function",
+    "Error", "ArrayBuffer", "DataView", "Int8Array", "Uint8Array", "Uint8ClampedArray",
+    "Int16Array", "Uint16Array", "Int32Array", "Uint32Array", "Float32Array", "Float64Array"];
+  var typed = Object.getPrototypeOf(Int8Array), objects = [window, typed, typed.prototype];
+  names.forEach(function (n) {
+    var g = window[n];
+    if (g) { objects.push(g); if (g.prototype) objects.push(g.prototype); }
+  });
+  return objects.map(function (o) {
+    var own = new Map();
+    Reflect.ownKeys(o).forEach(function (k) {
+      var d = Object.getOwnPropertyDescriptor(o, k);
+      if (o !== window || typeof d.value === "function") own.set(k, d);
+    });
+    return [o, own];
+  });
+})();
+"""
+RESTORE_BUILTINS = """
+(function (saved) {
+  if (!saved) return;
+  var source = Function.prototype.toString, restored = 0;
+  function script(f) {
+    return typeof f === "function" && source.call(f).indexOf("[native code]") < 0;
+  }
+  saved.forEach(function (pair) {
+    var o = pair[0], before = pair[1];
+    before.forEach(function (was, k) {
+      var now = Object.getOwnPropertyDescriptor(o, k);
+      try {
+        if (now && (was.value !== now.value || was.get !== now.get || was.set !== now.set)) {
+          Object.defineProperty(o, k, was); restored++;
+        }
+      } catch (e) { /* a property that cannot be put back keeps the polyfill's version */ }
+    });
+    if (o === window) return;
+    Reflect.ownKeys(o).forEach(function (k) {
+      var now = Object.getOwnPropertyDescriptor(o, k);
+      if (!before.has(k) && (script(now.value) || script(now.get))
+          && k in Object.getPrototypeOf(o)) {
+        try { delete o[k]; restored++; } catch (e) { /* as above */ }
+      }
+    });
+  });
+  window.__gwRestoredBuiltins = restored;
+  delete window.__gwBuiltins;
+})(window.__gwBuiltins);
+"""
+
+
+def keep_native_builtins(app: Dash) -> None:
+    """Wrap Dash's polyfill script in ``SAVE_BUILTINS`` and ``RESTORE_BUILTINS`` (nothing
+    when the page has no polyfill)."""
+    interpolate: Callable[..., Any] = app.interpolate_index
+
+    def interpolate_index(**kwargs: Any) -> str:
+        scripts = str(kwargs.get("scripts", ""))
+        polyfill = scripts.find("/deps/polyfill@")
+        end = scripts.find("</script>", polyfill) + len("</script>")
+        if polyfill >= 0 and end > polyfill:
+            start = scripts.rfind("<script", 0, polyfill)
+            kwargs["scripts"] = (
+                f"{scripts[:start]}<script>{SAVE_BUILTINS}</script>\n{scripts[start:end]}"
+                f"\n<script>{RESTORE_BUILTINS}</script>{scripts[end:]}"
+            )
+        return str(interpolate(**kwargs))
+
+    app.interpolate_index = interpolate_index  # type: ignore[method-assign,assignment]
 
 
 def mount(api: FastAPI) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 URL = "url"
 PAGE = "page"
+ROUTED = "routed"  # the layout came with the page of the URL already laid out
 
 # runs page
 RUNS_PROJECT = "runs-project"

@@ -42,29 +42,40 @@ POINTS = 2000
 WINDOW = 120
 REFRESH_MS = 1000
 GRAPHS = (ids.RUN_LOSS, ids.RUN_HEATMAP, ids.RUN_RATIO, ids.RUN_NONFINITE, ids.RUN_LIFECYCLE)
+OUTPUTS = (ids.RUN_HEADER, *GRAPHS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT)
+INITIAL = "initial"  # the pending token of the drawing the page was laid out with
 
 
 def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
-    """The page skeleton; the callback fills it (its data asked for ahead, ``Ahead``)."""
+    """The page, drawn: in a dashboard request the router's reply carries the header, the
+    figures and the findings (read ahead, ``Ahead``), so the browser draws the page from
+    one round trip after Dash starts; the callbacks then only redraw a live run. Outside
+    a request (nothing to read from) the skeleton, which the first poll fills."""
     focus = focus_of(step)
-    ask_ahead(run_id, focus)
+    key = {"run": run_id, "focus": focus}
+    parts = first_drawing(key)
+    filled = parts or {}
+
+    def slot(i: str) -> html.Div:
+        return html.Div(filled.get(i), id=i)
+
     return html.Div(
         [
-            dcc.Store(id=ids.RUN_KEY, data={"run": run_id, "focus": focus}),
-            dcc.Store(id=ids.RUN_PENDING, data="initial"),
-            dcc.Store(id=ids.RUN_VERSION),
+            dcc.Store(id=ids.RUN_KEY, data=key),
+            dcc.Store(id=ids.RUN_PENDING, data=INITIAL),
+            dcc.Store(id=ids.RUN_VERSION, data=filled.get(ids.RUN_VERSION)),
             dcc.Interval(id=ids.RUN_TICK, interval=REFRESH_MS),
             html.Div(id=ids.RUN_LIVE, className="gw-muted gw-live"),
-            html.Div(id=ids.RUN_HEADER),
-            card(html.Div(id=ids.RUN_LOSS)),
-            card(html.Div(id=ids.RUN_HEATMAP)),
+            slot(ids.RUN_HEADER),
+            card(slot(ids.RUN_LOSS)),
+            card(slot(ids.RUN_HEATMAP)),
             html.Div(
-                [card(html.Div(id=ids.RUN_RATIO)), card(html.Div(id=ids.RUN_NONFINITE))],
+                [card(slot(ids.RUN_RATIO)), card(slot(ids.RUN_NONFINITE))],
                 className="gw-grid",
             ),
-            card(html.Div(id=ids.RUN_LIFECYCLE)),
-            card(html.H3("Findings"), html.Div(id=ids.RUN_FINDINGS)),
-            card(html.H3("Fingerprint"), html.Div(id=ids.RUN_FINGERPRINT)),
+            card(slot(ids.RUN_LIFECYCLE)),
+            card(html.H3("Findings"), slot(ids.RUN_FINDINGS)),
+            card(html.H3("Fingerprint"), slot(ids.RUN_FINGERPRINT)),
         ]
     )
 
@@ -311,14 +322,16 @@ class Ahead:
         return view(fetch(api, run_id, focus))
 
 
-def ask_ahead(run_id: str, focus: int | None) -> None:
-    """In a request of a dashboard with ``register``ed run pages: start reading the page."""
+def first_drawing(key: dict[str, Any]) -> dict[str, Any] | None:
+    """In a request of a dashboard with ``register``ed run pages: the page's first drawing
+    (``drawing``, the data read ahead when they are), else ``None``."""
     import flask
 
     if flask.has_request_context():
         ahead = flask.current_app.extensions.get(AHEAD_KEY)
         if isinstance(ahead, Ahead):
-            ahead.ask(from_request(), run_id, focus)
+            return drawing(from_request(), key, INITIAL, ahead)
+    return None
 
 
 def focus_of(step: str | None) -> int | None:
@@ -328,13 +341,13 @@ def focus_of(step: str | None) -> int | None:
 
 def register(app: Dash) -> None:
     """Two callbacks: ``poll`` (cheap, every second) asks for a redraw when the run changed
-    and the previous redraw has landed; ``draw`` (the whole page) answers it. So at most
+    and the previous drawing has landed; ``draw`` (the whole page) answers it. So at most
     one redraw is in flight: Dash drops the answer of a callback whose input changes while
-    it runs, and a redraw slower than the poll period would otherwise never land. A GET of
-    the page's HTML starts reading its data ahead (``Ahead``)."""
-    outputs = [ids.RUN_HEADER, *GRAPHS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT]
+    it runs, and a redraw slower than the poll period would otherwise never land. The
+    first drawing comes with the layout (``first_drawing``); a GET of the page's HTML
+    starts reading its data ahead (``Ahead``)."""
     ahead = Ahead()
-    app.server.extensions[AHEAD_KEY] = ahead  # ``layout`` asks it too
+    app.server.extensions[AHEAD_KEY] = ahead  # ``first_drawing`` takes from it
     import flask
 
     @app.server.before_request  # type: ignore[untyped-decorator]
@@ -358,22 +371,26 @@ def register(app: Dash) -> None:
         return poll(from_request(), key, pending, drawn)
 
     @app.callback(
-        [Output(i, "children") for i in outputs] + [Output(ids.RUN_VERSION, "data")],
+        [Output(i, "children") for i in OUTPUTS] + [Output(ids.RUN_VERSION, "data")],
         Input(ids.RUN_PENDING, "data"),
         State(ids.RUN_KEY, "data"),
+        prevent_initial_call=True,  # the layout came drawn
     )
     def _draw(pending: Any, key: dict[str, Any]) -> list[Any]:
-        return draw(from_request(), key, pending, outputs, ahead)
+        return draw(from_request(), key, pending, list(OUTPUTS), ahead)
 
 
 def poll(api: Api, key: dict[str, Any], pending: Any, drawn: Any) -> list[Any]:
-    """``[new pending token or no_update, live line, interval disabled]``."""
+    """``[new pending token or no_update, live line, interval disabled]``; a page laid out
+    without its drawing (``drawn`` is ``None``) asks for one."""
     try:
         detail = api.get(f"/runs/{key['run']}")
     except ApiError:
         return [no_update, "", True]
     now, live = version(detail), detail["status"] == "running"
     line = live_line(detail)
+    if drawn is None and pending == INITIAL:
+        return [now, line, False]
     if not drawn or drawn.get("token") != pending or now == drawn.get("version"):
         return [no_update, line, not live and bool(drawn)]
     return [now, line, not live]
@@ -389,19 +406,33 @@ def live_line(detail: dict[str, Any]) -> str:
 def draw(
     api: Api, key: dict[str, Any], pending: Any, outputs: list[str], ahead: Ahead | None = None
 ) -> list[Any]:
-    """The whole page, and ``{token, version}`` of what it drew. The graphs come with their
-    figures (the layout holds none): a graph in the layout would be drawn empty first,
-    then again with the data, which cost the browser a Plotly drawing of every chart
-    (the first, before its code is warm, the slowest) on the way to the page. The first
-    drawing takes the data read ahead (``Ahead``) when there are."""
+    """The callback's reply: ``drawing``'s parts in the order of ``outputs``, then
+    ``{token, version}`` of what it drew."""
+    parts = drawing(api, key, pending, ahead)
+    return [*(parts[i] for i in outputs), parts[ids.RUN_VERSION]]
+
+
+def drawing(
+    api: Api, key: dict[str, Any], pending: Any, ahead: Ahead | None = None
+) -> dict[str, Any]:
+    """The whole page by output id, and ``{token, version}`` of what it drew under
+    ``ids.RUN_VERSION``. The graphs come with their figures: a graph drawn empty first,
+    then again with the data, cost the browser a Plotly drawing of every chart (the first,
+    before its code is warm, the slowest) on the way to the page. The first drawing
+    (``pending`` is ``INITIAL``) takes the data read ahead (``Ahead``) when there are."""
     run_id, focus = key["run"], key.get("focus")
     try:
-        if ahead is not None and pending == "initial":
+        if ahead is not None and pending == INITIAL:
             parts = ahead.take(api, run_id, focus)
         else:
             parts = view(fetch(api, run_id, focus))
     except ApiError as e:
         missing = empty_state(f"Cannot show run {run_id}: {e.detail}", id="run-missing")
-        return [missing] + [None] * len(GRAPHS) + ["", "", None]
-    drawn = [graph(f"{i}-graph", parts[i]) if i in GRAPHS else parts[i] for i in outputs]
-    return [*drawn, {"token": pending, "version": parts["version"]}]
+        return {i: None for i in OUTPUTS} | {
+            ids.RUN_HEADER: missing,
+            ids.RUN_FINDINGS: "",
+            ids.RUN_FINGERPRINT: "",
+            ids.RUN_VERSION: None,
+        }
+    drawn = {i: graph(f"{i}-graph", parts[i]) if i in GRAPHS else parts[i] for i in OUTPUTS}
+    return drawn | {ids.RUN_VERSION: {"token": pending, "version": parts["version"]}}

@@ -85,6 +85,10 @@ def test_run_page_of_the_nan_onset(
         ".filter(n => n.includes('/plotly/'))"
     )
     assert len(plotly_requests) == 1 and "plotly.v" in plotly_requests[0]
+    # Dash's polyfill left the browser's own typed arrays and promises (its JavaScript
+    # versions are what Plotly would decode and draw with), and kept what it adds
+    scripted = browser.execute_script(NOT_NATIVE)
+    assert scripted == [] and browser.execute_script("return typeof regeneratorRuntime") == "object"
     findings = text(browser, "run-findings")
     assert "nonfinite-grad" in findings and "0.weight" in findings
     assert "init_params_hash" in text(browser, "run-fingerprint")
@@ -93,6 +97,26 @@ def test_run_page_of_the_nan_onset(
     wait(browser, lambda: f"step={first}" in browser.current_url, "the step link")
     drawn(browser, 5)
     assert page_problems(browser) == []
+
+
+NOT_NATIVE = """
+const frame = document.createElement("iframe");
+document.body.appendChild(frame);  // a fresh realm: its toString was never patched
+const source = frame.contentWindow.Function.prototype.toString, out = [];
+const typed = Object.getPrototypeOf(Int8Array);
+const objects = {window: window, TypedArray: typed, "TypedArray.prototype": typed.prototype,
+  "Promise.prototype": Promise.prototype, "String.prototype": String.prototype,
+  "Array.prototype": Array.prototype, "Function.prototype": Function.prototype,
+  "Float32Array.prototype": Float32Array.prototype, Number: Number, Math: Math};
+for (const [name, o] of Object.entries(objects)) {
+  for (const k of o === window ? ["parseInt", "parseFloat"] : Reflect.ownKeys(o)) {
+    const d = Object.getOwnPropertyDescriptor(o, k);
+    if (typeof d.value === "function" && !source.call(d.value).includes("[native code]"))
+      out.push(name + "." + String(k));
+  }
+}
+frame.remove();
+return out;"""
 
 
 def test_compare_page_of_the_replicate_group(

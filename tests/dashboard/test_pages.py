@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,8 @@ from dash import html, no_update
 
 from gradwatch.dashboard import ids
 from gradwatch.dashboard.api_client import Api, ApiError
-from gradwatch.dashboard.dash_app import route
+from gradwatch.dashboard.dash_app import create_dash, route
+from gradwatch.dashboard.dash_app import routed as routed_call
 from gradwatch.dashboard.pages import alerts, compare, run, runs
 from tests.dashboard.conftest import DEMO_STEPS
 
@@ -116,10 +118,13 @@ def test_run_page_polls_cheaply_and_redraws_once_per_change(
 ) -> None:
     outputs = [ids.RUN_HEADER, *run.GRAPHS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT]
     key = {"run": demo_ids["replicate-a"], "focus": None}
-    # while the first drawing is in flight, polling asks for nothing
-    assert run.poll(demo_api, key, "initial", None)[0] is no_update
+    # a page laid out without its drawing (no request to read with) asks for one
+    asked = run.poll(demo_api, key, "initial", None)[0]
+    assert asked[0] == DEMO_STEPS
     drawn = run.draw(demo_api, key, "initial", outputs)[-1]
     assert drawn["token"] == "initial" and drawn["version"][0] == DEMO_STEPS
+    # while a redraw is in flight (its token is not the drawn one), polling asks for nothing
+    assert run.poll(demo_api, key, asked, drawn)[0] is no_update
     # drawn and unchanged (a finished run): no redraw, and polling stops
     pending, line, disabled = run.poll(demo_api, key, "initial", drawn)
     assert pending is no_update and disabled is True
@@ -177,6 +182,76 @@ def test_the_first_drawing_takes_the_page_read_ahead_once(
     before = api.requests
     run.draw(api, {"run": run_id, "focus": 5}, "initial", outputs, ahead)
     assert api.requests > before
+
+
+def test_the_router_lays_the_run_page_out_drawn(demo_url: str, demo_ids: dict[str, str]) -> None:
+    # in a dashboard request the router's reply is the drawn page: no second round trip
+    app = create_dash()
+    where = urllib.parse.urlsplit(demo_url)
+    server = {"SERVER_NAME": where.hostname, "SERVER_PORT": str(where.port)}
+    run_id = demo_ids["nan-onset"]
+    with app.server.test_request_context(f"/runs/{run_id}", environ_overrides=server):
+        page = route(f"/runs/{run_id}", "")
+    slots = {c.id: c for c in walk(page) if getattr(c, "id", None)}
+    assert slots[ids.RUN_PENDING].data == run.INITIAL
+    drawn = slots[ids.RUN_VERSION].data
+    assert drawn["token"] == run.INITIAL and drawn["version"][0] == DEMO_STEPS
+    for graph_id in run.GRAPHS:
+        assert slots[f"{graph_id}-graph"].figure.data  # every chart comes with its traces
+    assert "First NaN/Inf at step" in " ".join(texts(slots[ids.RUN_HEADER]))
+    # a run that is not there: the page says so, and polling has nothing to redraw
+    with app.server.test_request_context("/runs/nope", environ_overrides=server):
+        missing = {c.id: c for c in walk(route("/runs/nope", "")) if getattr(c, "id", None)}
+    assert "Cannot show run nope" in texts(missing[ids.RUN_HEADER])[0]
+    assert missing[ids.RUN_VERSION].data is None
+
+
+def test_the_first_layout_comes_with_the_page_of_its_address(
+    demo_url: str, demo_ids: dict[str, str]
+) -> None:
+    app = create_dash()
+    client = app.server.test_client()
+    run_id = demo_ids["nan-onset"]
+
+    def layout(referrer: str | None) -> Any:
+        headers = {"Referer": referrer} if referrer else {}
+        reply = client.get("/_dash-layout", base_url=demo_url, headers=headers)
+        assert reply.status_code == 200
+        return reply.get_json()
+
+    def ids_in(tree: Any) -> dict[str, Any]:
+        found = {}
+        stack = [tree]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict):
+                props = node.get("props") or {}
+                if isinstance(props.get("id"), str):
+                    found[props["id"]] = props
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                stack.extend(node)
+        return found
+
+    routed = ids_in(layout(f"{demo_url}/runs/{run_id}?step=3"))
+    assert routed[ids.ROUTED]["data"] is True
+    assert routed[ids.RUN_KEY]["data"] == {"run": run_id, "focus": 3}
+    assert routed[f"{ids.RUN_LOSS}-graph"]["figure"]["data"]  # drawn, in this one reply
+    assert routed[ids.RUN_VERSION]["data"]["token"] == run.INITIAL
+    for foreign in (None, f"http://elsewhere.example/runs/{run_id}"):
+        frame = ids_in(layout(foreign))
+        assert frame[ids.ROUTED]["data"] is False and ids.RUN_KEY not in frame
+    # the router keeps the page the layout came with once, then routes every change
+    assert routed_call("/runs/abc", "", True) == [no_update, False]
+    page, again = routed_call("/runs/abc", "?step=2", False)
+    assert page.children[0].data == {"run": "abc", "focus": 2} and again is no_update
+
+
+def walk(component: Any) -> list[Any]:
+    """``component`` and everything under it."""
+    children = getattr(component, "children", None)
+    kids = children if isinstance(children, list) else [children] if children is not None else []
+    return [component] + [c for kid in kids if hasattr(kid, "to_plotly_json") for c in walk(kid)]
 
 
 def test_a_page_read_ahead_that_failed_fails_its_drawing_the_same_way(demo_url: str) -> None:
