@@ -66,20 +66,35 @@ GOAL_OVERVIEW_S = 0.3
 # In every page, before its scripts: each Plotly drawing of a graph (``Plotly.newPlot`` or
 # ``Plotly.react``, which dcc.Graph calls) counts as pending on that graph until the promise
 # Plotly returns for it has settled (the drawing is complete, its asynchronous steps too);
-# then the graph records when (``performance.now()``, ms from the navigation).
+# then the graph records when (``performance.now()``, ms from the navigation). Hooked as
+# Plotly's script sets ``window.Plotly`` (an accessor put there first), before anything can
+# draw with it: a timer polling for Plotly missed the drawings when the page's data were
+# there before Plotly's script ran. Functions in ``window.__gwOnPlotly`` (pushed by scripts
+# injected after this one) are called with Plotly then, after these wrappers are in place.
 DRAWINGS = """
-(function hook() {
-    if (!window.Plotly) { setTimeout(hook, 5); return; }
-    for (const name of ['newPlot', 'react']) {
-        const original = Plotly[name];
-        Plotly[name] = function (gd, ...rest) {
-            gd.__gwPending = (gd.__gwPending || 0) + 1;
-            const settled = () => { gd.__gwPending -= 1; gd.__gwDrawnAt = performance.now(); };
-            const drawing = original.call(this, gd, ...rest);
-            Promise.resolve(drawing).then(settled, settled);
-            return drawing;
-        };
+(function () {
+    let current;
+    function hook(P) {
+        if (!P || P.__gwHooked) { return; }
+        P.__gwHooked = true;
+        for (const name of ['newPlot', 'react']) {
+            const original = P[name];
+            P[name] = function (gd, ...rest) {
+                gd.__gwPending = (gd.__gwPending || 0) + 1;
+                const settled = () => { gd.__gwPending -= 1; gd.__gwDrawnAt = performance.now(); };
+                const drawing = original.call(this, gd, ...rest);
+                Promise.resolve(drawing).then(settled, settled);
+                return drawing;
+            };
+        }
+        for (const then of window.__gwOnPlotly || []) { then(P); }
     }
+    Object.defineProperty(window, 'Plotly', {
+        configurable: true,
+        enumerable: true,
+        get() { return current; },
+        set(value) { current = value; hook(value); },
+    });
 })();
 """
 # "Drawn": the run's header is shown, no Dash callback is in flight (no output marked as

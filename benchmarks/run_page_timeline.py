@@ -6,11 +6,11 @@ Chromium visits the runs page once, then loads ``/runs/<id>`` ``--reps`` times. 
 injected into every page records, on the page's own clock (ms from the navigation): when
 ``DOMContentLoaded`` fired, when Plotly was defined, and for each graph how long its
 ``Plotly.react``/``newPlot`` call took to return (the synchronous drawing work). The
-browser's resource timing gives when the draw callback's reply (the largest
-``/_dash-update-component`` answer) arrived, and CDP's ``Performance.getMetrics`` the
-renderer's main-thread task and script time per load. The report gives, per phase, the
-median over the loads after the first two (the first ones compile Plotly without V8's code
-cache) and the loads in order.
+browser's resource timing gives when the reply with the figures (the largest
+``/_dash-layout`` or ``/_dash-update-component`` answer) arrived, and CDP's
+``Performance.getMetrics`` the renderer's main-thread task and script time per load. The
+report gives, per phase, the median over the loads after the first two (the first ones
+compile Plotly without V8's code cache) and the loads in order.
 
 Usage::
 
@@ -43,31 +43,23 @@ MARKS = """
 window.__gwMarks = [];
 document.addEventListener('DOMContentLoaded',
     () => window.__gwMarks.push(['dom', '', performance.now(), 0]));
-(function hook() {
-    if (!window.Plotly || !window.Plotly.__gwCounted) {
-        if (window.Plotly && Plotly.react && !Plotly.__gwTried) {
-            Plotly.__gwTried = true;
-            window.__gwMarks.push(['plotly', '', performance.now(), 0]);
-            for (const name of ['newPlot', 'react']) {
-                const counted = Plotly[name];
-                Plotly[name] = function (gd, ...rest) {
-                    const t0 = performance.now();
-                    const drawing = counted.call(this, gd, ...rest);
-                    const id = gd && gd.parentElement ? gd.parentElement.id : '';
-                    window.__gwMarks.push(['draw', id, t0, performance.now() - t0]);
-                    return drawing;
-                };
-            }
-            Plotly.__gwCounted = true;
-            return;
-        }
-        setTimeout(hook, 5);
+(window.__gwOnPlotly = window.__gwOnPlotly || []).push(function (P) {
+    window.__gwMarks.push(['plotly', '', performance.now(), 0]);
+    for (const name of ['newPlot', 'react']) {
+        const counted = P[name];
+        P[name] = function (gd, ...rest) {
+            const t0 = performance.now();
+            const drawing = counted.call(this, gd, ...rest);
+            const id = gd && gd.parentElement ? gd.parentElement.id : '';
+            window.__gwMarks.push(['draw', id, t0, performance.now() - t0]);
+            return drawing;
+        };
     }
-})();
+});
 """
 DATA_AT = """
 const replies = performance.getEntriesByType('resource')
-    .filter(r => r.name.includes('/_dash-update-component'));
+    .filter(r => r.name.includes('/_dash-update-component') || r.name.includes('/_dash-layout'));
 let biggest = null;
 for (const r of replies) {
     if (!biggest || r.encodedBodySize > biggest.encodedBodySize) { biggest = r; }
@@ -93,7 +85,7 @@ def phases(
             out[key] = out.get(key, 0.0) + took
     out["drawing, all graphs (sync)"] = sum(v for k, v in out.items() if k.startswith("draw "))
     if data_at is not None:
-        out["draw reply arrived"] = data_at
+        out["figures' reply arrived"] = data_at
         if first_draw is not None:
             out["reply to first drawing"] = first_draw - data_at
     out["renderer main thread busy"] = 1000 * metrics.get("TaskDuration", 0.0)

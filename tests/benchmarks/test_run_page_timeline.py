@@ -28,7 +28,7 @@ def test_phases_sum_each_graphs_drawings_and_time_the_reply() -> None:
     assert got["draw run-loss-graph"] == 75.0
     assert got["draw run-heatmap-graph"] == 100.0
     assert got["drawing, all graphs (sync)"] == 175.0
-    assert got["draw reply arrived"] == 400.0
+    assert got["figures' reply arrived"] == 400.0
     assert got["reply to first drawing"] == 20.0
     assert got["renderer main thread busy"] == pytest.approx(600.0)
     assert got["of which script"] == pytest.approx(200.0)
@@ -37,6 +37,6 @@ def test_phases_sum_each_graphs_drawings_and_time_the_reply() -> None:
 
 def test_phases_without_a_reply_or_drawing_leave_those_rows_out() -> None:
     got = run_page_timeline.phases([], None, 80.0, {})
-    assert "draw reply arrived" not in got and "reply to first drawing" not in got
+    assert "figures' reply arrived" not in got and "reply to first drawing" not in got
     assert got["drawing, all graphs (sync)"] == 0.0
     assert got["page drawn (READY)"] == 80.0
