@@ -4,8 +4,9 @@ Pages are modules of :mod:`gradwatch.dashboard.pages`, each with a ``PATH``, a
 ``layout(**params)`` function and ``register(app)`` for its callbacks. The layout Dash asks
 for as a page starts comes with the page of that address laid out (``first_layout``); a
 router callback picks the page when the URL changes, so every app keeps its own callbacks
-(several apps, e.g. in tests, never share a global registry). ``mount`` serves the Flask app under the FastAPI
-app through ``a2wsgi``; the API routes registered before it keep precedence.
+(several apps, e.g. in tests, never share a global registry). ``mount`` serves the Flask
+app under the FastAPI app through ``a2wsgi``; the API routes registered before it keep
+precedence.
 
 Example::
 
