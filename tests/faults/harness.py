@@ -47,6 +47,15 @@ def get_json(url: str, timeout: float = 10.0) -> Any:
         return None
 
 
+def status_of(url: str) -> int:
+    """The HTTP status a GET of ``url`` is answered with."""
+    try:
+        with urllib.request.urlopen(url, timeout=60) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+
+
 def _series(url: str) -> Any:
     """The series reply; fails saying whether the server answered an error (its status
     and message) or did not answer within 60 s."""
@@ -201,6 +210,9 @@ def account(run_dir: Path, db_url: str, base_url: str) -> Accounting:
     missing, extra = sorted(set(want) - set(have)), sorted(set(have) - set(want))
     assert not missing and not extra, f"{run_dir.name}: missing seqs {missing}, extra {extra}"
     assert len(have) == len(set(have))
+    if not want:  # killed before its writer's first flush: nothing spooled, nothing to send
+        assert status_of(f"{base_url}/api/v1/runs/{run_dir.name}") == 404, run_dir.name
+        return Accounting(run_dir.name, 0, 0, 0)
     local = load_run(run_dir)
     rows = local.steps.get(0, [])
     steps = [row.step for row in rows]

@@ -139,6 +139,27 @@ def sync(data_dir: Path, server: str) -> str:
     return done.stdout
 
 
+def test_killed_at_its_first_step_then_sync_sends_exactly_the_spool(tmp_path: Path) -> None:
+    """A training SIGKILLed at its first step, within its writer's first 0.2 s, has
+    usually spooled nothing: ``sync`` then sends nothing and the server knows no such run;
+    whatever it did spool, the server holds exactly that."""
+    server = ServerProcess(f"sqlite:///{tmp_path / 'server' / 'gw.db'}", tmp_path / "server")
+    server.start()
+    collectors = tmp_path / "collectors"
+    try:
+        (trainer,) = Trainer.many(1, collectors, 0.005, quiet=False)
+        assert trainer.proc.stdout is not None
+        while not trainer.proc.stdout.readline().startswith("step 1 "):
+            pass
+        os.kill(trainer.proc.pid, signal.SIGKILL)
+        trainer.proc.communicate(timeout=30)
+        sync(collectors, server.url)
+        got = account(trainer.run_dir, server.db_url, server.url)
+        assert got.frames == len(read_spool(trainer.run_dir).frames)
+    finally:
+        server.stop()
+
+
 def test_killed_at_random_steps_then_sync_delivers_every_flushed_record(tmp_path: Path) -> None:
     """Three trainings streaming to a server are SIGKILLed at random steps; ``sync`` then
     completes the server to exactly the spool, also after a torn frame is left at the end."""
@@ -161,7 +182,9 @@ def test_killed_at_random_steps_then_sync_delivers_every_flushed_record(tmp_path
         for run_dir in run_dirs:
             account(run_dir, server.db_url, server.url)
         # a write cut short: the first bytes of the next frame at the end of the last segment
-        torn_dir = run_dirs[-1]
+        # (of a run that spooled something: one killed within its writer's first 0.2 s
+        # has no segment, and the server rightly knows nothing of it)
+        torn_dir = [d for d in run_dirs if read_spool(d).frames][-1]
         next_seq = read_spool(torn_dir).frames[-1].seq + 1
         frame = encode_frame(next_seq, Record(Kind.HEARTBEAT, {"t": 1.7e9, "steps": [1]}))
         last = segment_path(torn_dir, list_segments(torn_dir)[-1])
