@@ -44,6 +44,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -406,7 +407,13 @@ def main() -> None:
         "load": load_result,
         "last_page_load": breakdown,
     }
-    out = Path(args.out)
+    write_report(report, Path(args.out), markdown)
+
+
+def write_report(
+    report: dict[str, Any], out: Path, markdown: Callable[[dict[str, Any]], str]
+) -> None:
+    """``report`` as JSON at ``out`` and as ``markdown`` next to it (``.md``); prints it."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     md = markdown(report)

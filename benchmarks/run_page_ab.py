@@ -21,7 +21,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -164,12 +163,7 @@ def main() -> None:
         "summary": {name: summary(times[name]) for name in NAMES},
         "loads_ms": times,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    md = markdown(report)
-    out.with_suffix(".md").write_text(md)
-    print(md)
+    dashboard.write_report(report, Path(args.out), markdown)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -178,12 +177,7 @@ def main() -> None:
         "loads": [round(d["page drawn (READY)"]) for d in loads],
         "per_load_ms": [{k: round(v, 1) for k, v in d.items()} for d in loads],
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    md = markdown(report)
-    out.with_suffix(".md").write_text(md)
-    print(md)
+    dashboard.write_report(report, Path(args.out), markdown)
 
 
 if __name__ == "__main__":
