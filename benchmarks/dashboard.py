@@ -429,7 +429,7 @@ def p95_rank(n: int) -> str:
 
 def markdown(report: dict[str, Any]) -> str:
     b, o, c = report["browser_render"], report["overview"], report["callback"]
-    w = report.get("browser_render_after_first") or b
+    w = report["browser_render_after_first"]
     first = report["browser_render_times_s"][0]
     load = report["load"]
     under = (
@@ -448,7 +448,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"each of {report['reps']} times"
         + (
             f", each left open {report['pause_s']:g} s once drawn (a person reading it)"
-            if report.get("pause_s")
+            if report["pause_s"]
             else ", back to back"
         )
         + f"; the goals are run page ≤ {report['goal_s']:g} s and "

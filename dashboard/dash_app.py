@@ -174,7 +174,7 @@ window.__gwBuiltins = (function () {
 RESTORE_BUILTINS = """
 (function (saved) {
   if (!saved) return;
-  var source = Function.prototype.toString, restored = 0;
+  var source = Function.prototype.toString;
   function script(f) {
     return typeof f === "function" && source.call(f).indexOf("[native code]") < 0;
   }
@@ -184,7 +184,7 @@ RESTORE_BUILTINS = """
       var now = Object.getOwnPropertyDescriptor(o, k);
       try {
         if (now && (was.value !== now.value || was.get !== now.get || was.set !== now.set)) {
-          Object.defineProperty(o, k, was); restored++;
+          Object.defineProperty(o, k, was);
         }
       } catch (e) { /* a property that cannot be put back keeps the polyfill's version */ }
     });
@@ -193,11 +193,10 @@ RESTORE_BUILTINS = """
       var now = Object.getOwnPropertyDescriptor(o, k);
       if (!before.has(k) && (script(now.value) || script(now.get))
           && k in Object.getPrototypeOf(o)) {
-        try { delete o[k]; restored++; } catch (e) { /* as above */ }
+        try { delete o[k]; } catch (e) { /* as above */ }
       }
     });
   });
-  window.__gwRestoredBuiltins = restored;
   delete window.__gwBuiltins;
 })(window.__gwBuiltins);
 """
