@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlmodel import SQLModel
 
 from gradwatch.server.app import create_app
-from gradwatch.server.db import make_engine, normalize_url
+from gradwatch.server.db import PAGE_SIZE, make_engine, normalize_url
 from gradwatch.server.exceptions import ServerConfigError
 from gradwatch.server.migrate import migrate
 from gradwatch.server.settings import Settings
@@ -64,3 +66,54 @@ def test_sqlite_in_wal_mode_takes_concurrent_writers_without_lock_errors(
     for t in threads:
         t.join()
     assert statuses == [200] * 36
+
+
+def _page_size(path: Path) -> int:
+    with closing(sqlite3.connect(path)) as conn:
+        return int(conn.execute("PRAGMA page_size").fetchone()[0])
+
+
+def _store_and_read(settings: Settings, run: str) -> dict[str, object]:
+    with TestClient(create_app(settings)) as client:
+        body = b"".join(f.simple_run(run, n=20, tensors=3))
+        assert client.post("/api/v1/ingest", content=body, headers=f.headers(run)).status_code == 200
+        reply = client.get(f"/api/v1/runs/{run}/series", params={"tensor": "t1", "points": 100})
+        detail: dict[str, object] = client.get(f"/api/v1/runs/{run}").json()
+        detail["series_steps"] = reply.json()["data"][0]["steps"]
+        return detail
+
+
+def test_a_new_sqlite_file_gets_large_pages_and_an_old_one_keeps_its_own(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    new = tmp_path / "new.db"
+    _store_and_read(Settings(f"sqlite:///{new}", data_dir, import_interval=None), "r-new")
+    assert _page_size(new) == PAGE_SIZE == 32768
+
+    old = tmp_path / "old.db"  # a database made by an earlier version: SQLite's 4 KiB pages
+    with closing(sqlite3.connect(old)) as conn:
+        conn.execute("PRAGMA page_size=4096")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE made_before (x)")
+    settings = Settings(f"sqlite:///{old}", data_dir, import_interval=None)
+    before = _store_and_read(settings, "r-old")
+    assert (before["steps"], before["series_steps"]) == (20, list(range(1, 21)))
+    assert _page_size(old) == 4096  # opening it changed nothing
+
+    # the conversion docs/server.md gives (server stopped): same data, 32 KiB pages, WAL
+    with closing(sqlite3.connect(old, isolation_level=None)) as conn:
+        for sql in (
+            "PRAGMA journal_mode=DELETE",
+            "PRAGMA page_size=32768",
+            "VACUUM",
+            "PRAGMA journal_mode=WAL",
+        ):
+            conn.execute(sql)
+    assert _page_size(old) == 32768
+    with TestClient(create_app(settings)) as client:
+        after = client.get("/api/v1/runs/r-old").json()
+        steps = client.get("/api/v1/runs/r-old/series", params={"tensor": "t1", "points": 100})
+    assert {k: after[k] for k in ("steps", "frames", "status")} == {
+        k: before[k] for k in ("steps", "frames", "status")
+    }
+    assert steps.json()["data"][0]["steps"] == before["series_steps"]
