@@ -76,7 +76,8 @@ def _page_size(path: Path) -> int:
 def _store_and_read(settings: Settings, run: str) -> dict[str, object]:
     with TestClient(create_app(settings)) as client:
         body = b"".join(f.simple_run(run, n=20, tensors=3))
-        assert client.post("/api/v1/ingest", content=body, headers=f.headers(run)).status_code == 200
+        posted = client.post("/api/v1/ingest", content=body, headers=f.headers(run))
+        assert posted.status_code == 200
         reply = client.get(f"/api/v1/runs/{run}/series", params={"tensor": "t1", "points": 100})
         detail: dict[str, object] = client.get(f"/api/v1/runs/{run}").json()
         detail["series_steps"] = reply.json()["data"][0]["steps"]
