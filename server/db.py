@@ -7,8 +7,8 @@ writers take the lock up front and wait for it instead. A new SQLite file gets p
 ``PAGE_SIZE`` (32 KiB, not SQLite's 4 KiB): ingest stores blobs of a few to a few tens of
 KB, which on 4 KiB pages become chains of overflow pages, each page a WAL frame to write
 at commit and to copy at checkpoint; on 32 KiB pages most blobs fit in one page, the
-writer thread spends a fifth less time per request and, no longer the bottleneck, lets a
-2-core server take about 1,000 live runs instead of about 700 (``docs/server.md``). An
+writer thread spends about a fifth less time per request and, no longer the bottleneck,
+lets a 2-core server take about 1,000 live runs instead of 700-800 (``docs/server.md``). An
 existing file keeps the page size it was made with (SQLite changes it only by VACUUM,
 outside WAL mode: ``docs/server.md`` says how). PostgreSQL URLs use psycopg 3.
 
