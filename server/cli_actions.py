@@ -8,11 +8,19 @@ Example::
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from gradwatch.server import crud
 from gradwatch.server.auth import count_tokens, create_token, list_tokens, revoke_token
-from gradwatch.server.db import make_engine, read_session, write_session
+from gradwatch.server.db import (
+    PAGE_SIZE,
+    make_engine,
+    page_size_of,
+    read_session,
+    sqlite_file,
+    write_session,
+)
 from gradwatch.server.exceptions import ServerConfigError
 from gradwatch.server.migrate import migrate
 from gradwatch.server.settings import PREPARE_HELPER_ENV, Settings, is_loopback
@@ -54,9 +62,31 @@ def serve(settings: Settings) -> None:
     from gradwatch.server.app import create_app
 
     check_bind(settings)
+    hint = small_pages_hint(settings)
+    if hint:
+        print(f"gradwatch serve: {hint}", file=sys.stderr)
     if PREPARE_HELPER_ENV not in os.environ:  # a server: its helper starts with it
         settings = settings.with_(prepare_helper="on")
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+
+
+def small_pages_hint(settings: Settings) -> str | None:
+    """One sentence when the SQLite database has pages smaller than ``PAGE_SIZE`` (made
+    by an earlier gradwatch): what it costs and the command that converts it."""
+    path = sqlite_file(settings.db_url)
+    if path is None or not path.is_file():
+        return None
+    try:
+        size = page_size_of(path)
+    except (OSError, ServerConfigError):
+        return None
+    if size >= PAGE_SIZE:
+        return None
+    return (
+        f"this database has {size // 1024} KiB pages (made by an earlier gradwatch), which "
+        f"hold fewer live runs than {PAGE_SIZE // 1024} KiB ones; to convert it, stop the "
+        "server and run `gradwatch serve --convert-pages` with the same --db"
+    )
 
 
 def new_token(settings: Settings, project: str, scope: str) -> str:

@@ -9,8 +9,9 @@ KB, which on 4 KiB pages become chains of overflow pages, each page a WAL frame 
 at commit and to copy at checkpoint; on 32 KiB pages most blobs fit in one page, the
 writer thread spends about a fifth less time per request and, no longer the bottleneck,
 lets a 2-core server take about 1,000 live runs instead of 700-800 (``docs/server.md``). An
-existing file keeps the page size it was made with (SQLite changes it only by VACUUM,
-outside WAL mode: ``docs/server.md`` says how). PostgreSQL URLs use psycopg 3.
+existing file keeps the page size it was made with: SQLite changes it only by VACUUM,
+outside WAL mode, which ``convert_pages`` does with the server stopped (``gradwatch
+serve --convert-pages``). PostgreSQL URLs use psycopg 3.
 
 Example::
 
@@ -22,8 +23,13 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +143,107 @@ def read_session(engine: Engine) -> Iterator[Session]:
     """A plain session for queries."""
     with Session(engine) as session:
         yield session
+
+
+@dataclass(frozen=True)
+class PageConversion:
+    """What :func:`convert_pages` did: page sizes and file sizes before and after."""
+
+    path: Path
+    old_page_size: int
+    new_page_size: int
+    bytes_before: int
+    bytes_after: int
+    seconds: float
+
+    @property
+    def changed(self) -> bool:
+        """False when the database had ``PAGE_SIZE`` pages already (nothing was done)."""
+        return self.old_page_size != self.new_page_size
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL; None for PostgreSQL and for a database in memory."""
+    parsed = make_url(normalize_url(url))
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(str(parsed.database)).expanduser()
+
+
+def page_size_of(path: Path) -> int:
+    """The page size of an existing SQLite file (read from its header, no lock taken)."""
+    with path.open("rb") as f:
+        header = f.read(18)
+    if not header:
+        raise ServerConfigError(
+            f"{path} is empty: the server gives it {PAGE_SIZE // 1024} KiB pages when it "
+            "creates its tables"
+        )
+    if len(header) < 18 or not header.startswith(b"SQLite format 3\x00"):
+        raise ServerConfigError(f"{path} is not a SQLite database")
+    size = int.from_bytes(header[16:18], "big")
+    return 65536 if size == 1 else size
+
+
+def convert_pages(url: str) -> PageConversion:
+    """Rewrite an existing SQLite database with ``PAGE_SIZE`` pages (VACUUM, outside WAL
+    mode), then put it back in WAL mode; a no-op when it has them already.
+
+    The server must be stopped: SQLite leaves WAL mode only with no other connection
+    open, and this refuses (``ServerConfigError``, nothing changed) when one is. It also
+    refuses when the disk lacks room for the rewrite (VACUUM writes a temporary copy and a
+    rollback journal, each up to the database's size). Should VACUUM fail (a full disk,
+    an interruption), SQLite rolls it back: the database keeps its old pages.
+    """
+    path = sqlite_file(url)
+    if path is None:
+        raise ServerConfigError(
+            "--convert-pages is for a SQLite database file; PostgreSQL sizes its own pages"
+        )
+    if not path.is_file():
+        raise ServerConfigError(f"no database at {path}: nothing to convert")
+    old = page_size_of(path)
+    wal = path.with_name(path.name + "-wal")
+    before = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    if old == PAGE_SIZE:
+        return PageConversion(path, old, old, before, before, 0.0)
+    need = 2 * before
+    free = shutil.disk_usage(path.parent).free
+    if free < need:
+        raise ServerConfigError(
+            f"not enough free disk to rewrite {path}: it needs about {need / 1e6:,.0f} MB "
+            f"(twice the database) in {path.parent}, which has {free / 1e6:,.0f} MB"
+        )
+    started = time.monotonic()
+    conn = sqlite3.connect(path, isolation_level=None, timeout=2.0)
+    try:
+        try:
+            mode = conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
+        except sqlite3.OperationalError as e:
+            raise ServerConfigError(
+                f"{path} is in use ({e}): stop `gradwatch serve` and anything else that has "
+                "it open, then run this again; nothing was changed"
+            ) from e
+        if str(mode).lower() != "delete":
+            raise ServerConfigError(
+                f"{path} is in use (it stays in {mode} mode): stop `gradwatch serve` and "
+                "anything else that has it open, then run this again; nothing was changed"
+            )
+        try:
+            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+            conn.execute("VACUUM")
+        except sqlite3.Error as e:
+            raise ServerConfigError(
+                f"rewriting {path} failed ({e}); SQLite rolled it back, so it keeps its "
+                f"{old:,}-byte pages"
+            ) from e
+        finally:
+            with contextlib.suppress(sqlite3.Error):  # else the next engine sets WAL
+                conn.execute("PRAGMA journal_mode=WAL")
+        new = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        conn.close()
+    if new != PAGE_SIZE:
+        raise ServerConfigError(f"{path} still has {new:,}-byte pages after VACUUM")
+    after = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    return PageConversion(path, old, new, before, after, time.monotonic() - started)

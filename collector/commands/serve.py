@@ -2,7 +2,8 @@
 
 ``--create-token P --scope S`` prints a new token once; ``--list-tokens [--project P]``
 lists ids, projects, scopes and dates (never secrets); ``--revoke-token ID|TOKEN`` revokes
-one: the server refuses it (401) from the next request on.
+one: the server refuses it (401) from the next request on. ``--convert-pages`` rewrites a
+SQLite database of an earlier gradwatch with 32 KiB pages (``server.db.convert_pages``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ def run(args: argparse.Namespace) -> int:
     """Serve until interrupted, or create a token and exit."""
     try:
         from gradwatch.server.cli_actions import new_token, revoke, serve, tokens
+        from gradwatch.server.db import convert_pages
         from gradwatch.server.exceptions import ServerError
         from gradwatch.server.settings import Settings
     except ImportError as e:
@@ -43,6 +45,18 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.list_tokens:
             _print_tokens(tokens(settings, args.project))
+            return 0
+        if args.convert_pages:
+            pages = convert_pages(settings.db_url)
+            if not pages.changed:
+                print(f"{pages.path} has {pages.new_page_size // 1024} KiB pages already")
+                return 0
+            print(
+                f"converted {pages.path} from {pages.old_page_size // 1024} KiB to "
+                f"{pages.new_page_size // 1024} KiB pages in {pages.seconds:.1f} s "
+                f"({pages.bytes_before / 1e6:,.1f} MB before, "
+                f"{pages.bytes_after / 1e6:,.1f} MB after)"
+            )
             return 0
         if args.revoke_token:
             done = revoke(settings, args.revoke_token)
@@ -129,5 +143,12 @@ def add_parser(sub: Subparsers) -> None:
         "--revoke-token",
         metavar="ID_OR_TOKEN",
         help="revoke a token (its id from --list-tokens, or the token itself) and exit",
+    )
+    p.add_argument(
+        "--convert-pages",
+        action="store_true",
+        help="rewrite a SQLite database made by an earlier gradwatch with 32 KiB pages "
+        "(more live runs per server; stop the server first; needs free disk for twice the "
+        "database) and exit",
     )
     p.set_defaults(func=run)

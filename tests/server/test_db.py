@@ -13,8 +13,10 @@ from alembic.migration import MigrationContext
 from fastapi.testclient import TestClient
 from sqlmodel import SQLModel
 
+from gradwatch.cli import main
 from gradwatch.server.app import create_app
-from gradwatch.server.db import PAGE_SIZE, make_engine, normalize_url
+from gradwatch.server.cli_actions import small_pages_hint
+from gradwatch.server.db import PAGE_SIZE, convert_pages, make_engine, normalize_url
 from gradwatch.server.exceptions import ServerConfigError
 from gradwatch.server.migrate import migrate
 from gradwatch.server.settings import Settings
@@ -84,12 +86,13 @@ def _store_and_read(settings: Settings, run: str) -> dict[str, object]:
         return detail
 
 
-def test_a_new_sqlite_file_gets_large_pages_and_an_old_one_keeps_its_own(
-    tmp_path: Path, data_dir: Path
+def test_a_new_sqlite_file_gets_large_pages_and_an_old_one_is_converted_on_request(
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     new = tmp_path / "new.db"
     _store_and_read(Settings(f"sqlite:///{new}", data_dir, import_interval=None), "r-new")
     assert _page_size(new) == PAGE_SIZE == 32768
+    assert small_pages_hint(Settings(f"sqlite:///{new}", data_dir)) is None
 
     old = tmp_path / "old.db"  # a database made by an earlier version: SQLite's 4 KiB pages
     with closing(sqlite3.connect(old)) as conn:
@@ -100,17 +103,19 @@ def test_a_new_sqlite_file_gets_large_pages_and_an_old_one_keeps_its_own(
     before = _store_and_read(settings, "r-old")
     assert (before["steps"], before["series_steps"]) == (20, list(range(1, 21)))
     assert _page_size(old) == 4096  # opening it changed nothing
+    assert small_pages_hint(settings) == (
+        "this database has 4 KiB pages (made by an earlier gradwatch), which hold fewer live "
+        "runs than 32 KiB ones; to convert it, stop the server and run `gradwatch serve "
+        "--convert-pages` with the same --db"
+    )
 
-    # the conversion docs/server.md gives (server stopped): same data, 32 KiB pages, WAL
-    with closing(sqlite3.connect(old, isolation_level=None)) as conn:
-        for sql in (
-            "PRAGMA journal_mode=DELETE",
-            "PRAGMA page_size=32768",
-            "VACUUM",
-            "PRAGMA journal_mode=WAL",
-        ):
-            conn.execute(sql)
+    assert main(["serve", "--db", f"sqlite:///{old}", "--convert-pages"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"converted {old} from 4 KiB to 32 KiB pages in ")
     assert _page_size(old) == 32768
+    with closing(sqlite3.connect(old)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert small_pages_hint(settings) is None
     with TestClient(create_app(settings)) as client:
         after = client.get("/api/v1/runs/r-old").json()
         steps = client.get("/api/v1/runs/r-old/series", params={"tensor": "t1", "points": 100})
@@ -118,3 +123,37 @@ def test_a_new_sqlite_file_gets_large_pages_and_an_old_one_keeps_its_own(
         k: before[k] for k in ("steps", "frames", "status")
     }
     assert steps.json()["data"][0]["steps"] == before["series_steps"]
+
+    assert main(["serve", "--db", f"sqlite:///{old}", "--convert-pages"]) == 0
+    assert capsys.readouterr().out == f"{old} has 32 KiB pages already\n"
+
+
+def test_convert_pages_refuses_a_database_in_use_and_what_is_not_a_sqlite_file(
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    busy = tmp_path / "busy.db"
+    with closing(sqlite3.connect(busy, isolation_level=None)) as server:  # a server's connection
+        server.execute("PRAGMA page_size=4096")
+        server.execute("PRAGMA journal_mode=WAL")
+        server.execute("CREATE TABLE t (x)")
+        server.execute("INSERT INTO t VALUES (1)")
+        assert main(["serve", "--db", f"sqlite:///{busy}", "--convert-pages"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"gradwatch serve: {busy} is in use (database is locked): stop ")
+        assert err.rstrip().endswith("then run this again; nothing was changed")
+        assert _page_size(busy) == 4096
+        assert server.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert server.execute("SELECT x FROM t").fetchall() == [(1,)]
+
+    with pytest.raises(ServerConfigError, match="PostgreSQL sizes its own pages"):
+        convert_pages("postgresql://u@127.0.0.1:1/none")
+    with pytest.raises(ServerConfigError, match=r"no database at .*: nothing to convert"):
+        convert_pages(f"sqlite:///{tmp_path / 'missing.db'}")
+    text = tmp_path / "notes.db"
+    text.write_text("not a database, but long enough to have a header\n")
+    with pytest.raises(ServerConfigError, match="is not a SQLite database"):
+        convert_pages(f"sqlite:///{text}")
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    with pytest.raises(ServerConfigError, match="is empty: the server gives it 32 KiB pages"):
+        convert_pages(f"sqlite:///{empty}")
