@@ -41,6 +41,12 @@ MAX_FORWARDS = 4  # forwards (inputs only) kept per model and step: gradient acc
 MAX_LOSSES = 4  # loss nodes kept per step (their saved tensors are freed by backward)
 _OUTPUT = "gradwatch_model_output"  # metadata key on the autograd node of a model output
 MAX_REPLAYS = 8  # localisations per run: bounds the cost of a run that keeps going NaN
+#: why a step was not replayed when no forward of a watched model ran with gradients in it
+NO_FORWARD = (
+    "the watched model's own forward() did not run in this step (training code that calls "
+    "its submodules directly, as a LightningModule's training_step calling self.net(x) "
+    "does, is not captured), so there was nothing to replay"
+)
 _RISKY = ("Log", "Div", "Exp", "Pow", "Sqrt", "Rsqrt", "Reciprocal", "Xlogy", "Acos", "Asin")
 
 
@@ -208,7 +214,7 @@ class NanOrigin:
 
     def _replays(self, keys: list[str]) -> dict[str, Any] | None:
         if not any(self.forwards.get(k) for k in keys):
-            return {"found": False, "reason": "no training forward of the model in this step"}
+            return {"found": False, "reason": NO_FORWARD}
         for key in keys:
             for i, c in enumerate(self.forwards.get(key, ())):
                 given = [*tensors(c.args, "args"), *tensors(c.kwargs, "kwargs")]

@@ -10,6 +10,7 @@ import torch
 
 import gradwatch
 from gradwatch.checks.findings import Finding
+from gradwatch.nan.origin import NO_FORWARD
 from gradwatch.session.handle import Run
 from tests.collector.scripts import nan_train
 
@@ -159,3 +160,32 @@ def test_switched_off_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("GRADWATCH_NAN_ORIGIN", "maybe")
     with pytest.raises(gradwatch.ConfigError, match="GRADWATCH_NAN_ORIGIN"):
         trained("log-softmax")
+
+
+def test_a_model_whose_own_forward_never_runs_is_said_so_not_localised() -> None:
+    class Wrapper(torch.nn.Module):  # like a LightningModule: training calls self.net
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+
+    torch.manual_seed(0)
+    model = Wrapper()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    checks = {"all": "record", "nonfinite-loss": "warn", "nonfinite-grad": "warn"}
+    run = gradwatch.watch(model, opt, checks=checks)
+    for step in range(1, 5):
+        x = torch.randn(16, 4)
+        if step == 3:
+            x[0, 0] = float("nan")
+        opt.zero_grad()
+        model.net(x).pow(2).mean().backward()
+        opt.step()
+    run.close()
+    f = first(run, "nonfinite-loss")
+    origin = f.details["origin"]
+    assert f.step == 3 and (origin["found"], origin["step"], origin["reason"]) == (
+        False,
+        3,
+        NO_FORWARD,
+    )
+    assert f.message == f"the loss is nan. Origin not localised: {NO_FORWARD}."
