@@ -384,15 +384,11 @@ def main() -> None:
                 ]
         finally:
             server.stop()
+    machine = f"{capacity.machine()}, load average {load_avg:.1f} (1 min, while measuring)"
     report: dict[str, Any] = {
-        "command": "python benchmarks/dashboard.py " + " ".join(sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{capacity.machine()}, load average {load_avg:.1f} (1 min, while measuring)",
-        "steps": args.steps,
-        "tensors": args.tensors,
+        **report_head("dashboard.py", args, machine),
         "load_seconds": round(load_s, 1),
         "settle_seconds": settle_s,
-        "reps": args.reps,
         "pause_s": args.pause,
         "live_runs": args.load,
         "interval_s": args.interval,
@@ -408,6 +404,21 @@ def main() -> None:
         "last_page_load": breakdown,
     }
     write_report(report, Path(args.out), markdown)
+
+
+def report_head(
+    script: str, args: argparse.Namespace, machine: str | None = None
+) -> dict[str, Any]:
+    """What every run-page benchmark's report starts with: its command, the date, the
+    machine (``capacity.machine()`` unless given) and the run's size and load count."""
+    return {
+        "command": f"python benchmarks/{script} " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": machine or capacity.machine(),
+        "steps": args.steps,
+        "tensors": args.tensors,
+        "reps": args.reps,
+    }
 
 
 def write_report(

@@ -151,12 +151,7 @@ def main() -> None:
             for server in servers:
                 server.stop()
     report: dict[str, Any] = {
-        "command": "python benchmarks/run_page_ab.py " + " ".join(sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": capacity.machine(),
-        "steps": args.steps,
-        "tensors": args.tensors,
-        "reps": args.reps,
+        **dashboard.report_head("run_page_ab.py", args),
         "latency_ms": args.latency_ms,
         "before": args.before,
         "after": args.after,

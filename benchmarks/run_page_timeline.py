@@ -167,12 +167,7 @@ def main() -> None:
     counted = loads[2:] or loads
     keys = [k for k in loads[-1] if all(k in load for load in counted)]
     report: dict[str, Any] = {
-        "command": "python benchmarks/run_page_timeline.py " + " ".join(sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": capacity.machine(),
-        "steps": args.steps,
-        "tensors": args.tensors,
-        "reps": args.reps,
+        **dashboard.report_head("run_page_timeline.py", args),
         "median_ms": {k: round(statistics.median(d[k] for d in counted), 1) for k in keys},
         "loads": [round(d["page drawn (READY)"]) for d in loads],
         "per_load_ms": [{k: round(v, 1) for k, v in d.items()} for d in loads],
