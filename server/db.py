@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, exc
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, create_engine
 
@@ -74,10 +74,10 @@ def make_engine(url: str, *, pool_size: int | None = None) -> Engine:
     url = normalize_url(url)
     if not url.startswith("sqlite"):
         return create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=8)
-    database = make_url(url).database
-    in_memory = database in (None, "", ":memory:")
-    if not in_memory:
-        Path(str(database)).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    path = sqlite_file(make_url(url))
+    in_memory = path is None
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
     kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
     if in_memory:
         kwargs["poolclass"] = StaticPool
@@ -162,9 +162,10 @@ class PageConversion:
         return self.old_page_size != self.new_page_size
 
 
-def sqlite_file(url: str) -> Path | None:
-    """The file of a SQLite URL; None for PostgreSQL and for a database in memory."""
-    parsed = make_url(normalize_url(url))
+def sqlite_file(url: str | URL) -> Path | None:
+    """The file of a SQLite URL (an engine's ``url`` too); None for PostgreSQL and for a
+    database in memory."""
+    parsed = url if isinstance(url, URL) else make_url(normalize_url(url))
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     return Path(str(parsed.database)).expanduser()
@@ -203,8 +204,7 @@ def convert_pages(url: str) -> PageConversion:
     if not path.is_file():
         raise ServerConfigError(f"no database at {path}: nothing to convert")
     old = page_size_of(path)
-    wal = path.with_name(path.name + "-wal")
-    before = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    before = _on_disk(path)
     if old == PAGE_SIZE:
         return PageConversion(path, old, old, before, before, 0.0)
     need = 2 * before
@@ -245,5 +245,10 @@ def convert_pages(url: str) -> PageConversion:
         conn.close()
     if new != PAGE_SIZE:
         raise ServerConfigError(f"{path} still has {new:,}-byte pages after VACUUM")
-    after = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
-    return PageConversion(path, old, new, before, after, time.monotonic() - started)
+    return PageConversion(path, old, new, before, _on_disk(path), time.monotonic() - started)
+
+
+def _on_disk(path: Path) -> int:
+    """Bytes of a SQLite database and its WAL file."""
+    wal = path.with_name(path.name + "-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)

@@ -52,7 +52,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
-from gradwatch.server.db import make_engine, write_session
+from gradwatch.server.db import make_engine, sqlite_file, write_session
 from gradwatch.server.exceptions import RequestError
 from gradwatch.server.frame_ingest import batchable, store_batch
 from gradwatch.server.prepare_helper import HelperUnavailableError, PrepareHelper
@@ -544,7 +544,7 @@ def _release(waiters: list[asyncio.Future[None]]) -> None:
 
 def _sqlite_file(engine: Engine) -> bool:
     """Whether ``engine`` is a SQLite database in a file (not in memory, not PostgreSQL)."""
-    return engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:")
+    return sqlite_file(engine.url) is not None
 
 
 class GroupBrokenError(Exception):
