@@ -218,8 +218,8 @@ def overview_times(url: str, run: str, reps: int) -> tuple[list[float], int]:
 
 def callback_times(url: str, run: str, reps: int) -> list[float]:
     """Seconds the run page's data requests take (the callback's work, no browser)."""
-    from gradwatch.dashboard.api_client import Api
-    from gradwatch.dashboard.pages.run import fetch, view
+    from gradwatch_dashboard.api_client import Api
+    from gradwatch_dashboard.pages.run import fetch, view
 
     api, out = Api(url), []
     for _ in range(reps):

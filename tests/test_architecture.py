@@ -16,8 +16,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: source folder -> import name (pyproject's package-dir)
-TREES = {"collector": "gradwatch", "server": "gradwatch.server", "dashboard": "gradwatch.dashboard"}
+#: the top folders; below each, a module's path is its import name (pyproject's packages.find)
+TREES = ("collector", "server", "dashboard")
 #: plain modules allowed directly in collector/ (issue 21: at most 12)
 MAX_TOP_LEVEL = 12
 #: parallel trees: one module per resource in each, so their modules may share basenames
@@ -27,8 +27,8 @@ PARALLEL = {
     "gradwatch.commands",
     "gradwatch.checks",
     "gradwatch.lint.rules",
-    "gradwatch.server.api.routes",
-    "gradwatch.dashboard.pages",
+    "gradwatch_server.api.routes",
+    "gradwatch_dashboard.pages",
 }
 #: the same role in two parallel trees, named once here: the catalogue of the run-time checks
 #: (gradwatch.catalogue) and that of the static lint rules that mirror them
@@ -36,13 +36,13 @@ SAME_ROLE = {"catalogue": {"gradwatch.catalogue", "gradwatch.lint.catalogue"}}
 
 
 def _module_name(path: Path) -> str:
-    for folder, name in TREES.items():
+    for folder in TREES:
         base = ROOT / folder
         if path.is_relative_to(base):
             parts = list(path.relative_to(base).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
-            return ".".join([name, *parts])
+            return ".".join(parts)
     raise AssertionError(path)
 
 
@@ -151,7 +151,9 @@ def test_no_import_cycle() -> None:
 
 def test_collector_top_level_is_small() -> None:
     plain = sorted(
-        p.name for p in (ROOT / "collector").glob("*.py") if p.name not in {"__init__.py"}
+        p.name
+        for p in (ROOT / "collector" / "gradwatch").glob("*.py")
+        if p.name not in {"__init__.py"}
     )
     assert len(plain) <= MAX_TOP_LEVEL, plain
 

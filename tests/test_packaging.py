@@ -32,6 +32,10 @@ SMOKE = textwrap.dedent("""
     assert [row.step for row in load_run(run.dir).steps[0]] == [1, 2, 3]
     from gradwatch.stats import hostnorms
     assert "gw_sumsq" in hostnorms.source()  # the kernel's source ships in every mode
+    import importlib.util
+    for name in ("gradwatch_server.app", "gradwatch_dashboard.dash_app"):  # found, not imported:
+        spec = importlib.util.find_spec(name)  # their web stack is the [server] extra
+        assert spec is not None and spec.origin.endswith(name.replace(".", "/") + ".py"), name
     print("ok", gradwatch.__version__)
 """)
 
@@ -52,16 +56,20 @@ def test_wheel_sdist_and_editable_installs_work_in_a_clean_venv(tmp_path: Path) 
     run([*pip, "wheel", "--no-deps", "-w", str(dist), str(ROOT)])
     (wheel,) = dist.glob("gradwatch-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert {"gradwatch/dashboard/pages/run.py", "gradwatch/dashboard/assets/gradwatch.css"} <= set(
-        names
-    )
-    # every collector module, subpackages included (each must be in pyproject's package list)
+    # every module of the three packages (found by setuptools, not listed by hand), each at the
+    # path its import name says
     sources = {
-        "gradwatch/" + p.relative_to(ROOT / "collector").as_posix()
-        for p in (ROOT / "collector").rglob("*.py")
+        p.relative_to(ROOT / top).as_posix()
+        for top in ("collector", "server", "dashboard")
+        for p in (ROOT / top).rglob("*.py")
         if "__pycache__" not in p.parts
     }
+    assert {"gradwatch_server/app.py", "gradwatch_dashboard/pages/run.py"} <= sources
     assert sources - set(names) == set()
+    assert {
+        "gradwatch_dashboard/assets/gradwatch.css",
+        "gradwatch_server/migrations/script.py.mako",
+    } <= set(names)
     assert "gradwatch/stats/hostnorms.c" in names  # the C kernel is package data
     work = tmp_path / "work"  # outside the source tree, so nothing is imported from it
     work.mkdir()

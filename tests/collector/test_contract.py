@@ -75,11 +75,11 @@ def test_shared_names_are_defined_once_in_the_contract() -> None:
         for path in (ROOT / folder).rglob("*.py"):
             for name in _assigned_names(path) & shared:
                 definers[name].append(str(path.relative_to(ROOT)))
-    assert definers == {name: ["collector/contract.py"] for name in shared}
+    assert definers == {name: ["collector/gradwatch/contract.py"] for name in shared}
 
 
 def test_the_server_validates_against_the_contract() -> None:
-    from gradwatch.server import frame_rows as records
+    from gradwatch_server import frame_rows as records
 
     assert records.SEVERITIES is contract.SEVERITIES
     assert records.ROLES is contract.ROLES

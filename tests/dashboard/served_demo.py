@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gradwatch.commands.demo import alert_rule
-from gradwatch.dashboard.api_client import Api
-from gradwatch.server.settings import default_db_url
+from gradwatch_dashboard.api_client import Api
+from gradwatch_server.settings import default_db_url
 from tests.dashboard.conftest import serve
 from tests.server.live import wait_for
 

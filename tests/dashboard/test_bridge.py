@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import flask
 import uvicorn
 
-from gradwatch.dashboard.bridge import Bounded, bridge
+from gradwatch_dashboard.bridge import Bounded, bridge
 from tests.server.live import wait_for
 
 

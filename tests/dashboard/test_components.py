@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradwatch.dashboard.components import findings_list
+from gradwatch_dashboard.components import findings_list
 
 
 def texts(component: Any) -> list[str]:

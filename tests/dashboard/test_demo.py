@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from gradwatch.dashboard.api_client import Api
-from gradwatch.dashboard.values import floats
+from gradwatch_dashboard.api_client import Api
+from gradwatch_dashboard.values import floats
 from tests.dashboard.conftest import DEMO_STEPS
 
 

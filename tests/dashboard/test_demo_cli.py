@@ -14,7 +14,7 @@ import pytest
 
 from gradwatch import cli
 from gradwatch.checks import incidents as views_of
-from gradwatch.dashboard.api_client import Api
+from gradwatch_dashboard.api_client import Api
 from tests.dashboard.served_demo import alerted, watched_demo
 
 

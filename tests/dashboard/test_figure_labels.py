@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gradwatch.dashboard import compare_figures, figures
+from gradwatch_dashboard import compare_figures, figures
 
 LINK = '<a href="https://evil.example">w</a>'
 ESCAPED = '&lt;a href="https://evil.example"&gt;w&lt;/a&gt;'

@@ -9,12 +9,12 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from gradwatch.dashboard import compare_figures as cf
-from gradwatch.dashboard import figures
-from gradwatch.dashboard.components import flatten
-from gradwatch.dashboard.explain import explain, first_nonfinite, lifecycle_anomalies
-from gradwatch.dashboard.pages.run import as_grid, bad_counts
-from gradwatch.dashboard.values import floats, fmt, grid
+from gradwatch_dashboard import compare_figures as cf
+from gradwatch_dashboard import figures
+from gradwatch_dashboard.components import flatten
+from gradwatch_dashboard.explain import explain, first_nonfinite, lifecycle_anomalies
+from gradwatch_dashboard.pages.run import as_grid, bad_counts
+from gradwatch_dashboard.values import floats, fmt, grid
 
 NAN, INF = math.nan, math.inf
 

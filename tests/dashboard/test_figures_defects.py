@@ -8,10 +8,10 @@ from typing import Any
 
 from dash import dcc, html
 
-from gradwatch.dashboard import compare_figures as cf
-from gradwatch.dashboard import figures
-from gradwatch.dashboard.components import findings_list, health, status_badge
-from gradwatch.dashboard.pages.run import WINDOW, lifecycle_start
+from gradwatch_dashboard import compare_figures as cf
+from gradwatch_dashboard import figures
+from gradwatch_dashboard.components import findings_list, health, status_badge
+from gradwatch_dashboard.pages.run import WINDOW, lifecycle_start
 
 
 def walk(node: Any) -> list[Any]:

@@ -12,7 +12,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 
-from gradwatch.dashboard.api_client import Api
+from gradwatch_dashboard.api_client import Api
 from tests.dashboard.browser import chromium, drawn, text, wait
 from tests.dashboard.conftest import DEMO_STEPS
 from tests.dashboard.served_demo import watched_demo

@@ -11,10 +11,10 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.dashboard.api_client import Api
-from gradwatch.dashboard.components import findings_list
-from gradwatch.dashboard.pages import runs
-from gradwatch.server.settings import Settings
+from gradwatch_dashboard.api_client import Api
+from gradwatch_dashboard.components import findings_list
+from gradwatch_dashboard.pages import runs
+from gradwatch_server.settings import Settings
 from tests.dashboard.test_components import texts
 from tests.server.live import live_server, sqlite_with
 from tests.server.training import job_of_two, train

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from gradwatch.dashboard.api_client import TOKEN_COOKIE
-from gradwatch.dashboard.login import CSRF_COOKIE
-from gradwatch.server.app import create_app
-from gradwatch.server.settings import Settings
+from gradwatch_dashboard.api_client import TOKEN_COOKIE
+from gradwatch_dashboard.login import CSRF_COOKIE
+from gradwatch_server.app import create_app
+from gradwatch_server.settings import Settings
 
 
 @pytest.fixture

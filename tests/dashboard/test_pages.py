@@ -12,11 +12,11 @@ import plotly
 import pytest
 from dash import html, no_update
 
-from gradwatch.dashboard import ids
-from gradwatch.dashboard.api_client import Api, ApiError
-from gradwatch.dashboard.dash_app import create_dash, route
-from gradwatch.dashboard.dash_app import routed as routed_call
-from gradwatch.dashboard.pages import alerts, compare, run, runs
+from gradwatch_dashboard import ids
+from gradwatch_dashboard.api_client import Api, ApiError
+from gradwatch_dashboard.dash_app import create_dash, route
+from gradwatch_dashboard.dash_app import routed as routed_call
+from gradwatch_dashboard.pages import alerts, compare, run, runs
 from tests.dashboard.conftest import DEMO_STEPS
 
 pytestmark = pytest.mark.slow  # the demo's five trainings run once per session

@@ -28,9 +28,9 @@ from typing import Any
 
 from sqlalchemy import text
 
-from gradwatch.server.db import make_engine
 from gradwatch.transport.local_reader import load_run
 from gradwatch.transport.spool import read_spool
+from gradwatch_server.db import make_engine
 from tests.server.live import wait_for
 from tests.server.test_commands import free_port
 

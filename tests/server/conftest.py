@@ -21,10 +21,10 @@ from psycopg import sql
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from gradwatch.server.app import create_app
-from gradwatch.server.db import make_engine
-from gradwatch.server.migrate import migrate
-from gradwatch.server.settings import Settings
+from gradwatch_server.app import create_app
+from gradwatch_server.db import make_engine
+from gradwatch_server.migrate import migrate
+from gradwatch_server.settings import Settings
 
 PG_ADMIN = os.environ.get("GRADWATCH_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 TABLES = (

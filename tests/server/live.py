@@ -11,11 +11,11 @@ from pathlib import Path
 import uvicorn
 from sqlalchemy import Engine
 
-from gradwatch.server.app import create_app
-from gradwatch.server.db import make_engine
-from gradwatch.server.migrate import migrate
-from gradwatch.server.settings import Settings
-from gradwatch.server.spool_import import import_run
+from gradwatch_server.app import create_app
+from gradwatch_server.db import make_engine
+from gradwatch_server.migrate import migrate
+from gradwatch_server.settings import Settings
+from gradwatch_server.spool_import import import_run
 
 
 @contextmanager

@@ -20,13 +20,13 @@ from torch import nn
 
 import gradwatch
 from gradwatch.paths import runs_dir
-from gradwatch.server.app import create_app, webhook_policy
-from gradwatch.server.db import make_engine
-from gradwatch.server.live_drift import drift_pass
-from gradwatch.server.migrate import migrate
-from gradwatch.server.settings import Settings
-from gradwatch.server.spool_import import import_run
-from gradwatch.server.webhooks import SIGNATURE_HEADER, deliver_pass
+from gradwatch_server.app import create_app, webhook_policy
+from gradwatch_server.db import make_engine
+from gradwatch_server.live_drift import drift_pass
+from gradwatch_server.migrate import migrate
+from gradwatch_server.settings import Settings
+from gradwatch_server.spool_import import import_run
+from gradwatch_server.webhooks import SIGNATURE_HEADER, deliver_pass
 from tests.collector.drift_runs import SCRIPT
 from tests.server.live import live_server, sqlite_with, wait_for
 from tests.server.receiver import receiver

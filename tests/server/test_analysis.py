@@ -16,7 +16,7 @@ import pytest
 
 import gradwatch
 from gradwatch.analysis.selection import Selection
-from gradwatch.server.settings import Settings
+from gradwatch_server.settings import Settings
 from tests.collector.analysis.recorded import BAD_STEP, STEPS, train
 from tests.server.live import live_server, wait_for
 

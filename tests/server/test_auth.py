@@ -7,12 +7,12 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from gradwatch.server.app import create_app
-from gradwatch.server.cli_actions import check_bind, new_token
-from gradwatch.server.db import make_engine
-from gradwatch.server.exceptions import ServerConfigError
-from gradwatch.server.settings import Settings
 from gradwatch.wire import Kind, Record
+from gradwatch_server.app import create_app
+from gradwatch_server.cli_actions import check_bind, new_token
+from gradwatch_server.db import make_engine
+from gradwatch_server.exceptions import ServerConfigError
+from gradwatch_server.settings import Settings
 from tests.server import frames as f
 
 

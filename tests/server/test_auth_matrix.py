@@ -20,7 +20,8 @@ from fastapi import Depends, FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from gradwatch.server.api.deps import (
+from gradwatch.wire import Kind, Record, encode_frame
+from gradwatch_server.api.deps import (
     PUBLIC,
     AccessDep,
     ReadAccess,
@@ -28,12 +29,11 @@ from gradwatch.server.api.deps import (
     app_routes,
     undecided_routes,
 )
-from gradwatch.server.app import create_app
-from gradwatch.server.auth import Access
-from gradwatch.server.cli_actions import new_token, revoke
-from gradwatch.server.db import make_engine
-from gradwatch.server.settings import Settings
-from gradwatch.wire import Kind, Record, encode_frame
+from gradwatch_server.app import create_app
+from gradwatch_server.auth import Access
+from gradwatch_server.cli_actions import new_token, revoke
+from gradwatch_server.db import make_engine
+from gradwatch_server.settings import Settings
 from tests.server import frames as f
 
 MARK = "run-of-a-7f3c2e"  # project a's run: must never appear in a reply to project b
@@ -125,7 +125,7 @@ def test_every_route_declares_an_access_decision(locked: Locked) -> None:
     assert undecided_routes(locked.app) == [], (
         "these routes take no access decision; add `access: ReadAccess` or "
         "`access: WriteAccess` to the handler, or `dependencies=PUBLIC` to the decorator "
-        "(see gradwatch.server.api.deps)"
+        "(see gradwatch_server.api.deps)"
     )
     routes = app_routes(locked.app)
     others = {r.path for r in routes if not r.api}

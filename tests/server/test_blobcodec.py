@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradwatch.server.blobcodec import pack, unpack_bytes, unpack_rows
+from gradwatch_server.blobcodec import pack, unpack_bytes, unpack_rows
 
 SPECIAL = [np.nan, np.inf, -np.inf, -0.0, 0.0, 5e-324, 1e-45, 3.4e38, -1e308]
 

@@ -14,12 +14,12 @@ from fastapi.testclient import TestClient
 from sqlmodel import SQLModel
 
 from gradwatch.cli import main
-from gradwatch.server.app import create_app
-from gradwatch.server.cli_actions import small_pages_hint
-from gradwatch.server.db import PAGE_SIZE, convert_pages, make_engine, normalize_url
-from gradwatch.server.exceptions import ServerConfigError
-from gradwatch.server.migrate import migrate
-from gradwatch.server.settings import Settings
+from gradwatch_server.app import create_app
+from gradwatch_server.cli_actions import small_pages_hint
+from gradwatch_server.db import PAGE_SIZE, convert_pages, make_engine, normalize_url
+from gradwatch_server.exceptions import ServerConfigError
+from gradwatch_server.migrate import migrate
+from gradwatch_server.settings import Settings
 from tests.server import frames as f
 
 

@@ -11,12 +11,12 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from gradwatch.server import crud, groups
-from gradwatch.server.db import make_engine, write_session
-from gradwatch.server.live_drift import _first_looks, _first_seeds, _seed
-from gradwatch.server.migrate import migrate
-from gradwatch.server.models import DriftState, Fingerprint, GroupBaseline, Run
-from gradwatch.server.store import ensure_project, insert_ignore
+from gradwatch_server import crud, groups
+from gradwatch_server.db import make_engine, write_session
+from gradwatch_server.live_drift import _first_looks, _first_seeds, _seed
+from gradwatch_server.migrate import migrate
+from gradwatch_server.models import DriftState, Fingerprint, GroupBaseline, Run
+from gradwatch_server.store import ensure_project, insert_ignore
 
 
 def _seeds(seed: int | None) -> dict[str, Any]:

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from gradwatch.server.app import create_app
-from gradwatch.server.ingest_writer import IngestJob
-from gradwatch.server.settings import Settings
 from gradwatch.wire import Array, Kind, Record, encode_frame, from_jsonable
+from gradwatch_server.app import create_app
+from gradwatch_server.ingest_writer import IngestJob
+from gradwatch_server.settings import Settings
 from tests.server import frames as f
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gradwatch.server.frame_rows import dump_json
 from gradwatch.wire import from_jsonable, to_jsonable
+from gradwatch_server.frame_rows import dump_json
 
 
 def _walked(value: Any) -> str:
@@ -45,9 +45,9 @@ def test_dump_json_refuses_what_the_walk_refuses() -> None:
 
 
 def test_the_tensor_list_fast_check_accepts_and_refuses_as_the_named_checks() -> None:
-    from gradwatch.server import validate as v
-    from gradwatch.server.exceptions import RequestError
-    from gradwatch.server.recordmeta import checked_tensors
+    from gradwatch_server import validate as v
+    from gradwatch_server.exceptions import RequestError
+    from gradwatch_server.recordmeta import checked_tensors
 
     where = v.Where(1, "RUN_START")
     good = [{"name": "0.weight", "optimizer": 0}, {"name": "é.ß", "optimizer": 1 << 20}]
@@ -76,8 +76,8 @@ def test_the_tensor_list_fast_check_accepts_and_refuses_as_the_named_checks() ->
     ],
 )
 def test_a_received_meta_is_stored_as_its_text_and_reads_back_the_same(meta: Any) -> None:
-    from gradwatch.server.frame_rows import meta_text
     from gradwatch.wire import Kind, Record, decode_record, encode_record
+    from gradwatch_server.frame_rows import meta_text
 
     received = decode_record(encode_record(Record(Kind.FINGERPRINT, meta)))
     text = meta_text(received)
@@ -86,8 +86,8 @@ def test_a_received_meta_is_stored_as_its_text_and_reads_back_the_same(meta: Any
 
 
 def test_a_meta_that_is_not_ascii_or_built_in_memory_is_encoded_as_before() -> None:
-    from gradwatch.server.frame_rows import meta_text
     from gradwatch.wire import Kind, Record, decode_record, encode_record
+    from gradwatch_server.frame_rows import meta_text
 
     meta = {"host": "zürich", "loss": math.nan}
     received = decode_record(encode_record(Record(Kind.FINGERPRINT, meta)))

@@ -14,11 +14,11 @@ from torch import nn
 
 import gradwatch
 from gradwatch.checks.findings import finding
-from gradwatch.server.app import create_app, webhook_policy
-from gradwatch.server.db import make_engine
-from gradwatch.server.settings import Settings
-from gradwatch.server.spool_import import import_run
-from gradwatch.server.webhooks import deliver_pass
+from gradwatch_server.app import create_app, webhook_policy
+from gradwatch_server.db import make_engine
+from gradwatch_server.settings import Settings
+from gradwatch_server.spool_import import import_run
+from gradwatch_server.webhooks import deliver_pass
 from tests.server.receiver import receiver
 from tests.server.training import job_of_two, train
 
@@ -115,7 +115,7 @@ def test_the_api_lists_the_runs_of_one_job(
 def test_the_migration_groups_findings_stored_before_it(db_url: str) -> None:
     from alembic import command
 
-    from gradwatch.server.migrate import alembic_config
+    from gradwatch_server.migrate import alembic_config
 
     engine = make_engine(db_url)
     with engine.connect() as conn:

@@ -10,9 +10,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from gradwatch.server.app import _SkipStoredIngest, create_app, quiet_ingest_access_log
-from gradwatch.server.cli_actions import new_token
-from gradwatch.server.settings import Settings
+from gradwatch_server.app import _SkipStoredIngest, create_app, quiet_ingest_access_log
+from gradwatch_server.cli_actions import new_token
+from gradwatch_server.settings import Settings
 from tests.server import frames as f
 from tests.server.live import live_server
 

@@ -12,14 +12,14 @@ import pytest
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from gradwatch.server.api.routes.ingest import store_in
-from gradwatch.server.auth import Access
-from gradwatch.server.db import make_engine
-from gradwatch.server.exceptions import RequestError
-from gradwatch.server.frame_ingest import decode_body, parse_frames
-from gradwatch.server.ingest_writer import IngestJob, IngestWriter
-from gradwatch.server.migrate import migrate
-from gradwatch.server.models import IngestedFrame, Run
+from gradwatch_server.api.routes.ingest import store_in
+from gradwatch_server.auth import Access
+from gradwatch_server.db import make_engine
+from gradwatch_server.exceptions import RequestError
+from gradwatch_server.frame_ingest import decode_body, parse_frames
+from gradwatch_server.ingest_writer import IngestJob, IngestWriter
+from gradwatch_server.migrate import migrate
+from gradwatch_server.models import IngestedFrame, Run
 from tests.server.frames import simple_run
 
 OPEN = Access(None, None)
@@ -130,7 +130,7 @@ def test_a_request_the_database_fails_once_is_tried_again_before_any_503(db_url:
     every try gets the 503 (a database failure injected into the job's store)."""
     from sqlalchemy.exc import OperationalError
 
-    from gradwatch.server.ingest_writer import RETRIES
+    from gradwatch_server.ingest_writer import RETRIES
 
     engine = make_engine(db_url)
     migrate(engine)
@@ -211,7 +211,7 @@ def test_sqlite_wal_checkpoints_run_on_a_thread_of_their_own(
     """On a SQLite file the writer wakes ``gradwatch-checkpoint`` every
     ``CHECKPOINT_BYTES`` stored; its PASSIVE checkpoint copies the WAL into the database
     file while the writer goes on, and every stored frame is read back after it."""
-    from gradwatch.server import ingest_writer
+    from gradwatch_server import ingest_writer
 
     monkeypatch.setattr(ingest_writer, "CHECKPOINT_BYTES", 1)
     engine = make_engine(f"sqlite:///{tmp_path / 'gw.db'}")
@@ -235,7 +235,7 @@ def test_sqlite_wal_checkpoints_run_on_a_thread_of_their_own(
 
 
 def test_no_checkpointer_where_sqlite_does_not_keep_a_wal(pg_url: str) -> None:
-    from gradwatch.server.ingest_writer import Checkpointer
+    from gradwatch_server.ingest_writer import Checkpointer
 
     for url in (pg_url, "sqlite://"):
         engine = make_engine(url)
@@ -311,7 +311,7 @@ def _run_columns(session: Session, run: str) -> tuple[Any, ...]:
 
 
 def _blobs(session: Session, run: str) -> list[tuple[Any, ...]]:
-    from gradwatch.server.models import SeriesBlob
+    from gradwatch_server.models import SeriesBlob
 
     query = select(SeriesBlob.seq, SeriesBlob.name, SeriesBlob.dtype, SeriesBlob.data).where(  # type: ignore[call-overload]
         SeriesBlob.run_id == run
@@ -347,7 +347,7 @@ def test_requests_of_stored_runs_are_stored_together_as_each_would_be_alone(
     group = [j for r in runs for j in rest(r)]
     group.append(_batch_job("run-new", b"".join(simple_run("run-new")[1:3])))  # no start
     group.append(_batch_job("run-s", b"".join(secret[2:4]), Access("default", "write")))
-    from gradwatch.server import ingest_writer
+    from gradwatch_server import ingest_writer
 
     batched: list[list[str]] = []
     real = ingest_writer.store_batch
@@ -388,7 +388,7 @@ def test_a_batch_that_fails_is_rolled_back_and_its_jobs_stored_alone(
     """Should ``store_batch`` raise halfway (after some of its statements ran), its
     savepoint is rolled back and every one of its requests is stored alone: nothing is
     lost or stored twice."""
-    from gradwatch.server import ingest_writer
+    from gradwatch_server import ingest_writer
 
     engine = make_engine(db_url)
     migrate(engine)

@@ -8,11 +8,11 @@ import urllib.request
 import pytest
 from fastapi.testclient import TestClient
 
-from gradwatch.dashboard.bridge import WORKERS
-from gradwatch.server import series
-from gradwatch.server.app import create_app
-from gradwatch.server.series import MAX_REPLY_VALUES
-from gradwatch.server.settings import Settings
+from gradwatch_dashboard.bridge import WORKERS
+from gradwatch_server import series
+from gradwatch_server.app import create_app
+from gradwatch_server.series import MAX_REPLY_VALUES
+from gradwatch_server.settings import Settings
 from tests.server import frames as f
 from tests.server.live import live_server
 

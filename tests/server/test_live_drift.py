@@ -14,15 +14,15 @@ from fastapi.testclient import TestClient
 from gradwatch import cli
 from gradwatch.drift.verdict import compare, from_local
 from gradwatch.paths import runs_dir
-from gradwatch.server.app import create_app
-from gradwatch.server.db import make_engine, write_session
-from gradwatch.server.live_drift import drift_pass, envelope_pass
-from gradwatch.server.migrate import migrate
-from gradwatch.server.models import DriftState
-from gradwatch.server.settings import Settings
-from gradwatch.server.spool_import import import_run
-from gradwatch.server.store import insert_ignore
 from gradwatch.transport.local_reader import load_run
+from gradwatch_server.app import create_app
+from gradwatch_server.db import make_engine, write_session
+from gradwatch_server.live_drift import drift_pass, envelope_pass
+from gradwatch_server.migrate import migrate
+from gradwatch_server.models import DriftState
+from gradwatch_server.settings import Settings
+from gradwatch_server.spool_import import import_run
+from gradwatch_server.store import insert_ignore
 from tests.collector.drift_runs import BUGGY
 from tests.server import frames as f
 from tests.server.live import live_server

@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 import gradwatch
-from gradwatch.server.app import create_app
-from gradwatch.server.settings import Settings
+from gradwatch_server.app import create_app
+from gradwatch_server.settings import Settings
 from tests.collector.scripts import nan_train
 from tests.server.live import wait_for
 

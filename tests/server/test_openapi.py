@@ -10,9 +10,9 @@ import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 
-from gradwatch.server.app import create_app
-from gradwatch.server.settings import Settings
 from gradwatch.wire import FRAME_CONTENT_TYPE
+from gradwatch_server.app import create_app
+from gradwatch_server.settings import Settings
 from tests.server import frames as f
 
 schemathesis.serializer.alias(FRAME_CONTENT_TYPE, "application/octet-stream")

@@ -8,8 +8,8 @@ import math
 import numpy as np
 from fastapi.testclient import TestClient
 
-from gradwatch.server.jsonresp import decode_float
-from gradwatch.server.overview import BLOCK
+from gradwatch_server.jsonresp import decode_float
+from gradwatch_server.overview import BLOCK
 from tests.server import frames as f
 
 

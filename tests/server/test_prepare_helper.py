@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session
 
-from gradwatch.server.api.routes.ingest import request_job
-from gradwatch.server.auth import OPEN
-from gradwatch.server.db import make_engine
-from gradwatch.server.exceptions import RequestError, ServerConfigError
-from gradwatch.server.ingest_writer import IngestWriter
-from gradwatch.server.migrate import migrate
-from gradwatch.server.models import Run
-from gradwatch.server.prepare_helper import HelperUnavailableError, PrepareHelper, prepare_body
-from gradwatch.server.settings import Settings
 from gradwatch.wire import Kind, Record, encode_frame
+from gradwatch_server.api.routes.ingest import request_job
+from gradwatch_server.auth import OPEN
+from gradwatch_server.db import make_engine
+from gradwatch_server.exceptions import RequestError, ServerConfigError
+from gradwatch_server.ingest_writer import IngestWriter
+from gradwatch_server.migrate import migrate
+from gradwatch_server.models import Run
+from gradwatch_server.prepare_helper import HelperUnavailableError, PrepareHelper, prepare_body
+from gradwatch_server.settings import Settings
 from tests.server.frames import simple_run
 
 
@@ -123,7 +123,7 @@ def test_a_server_with_a_helper_takes_requests_only_once_it_is_ready(tmp_path: P
     server's own thread while the helper imports."""
     from fastapi.testclient import TestClient
 
-    from gradwatch.server.app import create_app
+    from gradwatch_server.app import create_app
 
     settings = Settings(
         db_url=f"sqlite:///{tmp_path}/gw.db",

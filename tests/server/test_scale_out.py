@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from gradwatch.server.db import make_engine
 from gradwatch.transport.sender import INGEST_PATH, HTTPTransport
+from gradwatch_server.db import make_engine
 from tests.server import frames as f
 from tests.server.conftest import _empty
 from tests.server.live import wait_for

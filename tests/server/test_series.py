@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from gradwatch.server.jsonresp import decode_float
-from gradwatch.server.series import downsample
+from gradwatch_server.jsonresp import decode_float
+from gradwatch_server.series import downsample
 from tests.server import frames as f
 
 
@@ -87,8 +87,8 @@ def test_unknown_run_is_404(client: TestClient) -> None:
 def test_jsonable_values_are_written_as_the_strict_encoder_writes_them() -> None:
     import json
 
-    from gradwatch.server.jsonresp import dumps, encode_floats
-    from gradwatch.server.series import jsonable
+    from gradwatch_server.jsonresp import dumps, encode_floats
+    from gradwatch_server.series import jsonable
 
     cells = np.array([[1.0, np.nan, np.inf], [-np.inf, -0.0, 5e-324]])
     strict = json.dumps(encode_floats(cells.tolist()), separators=(",", ":")).encode()

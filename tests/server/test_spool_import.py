@@ -10,13 +10,13 @@ from sqlmodel import Session
 
 import gradwatch
 from gradwatch import paths
-from gradwatch.server.app import create_app
-from gradwatch.server.db import make_engine
-from gradwatch.server.migrate import migrate
-from gradwatch.server.models import Run
-from gradwatch.server.settings import Settings
-from gradwatch.server.spool_import import RECHECK_ENDED, SpoolImporter, import_run
 from gradwatch.transport.spool import SpoolWriter
+from gradwatch_server.app import create_app
+from gradwatch_server.db import make_engine
+from gradwatch_server.migrate import migrate
+from gradwatch_server.models import Run
+from gradwatch_server.settings import Settings
+from gradwatch_server.spool_import import RECHECK_ENDED, SpoolImporter, import_run
 from tests.server import frames as f
 from tests.server.live import wait_for
 from tests.server.training import make, spooled, train

@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
-from gradwatch.server.models import Run
-from gradwatch.server.status import StatusPolicy, pid_alive, run_status
+from gradwatch_server.models import Run
+from gradwatch_server.status import StatusPolicy, pid_alive, run_status
 
 POLICY = StatusPolicy(stalled_after=120.0, crashed_after=3600.0, host="here")
 NOW = 1_000_000.0

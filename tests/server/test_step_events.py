@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from fastapi.testclient import TestClient
 
-from gradwatch.server.step_events import window
 from gradwatch.wire import Array
+from gradwatch_server.step_events import window
 from tests.server import frames as f
 
 EVENTS = [["zero_grad", 0.001, ""], ["backward", 0.01, ""], ["step", 0.02, ""]]

@@ -14,12 +14,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from gradwatch.dashboard import ids
-from gradwatch.dashboard.api_client import Api
-from gradwatch.dashboard.pages import run as run_page
-from gradwatch.server.db import make_engine
-from gradwatch.server.settings import Settings
 from gradwatch.wire import FRAME_CONTENT_TYPE, Array, Kind, Record
+from gradwatch_dashboard import ids
+from gradwatch_dashboard.api_client import Api
+from gradwatch_dashboard.pages import run as run_page
+from gradwatch_server.db import make_engine
+from gradwatch_server.settings import Settings
 from tests.server import frames as f
 from tests.server.live import live_server
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gradwatch.server.targets import Target, TargetRefusedError, check_target
-from gradwatch.server.webhooks import WebhookPolicy, post
+from gradwatch_server.targets import Target, TargetRefusedError, check_target
+from gradwatch_server.webhooks import WebhookPolicy, post
 from tests.server.receiver import receiver
 
 

@@ -26,11 +26,11 @@ import pytest
 
 from gradwatch import cli
 from gradwatch.paths import runs_dir
-from gradwatch.server import groups
-from gradwatch.server.db import write_session
-from gradwatch.server.live_drift import drift_pass
-from gradwatch.server.models import Run
-from gradwatch.server.spool_import import import_run
+from gradwatch_server import groups
+from gradwatch_server.db import write_session
+from gradwatch_server.live_drift import drift_pass
+from gradwatch_server.models import Run
+from gradwatch_server.spool_import import import_run
 from tests.collector.demo_runs import record_demo
 from tests.collector.drift_runs import BUGGY
 from tests.server.live import sqlite_with, wait_for
@@ -118,7 +118,7 @@ def test_the_blocker_refuses_torch(tmp_path: Path) -> None:
 def test_the_server_and_the_comparison_core_import_without_torch(tmp_path: Path) -> None:
     """The quick check of the same premise (the test below is the end-to-end one)."""
     log = tmp_path / "refused.log"
-    modules = "gradwatch.server.app, gradwatch.server.cli_actions, gradwatch.drift.verdict"
+    modules = "gradwatch_server.app, gradwatch_server.cli_actions, gradwatch.drift.verdict"
     done = subprocess.run(
         [sys.executable, "-c", f"{NO_TORCH}import {modules}\n", str(log)],
         capture_output=True,

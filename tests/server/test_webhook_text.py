@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gradwatch.server.webhooks import body_of
+from gradwatch_server.webhooks import body_of
 
 ALERT = {
     "id": 1,

@@ -115,7 +115,7 @@ def test_server_findings_equal_the_local_ones(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path
 ) -> None:
     pytest.importorskip("uvicorn")
-    from gradwatch.server.settings import Settings
+    from gradwatch_server.settings import Settings
     from tests.server.live import live_server
 
     run = train(3, zero_grad=False)

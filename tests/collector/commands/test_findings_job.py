@@ -165,7 +165,7 @@ def test_the_server_gate_covers_every_run_of_the_newest_job(
     data_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from gradwatch.server.settings import Settings
+    from gradwatch_server.settings import Settings
     from tests.server.live import live_server
 
     monkeypatch.setenv("GRADWATCH_JOB", "job-ci")

@@ -1,4 +1,0 @@
-"""gradwatch.dashboard — the Plotly Dash app served by ``gradwatch serve``.
-
-It reads data only through the server's query layer (:mod:`gradwatch.server`).
-"""

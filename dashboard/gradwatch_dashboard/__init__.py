@@ -1,0 +1,4 @@
+"""gradwatch_dashboard — the Plotly Dash app served by ``gradwatch serve``.
+
+It reads data only through the server's query layer (:mod:`gradwatch_server`).
+"""

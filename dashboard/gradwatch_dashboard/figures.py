@@ -1,0 +1,383 @@
+"""Figures of the run page: pure functions of the API's JSON shapes, each with an empty state.
+
+Every builder takes decoded API data (see :mod:`gradwatch_dashboard.values`) and returns a
+``plotly.graph_objects.Figure``; none of them reads the network. Non-finite values are
+data: heatmaps leave their cells blank and mark them (NaN ✕, +Inf ▲, −Inf ▼), line charts
+draw them as markers at the top of the plot. Long series use WebGL traces.
+
+Example::
+
+    fig = tensor_heatmap(["0.weight"], [1, 65], [[0.5, float("nan")]], title="‖g‖")
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from gradwatch_dashboard.values import grid, kind
+
+# points per trace above which a WebGL trace draws faster than SVG. Each WebGL trace costs a
+# GL context (hundreds of ms where the browser renders GL in software, as headless Chromium
+# and GPU-less machines do), so lines — one SVG path each — stay SVG much longer than markers
+WEBGL_FROM = 2000
+WEBGL_LINES_FROM = 20_000
+BAD = {
+    "nan": ("x", "#d62728", "NaN"),
+    "inf": ("triangle-up", "#111", "+Inf"),
+    "-inf": ("triangle-down", "#111", "−Inf"),
+}
+FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12}
+
+
+AXIS = {"gridcolor": "#eceef1", "zerolinecolor": "#d0d4d9", "linecolor": "#d0d4d9"}
+
+
+def label(text: str) -> str:
+    """User text (tensor, run and check names, messages) as a Plotly label: Plotly renders
+    a subset of HTML in labels (``<a href>``, ``<b>``, ``<br>``), so ``&``, ``<`` and ``>``
+    are escaped; it shows the entities as the characters they stand for."""
+    return html.escape(str(text), quote=False)
+
+
+def style(title: str, height: int) -> dict[str, Any]:
+    """The dashboard's look as layout keywords (no Plotly template: merging one into every
+    figure cost seconds per page)."""
+    return {
+        "title": {"text": label(title), "x": 0.01, "font": {"size": 14}},
+        "height": height,
+        "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
+        "template": "none",
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "font": FONT,
+        "showlegend": False,
+        "xaxis": AXIS,
+        "yaxis": AXIS,
+    }
+
+
+def base(title: str, height: int = 320) -> go.Figure:
+    """An empty figure with the dashboard's look."""
+    return go.Figure(layout=style(title, height))
+
+
+def empty(title: str, why: str, height: int = 220) -> go.Figure:
+    """The empty state: no axes, one sentence saying why there is nothing to draw."""
+    fig = base(title, height)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.add_annotation(text=label(why), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    return fig
+
+
+def line(x: Sequence[int], y: Sequence[float | None], name: str, **kw: Any) -> go.Scatter:
+    """A line trace, WebGL when long; ``None`` and NaN in ``y`` are gaps. Its data are
+    numpy arrays: Plotly checks them in one step (a list, value by value: 40 ms for a
+    2,000-point loss) and sends them as binary typed arrays."""
+    cls = go.Scattergl if len(x) > WEBGL_LINES_FROM else go.Scatter
+    xs, ys = np.asarray(x), np.asarray(y, dtype=np.float64)  # None -> NaN
+    trace: go.Scatter = cls(x=xs, y=ys, name=label(name), mode="lines", **kw)
+    return trace
+
+
+def nonfinite_markers(
+    steps: Sequence[int], values: Sequence[float], y: float, **kw: Any
+) -> list[go.Scatter]:
+    """One marker trace per kind of non-finite value, drawn at height ``y``."""
+    traces = []
+    for what, (symbol, color, bad) in BAD.items():
+        xs = [s for s, v in zip(steps, values, strict=False) if kind(v) == what]
+        if xs:
+            traces.append(
+                go.Scatter(
+                    x=xs,
+                    y=[y] * len(xs),
+                    mode="markers",
+                    name=bad,
+                    marker={"symbol": symbol, "color": color, "size": 9},
+                    hovertemplate=f"step %{{x}}: {bad}<extra></extra>",
+                    **kw,
+                )
+            )
+    return traces
+
+
+def mark_step(fig: go.Figure, step: int | None, text: str, color: str = "#d62728") -> None:
+    """A dashed vertical line at ``step`` with a label on top (nothing when ``None``)."""
+    if step is None:
+        return
+    fig.add_vline(x=step, line={"dash": "dash", "color": color, "width": 1})
+    fig.add_annotation(
+        x=step,
+        y=1.0,
+        yref="paper",
+        text=label(text),
+        showarrow=False,
+        yanchor="bottom",
+        font={"color": color, "size": 11},
+    )
+
+
+def _finite_top(series: Sequence[Sequence[float]]) -> float:
+    finite = [v for values in series for v in values if math.isfinite(v)]
+    return max(finite) if finite else 1.0
+
+
+def loss_figure(
+    loss: tuple[Sequence[int], Sequence[float]] | None,
+    lrs: Sequence[tuple[str, Sequence[int], Sequence[float]]],
+    *,
+    focus: int | None = None,
+) -> go.Figure:
+    """Loss (top) and learning rate(s) (bottom) over steps; non-finite losses marked."""
+    if loss is None or not loss[0]:
+        return empty("Loss and learning rate", "no steps recorded yet")
+    fig = make_subplots(
+        rows=2, cols=1, shared_xaxes=True, row_heights=[0.7, 0.3], vertical_spacing=0.06
+    )
+    fig.update_layout(**style("Loss and learning rate", 360), xaxis2=AXIS, yaxis2=AXIS)
+    steps, values = loss
+    fig.add_trace(
+        line(
+            steps,
+            [v if math.isfinite(v) else None for v in values],
+            "loss",
+            line={"color": "#1f77b4"},
+        ),
+        row=1,
+        col=1,
+    )
+    for trace in nonfinite_markers(steps, values, _finite_top([values])):
+        fig.add_trace(trace, row=1, col=1)
+    for name, x, y in lrs:
+        fig.add_trace(line(x, y, name, line={"color": "#2ca02c"}), row=2, col=1)
+    fig.update_yaxes(title_text="loss", row=1, col=1, type=scale([values]))
+    lr_values = [ys for _, _, ys in lrs]
+    lr_scale = scale(lr_values, spread=100)
+    fig.update_yaxes(title_text="lr", row=2, col=1, type=lr_scale, tickformat=".3~g")
+    flat = flat_range(lr_values)
+    if flat is not None and lr_scale == "linear":
+        fig.update_yaxes(range=flat, row=2, col=1)
+    fig.update_xaxes(title_text="step", row=2, col=1)
+    mark_step(fig, focus, f"step {focus}", "#555")
+    return fig
+
+
+def scale(series: Sequence[Sequence[float]], spread: float = 1000) -> str:
+    """``log`` when every finite value is positive and they span more than ``spread`` (a
+    loss that blows up to 1e27 would flatten its healthy steps to a line at 0), else
+    ``linear``."""
+    values = [v for ys in series for v in ys if math.isfinite(v)]
+    positive = bool(values) and min(values) > 0
+    return "log" if positive and max(values) / min(values) > spread else "linear"
+
+
+def flat_range(series: Sequence[Sequence[float]]) -> list[float] | None:
+    """A y range around a constant series (Plotly's own puts lr = 0.01 at the bottom of a
+    −1…1 axis); None when the values vary."""
+    values = [v for ys in series for v in ys if math.isfinite(v)]
+    if not values or max(values) != min(values):
+        return None
+    pad = abs(values[0]) / 2 or 1.0
+    return [values[0] - pad, values[0] + pad]
+
+
+def tensor_heatmap(
+    tensors: Sequence[str],
+    steps: Sequence[int],
+    values: Sequence[Sequence[float]] | np.ndarray[Any, Any],
+    *,
+    title: str,
+    unit: str = "",
+    focus: int | None = None,
+) -> go.Figure:
+    """Tensors × steps on a log color scale; non-finite cells left blank and marked."""
+    if not tensors or not steps:
+        return empty(title, "no steps recorded yet")
+    fig = base(title, height=max(260, min(900, 60 + 14 * len(tensors))))
+    grid = np.asarray(values, dtype=np.float64)
+    tensors = [label(t) for t in tensors]
+    fig.add_trace(
+        go.Heatmap(
+            x=np.asarray(steps),
+            y=list(tensors),
+            z=log_grid(grid),
+            colorscale="Viridis",
+            colorbar={"title": {"text": f"log₁₀ {unit}".strip()}, "thickness": 12},
+            hovertemplate="%{y}<br>from step %{x}<br>log₁₀ = %{z:.2f}<extra></extra>",
+            hoverongaps=False,
+        )
+    )
+    masks = {
+        "nan": np.isnan(grid),
+        "inf": np.isposinf(grid),
+        "-inf": np.isneginf(grid),
+    }  # one vectorised pass per kind (a Python loop over 60,000 cells cost a tenth of a second)
+    for what, (symbol, color, bad) in BAD.items():
+        rows, cols = np.nonzero(masks[what].reshape(grid.shape[0], -1))
+        if len(rows):
+            marks = go.Scattergl if len(rows) > WEBGL_FROM else go.Scatter
+            fig.add_trace(
+                marks(
+                    x=[steps[j] for j in cols.tolist()],
+                    y=[tensors[i] for i in rows.tolist()],
+                    mode="markers",
+                    name=bad,
+                    marker={"symbol": symbol, "color": color, "size": 7},
+                    hovertemplate=f"%{{y}}<br>from step %{{x}}: {bad}<extra></extra>",
+                )
+            )
+    fig.update_yaxes(autorange="reversed", type="category", tickfont={"size": 10})
+    fig.update_xaxes(title_text="step")
+    mark_step(fig, focus, f"step {focus}", "#555")
+    return fig
+
+
+def log_grid(values: Sequence[Sequence[float]] | np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``log10`` of a grid, NaN (a gap) where a value is not positive and finite; a numpy
+    array, which Plotly validates and sends as binary (a list of lists cost seconds)."""
+    grid = np.asarray(values, dtype=np.float64)
+    out = np.full(grid.shape, np.nan, dtype=np.float32)  # half the bytes to the browser;
+    good = np.isfinite(grid) & (grid > 0)  # a colour and a 2-decimal hover need no more
+    out[good] = np.log10(grid[good])
+    return out
+
+
+def ratio(update: Any, param: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """Cell-wise ‖Δθ‖ / ‖θ‖ (NaN/Inf carried; 0/0 is 0: a tensor that did not move), of two
+    grids (arrays, or rows of API values: see ``values.grid``), over the cells both have."""
+    u, p = grid(update), grid(param)
+    rows = min(len(u), len(p))
+    if not rows:
+        return np.zeros((0, 0))
+    cols = min(u.shape[1], p.shape[1])
+    u, p = u[:rows, :cols], p[:rows, :cols]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = u / p
+    out[p == 0] = np.where(u[p == 0] == 0, 0.0, math.inf)
+    bad_u, bad_p = ~np.isfinite(u), ~np.isfinite(p)
+    out[bad_p] = p[bad_p]
+    out[bad_u] = u[bad_u]  # a non-finite update is what is shown, else the parameter's value
+    return out
+
+
+def nonfinite_figure(
+    steps: Sequence[int],
+    counts: Sequence[int],
+    loss_bad: Sequence[int],
+    *,
+    first: tuple[int, str | None] | None,
+) -> go.Figure:
+    """How many tensors had non-finite gradients per column, non-finite losses, first bad step."""
+    title = "Non-finite timeline"
+    if not steps:
+        return empty(title, "no steps recorded yet")
+    if first is None and not loss_bad and not any(counts):
+        return empty(title, "No NaN or Inf in any loss or gradient.", height=120)
+    fig = base(title, 240)
+    fig.add_trace(
+        go.Bar(
+            x=list(steps),
+            y=list(counts),
+            name="tensors with NaN/Inf grads",
+            marker={"color": "#d62728"},
+            hovertemplate="from step %{x}: %{y} tensors<extra></extra>",
+        )
+    )
+    if loss_bad:
+        fig.add_trace(
+            go.Scatter(
+                x=list(loss_bad),
+                y=[0] * len(loss_bad),
+                mode="markers",
+                name="non-finite loss",
+                marker={"symbol": "x", "size": 9, "color": "#111"},
+            )
+        )
+    fig.update_yaxes(title_text="tensors", rangemode="tozero")
+    fig.update_xaxes(title_text="step", range=[steps[0], max(steps[-1], steps[0] + 1)])
+    if first is not None:
+        step, tensor = first
+        mark_step(fig, step, f"first non-finite: step {step}" + (f", {tensor}" if tensor else ""))
+    return fig
+
+
+LANES = ["backward", "zero_grad", "grad_modified", "step", "skipped", "dropped"]
+LANE_STYLE = {
+    "backward": ("circle", "#1f77b4"),
+    "zero_grad": ("square", "#2ca02c"),
+    "grad_modified": ("diamond", "#9467bd"),
+    "step": ("triangle-right", "#111"),
+    "skipped": ("x", "#d62728"),
+    "dropped": ("star", "#ff7f0e"),
+}
+
+
+def lifecycle_figure(
+    rows: Sequence[dict[str, Any]], anomalies: dict[int, list[str]], *, focus: int | None = None
+) -> go.Figure:
+    """Events per step in order (x = step + position within it), one lane per kind.
+
+    Steps with a lifecycle finding get a red band and the check ids on hover.
+    """
+    title = "Optimizer lifecycle"
+    if not rows:
+        return empty(title, "no steps recorded yet")
+    fig = base(title, 260)
+    for lane in LANES:
+        xs, texts = [], []
+        for row in rows:
+            events = row.get("events") or []
+            for i, event in enumerate(events):
+                if event and event[0] == lane:
+                    xs.append(row["step"] - 1 + (i + 1) / (len(events) + 1))
+                    detail = event[2] if len(event) > 2 else ""
+                    texts.append(label(f"step {row['step']}: {lane} {detail}"))
+        if xs:
+            symbol, color = LANE_STYLE[lane]
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=[lane] * len(xs),
+                    mode="markers",
+                    name=lane,
+                    text=texts,
+                    hovertemplate="%{text}<extra></extra>",
+                    marker={"symbol": symbol, "color": color, "size": 8},
+                )
+            )
+    if not fig.data:
+        fig.add_annotation(
+            text="no lifecycle events recorded in these steps",
+            showarrow=False,
+            x=0.5,
+            y=0.5,
+            xref="paper",
+            yref="paper",
+        )
+    shown = {int(r["step"]) for r in rows}
+    for step, checks in sorted(anomalies.items()):
+        if step in shown:
+            fig.add_vrect(x0=step - 1, x1=step, fillcolor="#d62728", opacity=0.15, line_width=0)
+            fig.add_trace(
+                go.Scatter(
+                    x=[step - 0.5],
+                    y=["step"],
+                    mode="markers",
+                    name="finding",
+                    marker={"symbol": "circle-open", "size": 16, "color": "#d62728"},
+                    hovertemplate=f"step {step}: {label(', '.join(checks))}<extra></extra>",
+                )
+            )
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=LANES[::-1])
+    fig.update_layout(margin={"l": 100})
+    fig.update_xaxes(title_text="step (events in order within each step)")
+    mark_step(fig, focus, f"step {focus}", "#555")
+    return fig

@@ -1,0 +1,438 @@
+"""``/runs/<id>``: loss and learning rate, per-layer heatmaps, non-finite and lifecycle
+timelines, findings linked to their steps, the fingerprint; live while the run trains.
+
+``fetch`` asks the API for everything the page shows, in parallel and bounded (short runs
+at full resolution, longer ones as overviews of at most ``COLUMNS`` columns; loss and
+learning rate of at most ``POINTS`` points; a lifecycle window of ``WINDOW`` steps);
+``view`` turns that into components and figures; the callback refreshes every second (or
+slower when the server is slow) and redraws only when the run's step, frame or finding
+counts or status changed.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from dash import Dash, Input, Output, State, dcc, html, no_update
+
+from gradwatch_dashboard import figures, ids
+from gradwatch_dashboard.api_client import Api, ApiError, from_request
+from gradwatch_dashboard.components import (
+    card,
+    empty_state,
+    findings_list,
+    fingerprint_panel,
+    graph,
+    health,
+    status_badge,
+)
+from gradwatch_dashboard.explain import explain, first_nonfinite, lifecycle_anomalies
+from gradwatch_dashboard.values import floats, grid
+
+PATH = r"/runs/(?P<run_id>[^/]+)"
+COLUMNS = 200
+FINE_VALUES = 200_000  # runs up to this many steps × tensors are drawn at full resolution
+STATS = ("grad_norm", "update_norm", "param_norm", "nonfinite_grad")
+POINTS = 2000
+WINDOW = 120
+REFRESH_MS = 1000
+GRAPHS = (ids.RUN_LOSS, ids.RUN_HEATMAP, ids.RUN_RATIO, ids.RUN_NONFINITE, ids.RUN_LIFECYCLE)
+OUTPUTS = (ids.RUN_HEADER, *GRAPHS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT)
+INITIAL = "initial"  # the pending token of the drawing the page was laid out with
+
+
+def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
+    """The page, drawn: in a dashboard request the router's reply carries the header, the
+    figures and the findings (read ahead, ``Ahead``), so the browser draws the page from
+    one round trip after Dash starts; the callbacks then only redraw a live run. Outside
+    a request (nothing to read from) the skeleton, which the first poll fills."""
+    focus = focus_of(step)
+    key = {"run": run_id, "focus": focus}
+    parts = first_drawing(key)
+    filled = parts or {}
+
+    def slot(i: str) -> html.Div:
+        return html.Div(filled.get(i), id=i)
+
+    return html.Div(
+        [
+            dcc.Store(id=ids.RUN_KEY, data=key),
+            dcc.Store(id=ids.RUN_PENDING, data=INITIAL),
+            dcc.Store(id=ids.RUN_VERSION, data=filled.get(ids.RUN_VERSION)),
+            dcc.Interval(id=ids.RUN_TICK, interval=REFRESH_MS),
+            html.Div(id=ids.RUN_LIVE, className="gw-muted gw-live"),
+            slot(ids.RUN_HEADER),
+            card(slot(ids.RUN_LOSS)),
+            card(slot(ids.RUN_HEATMAP)),
+            html.Div(
+                [card(slot(ids.RUN_RATIO)), card(slot(ids.RUN_NONFINITE))],
+                className="gw-grid",
+            ),
+            card(slot(ids.RUN_LIFECYCLE)),
+            card(html.H3("Findings"), slot(ids.RUN_FINDINGS)),
+            card(html.H3("Fingerprint"), slot(ids.RUN_FINGERPRINT)),
+        ]
+    )
+
+
+def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
+    """Everything the page shows, requested concurrently; raises ``ApiError``."""
+    # the findings with the run, not after it: the lifecycle window opens at the first
+    # lifecycle finding, and a live page should not wait one more round trip for that
+    with ThreadPoolExecutor(2) as pool:
+        asked = pool.submit(api.get, f"/runs/{run_id}/findings", limit=1000)
+        detail = api.get(f"/runs/{run_id}")
+        findings = asked.result()
+    last = int(detail["steps"])
+    start = lifecycle_start(last, focus, lifecycle_anomalies(findings["data"]))
+    tensors = tensor_names(detail)
+    fine = 0 < last * len(tensors) <= FINE_VALUES
+    calls: dict[str, tuple[str, dict[str, Any]]] = {
+        "series": (f"/runs/{run_id}/series", {"metric": ["loss", "lr"], "points": POINTS}),
+        "lifecycle": (f"/runs/{run_id}/lifecycle", {"start": start, "limit": WINDOW}),
+    }
+    if fine:
+        calls |= {
+            s: (f"/runs/{run_id}/series", {"tensor": tensors, "stat": s, "points": last + 1})
+            for s in STATS
+        }
+    else:  # the four statistics in one reply, as bytes (no JSON number per cell)
+        overview = {"stat": STATS[0], "also": list(STATS[1:]), "points": COLUMNS}
+        calls["overview"] = (
+            f"/runs/{run_id}/overview",
+            {**overview, "loss": "false", "encoding": "base64"},
+        )
+    with ThreadPoolExecutor(len(calls)) as pool:
+        futures = {k: pool.submit(api.get, path, **params) for k, (path, params) in calls.items()}
+        data = {k: f.result() for k, f in futures.items()}
+    problems = sorted({p for reply in data.values() for p in reply.get("problems") or []})
+    data["problems"] = problems
+    if fine:
+        data |= {s: as_grid(data[s]["data"]) for s in STATS}
+    else:
+        data |= split(data.pop("overview"))
+    return {"detail": detail, "focus": focus, "findings": findings, **data}
+
+
+def split(overview: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The overview's statistics, each as ``{"tensors", "steps", "values"}`` (an array)."""
+    grids = {overview["stat"]: overview["values"], **(overview.get("also") or {})}
+    return {
+        s: {"tensors": overview["tensors"], "steps": overview["steps"], "values": grid(v)}
+        for s, v in grids.items()
+    }
+
+
+def lifecycle_start(last: int, focus: int | None, anomalies: dict[int, list[str]]) -> int:
+    """The first step of the lifecycle window: around the focused step, else a few steps
+    before the first lifecycle finding, else the last ``WINDOW`` steps."""
+    if focus is not None:
+        return max(focus - WINDOW // 2, 0)
+    if anomalies:
+        return max(min(anomalies) - 3, 0)
+    return max(last - WINDOW + 1, 0)
+
+
+def tensor_names(detail: dict[str, Any]) -> list[str]:
+    """The watched tensors' names from the run's start record (what is readable of it)."""
+    tensors = (detail.get("start") or {}).get("tensors")
+    if not isinstance(tensors, list):
+        return []
+    return [str(t.get("name")) for t in tensors if isinstance(t, dict)]
+
+
+def as_grid(series: list[dict[str, Any]]) -> dict[str, Any]:
+    """Full-resolution tensor series (all on the same steps) in ``split``'s shape."""
+    if not series or not series[0]["steps"]:
+        return {"tensors": [], "steps": [], "values": np.zeros((0, 0))}
+    return {
+        "tensors": [s["name"] for s in series],
+        "steps": series[0]["steps"],
+        "values": grid([s["values"] for s in series]),
+    }
+
+
+def version(detail: dict[str, Any]) -> list[Any]:
+    """What changes when a run gets new data (steps, frames, findings, status)."""
+    counts = detail.get("findings") or {}
+    return [
+        detail["steps"],
+        detail["frames"],
+        [[k, v] for k, v in sorted(counts.items())],
+        detail["status"],
+    ]
+
+
+def view(data: dict[str, Any]) -> dict[str, Any]:
+    """Header, figures, findings and fingerprint from what ``fetch`` returned."""
+    detail, focus = data["detail"], data["focus"]
+    findings = data["findings"]["data"]
+    ov = data["grad_norm"]
+    tensors, steps = ov["tensors"], ov["steps"]
+    series = data["series"]["data"]
+    loss = next((s for s in series if s["name"] == "loss"), None)
+    loss_xy = (loss["steps"], floats(loss["values"])) if loss else None
+    lrs = [(s["name"], s["steps"], floats(s["values"])) for s in series if s["name"] != "loss"]
+    counts = bad_counts(data["nonfinite_grad"]["values"], len(steps))
+    loss_bad = (
+        [s for s, v in zip(*loss_xy, strict=True) if v != v or abs(v) == float("inf")]
+        if (loss_xy)
+        else []
+    )
+    first = first_nonfinite(findings, data["nonfinite_grad"], loss_xy)
+    ratio = figures.ratio(data["update_norm"]["values"], data["param_norm"]["values"])
+    return {
+        "version": version(detail),
+        ids.RUN_HEADER: header(detail, findings, first, data.get("problems") or []),
+        ids.RUN_LOSS: figures.loss_figure(loss_xy, lrs, focus=focus),
+        ids.RUN_HEATMAP: figures.tensor_heatmap(
+            tensors,
+            steps,
+            ov["values"],
+            focus=focus,
+            unit="‖g‖",
+            title="Gradient norm per tensor",
+        ),
+        ids.RUN_RATIO: figures.empty(
+            "Update ratio ‖Δθ‖/‖θ‖ per tensor",
+            "not recorded: this run measured gradient norms only (stats='grad-norms')",
+        )
+        if grads_only(detail)
+        else figures.tensor_heatmap(
+            data["update_norm"]["tensors"],
+            data["update_norm"]["steps"],
+            ratio,
+            focus=focus,
+            unit="‖Δθ‖/‖θ‖",
+            title="Update ratio ‖Δθ‖/‖θ‖ per tensor",
+        ),
+        ids.RUN_NONFINITE: figures.nonfinite_figure(steps, counts, loss_bad, first=first),
+        ids.RUN_LIFECYCLE: figures.lifecycle_figure(
+            data["lifecycle"]["data"], lifecycle_anomalies(findings), focus=focus
+        ),
+        ids.RUN_FINDINGS: findings_list(detail["id"], findings),
+        ids.RUN_FINGERPRINT: fingerprint_panel(detail.get("fingerprint") or {}),
+    }
+
+
+def grads_only(detail: dict[str, Any]) -> bool:
+    """Whether the run recorded gradient norms only (``watch(stats="grad-norms")``)."""
+    options = (detail.get("start") or {}).get("options")
+    return isinstance(options, dict) and options.get("stats") == "grad-norms"
+
+
+def bad_counts(values: np.ndarray[Any, Any], columns: int) -> list[int]:
+    """Per column, how many tensors had a non-finite gradient there: a cell of the
+    ``nonfinite_grad`` grid that is not 0 (NaN counts too, as does any positive count)."""
+    cells = grid(values)[:, :columns]
+    counts = (cells != 0).sum(axis=0).tolist()  # NaN != 0
+    return [int(c) for c in counts] + [0] * (columns - len(counts))
+
+
+def header(
+    detail: dict[str, Any],
+    findings: list[dict[str, Any]],
+    first: tuple[int, str | None] | None,
+    problems: list[str] = [],  # noqa: B006  (never mutated)
+) -> html.Div:
+    """Name, status, steps, health, what went wrong in words, and what cannot be read."""
+    lines = explain(findings, first)
+    broken = [html.Li(f"Not shown, stored damaged: {p}") for p in problems]
+    return card(
+        html.H2(
+            [
+                detail["name"],
+                " ",
+                status_badge(detail["status"], detail.get("findings") or {}),
+                " ",
+                health(detail.get("findings") or {}),
+            ],
+            id="run-title",
+        ),
+        html.Div(
+            f"project {detail['project']} · {detail['steps']:,} steps · run {detail['id']} · "
+            f"{len(tensor_names(detail))} tensors",
+            className="gw-muted",
+        ),
+        html.Ul([html.Li(line) for line in lines], className="gw-explain", id="run-explain"),
+        html.Div(evidence(detail["id"], findings, first), id="run-evidence"),
+        html.Ul(broken, className="gw-problems", id="run-problems") if broken else None,
+    )
+
+
+def evidence(
+    run_id: str, findings: list[dict[str, Any]], first: tuple[int, str | None] | None
+) -> list[Any]:
+    """Links from the summary to its evidence: every chart focused on the first bad step,
+    and a drifting run's comparison with its replicate."""
+    steps = [first[0]] if first is not None else []
+    steps += sorted(int(f["step"]) for f in findings if f.get("step") is not None)[:1]
+    links: list[Any] = [
+        dcc.Link(f"see step {step} in every chart", href=f"/runs/{run_id}?step={step}")
+        for step in sorted(set(steps))
+    ]
+    for f in findings:
+        reference = (f.get("details") or {}).get("reference")
+        if f["check"] == "repro-drift" and reference:
+            href = f"/compare?runs={reference},{run_id}"
+            links.append(dcc.Link("compare with its replicate", href=href))
+    return [part for link in links for part in (link, " · ")][:-1]
+
+
+AHEAD_S = 10.0  # a page's data asked for ahead are used for its first drawing this long
+AHEAD_MAX = 8  # pages asked for ahead at once (others are drawn as they ask)
+AHEAD_KEY = "gradwatch-run-ahead"
+
+
+class Ahead:
+    """The run page's data, asked for as soon as the server knows the page is wanted (the
+    page's HTML is requested, or the router lays the page out), so the server reads and
+    builds the page while the browser starts Dash and Plotly; the page's first ``draw``
+    takes them instead of asking again. Keyed by server, token, run and focused step: a
+    request with another token never gets them. Taken once, and only within ``AHEAD_S``
+    of asking; redraws of a live run always ask afresh."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pages: dict[tuple[Any, ...], tuple[float, Future[dict[str, Any]]]] = {}
+        self._pool = ThreadPoolExecutor(2, thread_name_prefix="gradwatch-run-ahead")
+
+    def ask(self, api: Api, run_id: str, focus: int | None) -> None:
+        """Start reading the page of ``run_id`` (nothing if it is already being read)."""
+        key, now = (api.base_url, api.token, run_id, focus), time.monotonic()
+        with self._lock:
+            for old in [k for k, (t, _) in self._pages.items() if now - t > AHEAD_S]:
+                del self._pages[old]
+            if key in self._pages or len(self._pages) >= AHEAD_MAX:
+                return
+            self._pages[key] = (now, self._pool.submit(lambda: view(fetch(api, run_id, focus))))
+
+    def take(self, api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
+        """The page's parts: those asked for ahead when there are, else read now; raises
+        ``ApiError`` as reading now would."""
+        with self._lock:
+            asked = self._pages.pop((api.base_url, api.token, run_id, focus), None)
+        if asked is not None and time.monotonic() - asked[0] <= AHEAD_S:
+            return asked[1].result()
+        return view(fetch(api, run_id, focus))
+
+
+def first_drawing(key: dict[str, Any]) -> dict[str, Any] | None:
+    """In a request of a dashboard with ``register``ed run pages: the page's first drawing
+    (``drawing``, the data read ahead when they are), else ``None``."""
+    import flask
+
+    if flask.has_request_context():
+        ahead = flask.current_app.extensions.get(AHEAD_KEY)
+        if isinstance(ahead, Ahead):
+            return drawing(from_request(), key, INITIAL, ahead)
+    return None
+
+
+def focus_of(step: str | None) -> int | None:
+    """The focused step of ``?step=N`` (``None`` when absent or not a number)."""
+    return int(step) if step and step.isdigit() else None
+
+
+def register(app: Dash) -> None:
+    """Two callbacks: ``poll`` (cheap, every second) asks for a redraw when the run changed
+    and the previous drawing has landed; ``draw`` (the whole page) answers it. So at most
+    one redraw is in flight: Dash drops the answer of a callback whose input changes while
+    it runs, and a redraw slower than the poll period would otherwise never land. The
+    first drawing comes with the layout (``first_drawing``); a GET of the page's HTML
+    starts reading its data ahead (``Ahead``)."""
+    ahead = Ahead()
+    app.server.extensions[AHEAD_KEY] = ahead  # ``first_drawing`` takes from it
+    import flask
+
+    @app.server.before_request  # type: ignore[untyped-decorator]
+    def _ask_ahead() -> None:
+        request = flask.request
+        match = re.fullmatch(PATH, request.path) if request.method == "GET" else None
+        if match:
+            ahead.ask(from_request(), match["run_id"], focus_of(request.args.get("step")))
+
+    @app.callback(
+        Output(ids.RUN_PENDING, "data"),
+        Output(ids.RUN_LIVE, "children"),
+        Output(ids.RUN_TICK, "disabled"),
+        Input(ids.RUN_TICK, "n_intervals"),
+        State(ids.RUN_KEY, "data"),
+        State(ids.RUN_PENDING, "data"),
+        State(ids.RUN_VERSION, "data"),
+        prevent_initial_call=True,  # else Dash holds the first drawing until a poll changes
+    )
+    def _poll(_tick: int | None, key: dict[str, Any], pending: Any, drawn: Any) -> list[Any]:
+        return poll(from_request(), key, pending, drawn)
+
+    @app.callback(
+        [Output(i, "children") for i in OUTPUTS] + [Output(ids.RUN_VERSION, "data")],
+        Input(ids.RUN_PENDING, "data"),
+        State(ids.RUN_KEY, "data"),
+        prevent_initial_call=True,  # the layout came drawn
+    )
+    def _draw(pending: Any, key: dict[str, Any]) -> list[Any]:
+        return draw(from_request(), key, pending, list(OUTPUTS), ahead)
+
+
+def poll(api: Api, key: dict[str, Any], pending: Any, drawn: Any) -> list[Any]:
+    """``[new pending token or no_update, live line, interval disabled]``; a page laid out
+    without its drawing (``drawn`` is ``None``) asks for one."""
+    try:
+        detail = api.get(f"/runs/{key['run']}")
+    except ApiError:
+        return [no_update, "", True]
+    now, live = version(detail), detail["status"] == "running"
+    line = live_line(detail)
+    if drawn is None and pending == INITIAL:
+        return [now, line, False]
+    if not drawn or drawn.get("token") != pending or now == drawn.get("version"):
+        return [no_update, line, not live and bool(drawn)]
+    return [now, line, not live]
+
+
+def live_line(detail: dict[str, Any]) -> str:
+    """``running · 1,234 steps · last heard 0.4 s ago``."""
+    seen = detail.get("last_seen")
+    ago = f" · last heard {max(time.time() - seen, 0):.1f} s ago" if seen else ""
+    return f"{detail['status']} · {detail['steps']:,} steps{ago}"
+
+
+def draw(
+    api: Api, key: dict[str, Any], pending: Any, outputs: list[str], ahead: Ahead | None = None
+) -> list[Any]:
+    """The callback's reply: ``drawing``'s parts in the order of ``outputs``, then
+    ``{token, version}`` of what it drew."""
+    parts = drawing(api, key, pending, ahead)
+    return [*(parts[i] for i in outputs), parts[ids.RUN_VERSION]]
+
+
+def drawing(
+    api: Api, key: dict[str, Any], pending: Any, ahead: Ahead | None = None
+) -> dict[str, Any]:
+    """The whole page by output id, and ``{token, version}`` of what it drew under
+    ``ids.RUN_VERSION``. The graphs come with their figures: a graph drawn empty first,
+    then again with the data, cost the browser a Plotly drawing of every chart (the first,
+    before its code is warm, the slowest) on the way to the page. The first drawing
+    (``pending`` is ``INITIAL``) takes the data read ahead (``Ahead``) when there are."""
+    run_id, focus = key["run"], key.get("focus")
+    try:
+        if ahead is not None and pending == INITIAL:
+            parts = ahead.take(api, run_id, focus)
+        else:
+            parts = view(fetch(api, run_id, focus))
+    except ApiError as e:
+        missing = empty_state(f"Cannot show run {run_id}: {e.detail}", id="run-missing")
+        return {i: None for i in OUTPUTS} | {
+            ids.RUN_HEADER: missing,
+            ids.RUN_FINDINGS: "",
+            ids.RUN_FINGERPRINT: "",
+            ids.RUN_VERSION: None,
+        }
+    drawn = {i: graph(f"{i}-graph", parts[i]) if i in GRAPHS else parts[i] for i in OUTPUTS}
+    return drawn | {ids.RUN_VERSION: {"token": pending, "version": parts["version"]}}
