@@ -137,3 +137,21 @@ class NoticeMeta(TypedDict):
     notice: str
     step: NotRequired[int]
     differ: NotRequired[Any]
+
+
+def status_words(status: str, counts: Mapping[str, int]) -> str:
+    """A run's status as the runs list, the run page and ``gradwatch runs`` all say it: a
+    run that finished with an error or warning finding reads ``finished with errors`` (or
+    ``warnings``), never as a plain success."""
+    worst = next((s for s in ("error", "warning") if counts.get(s)), None)
+    return f"finished with {worst}s" if status == "finished" and worst else status
+
+
+def findings_words(counts: Mapping[str, int]) -> str:
+    """A run's findings counted in words, worst first: ``2 errors, 1 warning``; ``ok``."""
+    parts = []
+    for sev in reversed(SEVERITIES):
+        n = int(counts.get(sev, 0) or 0)
+        if n:
+            parts.append(f"{n} {sev}" + ("s" if n > 1 and sev != "info" else ""))
+    return ", ".join(parts) or "ok"

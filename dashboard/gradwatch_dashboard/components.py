@@ -8,6 +8,7 @@ from typing import Any
 from dash import dcc, html
 
 from gradwatch.checks.incidents import View, evidence, views
+from gradwatch.contract import status_words
 from gradwatch_dashboard.values import fmt
 
 SEVERITY_ORDER = ("error", "warning", "info")
@@ -30,10 +31,8 @@ def health(counts: dict[str, int]) -> html.Span:
 def status_badge(status: str, counts: dict[str, int]) -> html.Span:
     """The run's status; a run that finished with an error finding (a NaN, a stale
     gradient) is not shown as a green success."""
-    level = worst(counts)
-    if status == "finished" and level in ("error", "warning"):
-        return badge(f"finished with {level}s", level)
-    return badge(status, status)
+    words = status_words(status, counts)
+    return badge(words, worst(counts) if words != status else status)
 
 
 def worst(counts: dict[str, int]) -> str:

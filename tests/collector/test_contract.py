@@ -83,3 +83,14 @@ def test_the_server_validates_against_the_contract() -> None:
 
     assert records.SEVERITIES is contract.SEVERITIES
     assert records.ROLES is contract.ROLES
+
+
+def test_status_and_findings_read_the_same_everywhere() -> None:
+    from gradwatch.contract import findings_words, status_words
+
+    assert status_words("finished", {"error": 1, "warning": 2}) == "finished with errors"
+    assert status_words("finished", {"warning": 2, "info": 5}) == "finished with warnings"
+    assert status_words("finished", {"info": 5}) == "finished"
+    assert status_words("crashed", {"error": 1}) == "crashed"
+    assert findings_words({"error": 2, "warning": 1, "info": 3}) == "2 errors, 1 warning, 3 info"
+    assert findings_words({"error": 0, "warning": 0, "info": 0}) == "ok"

@@ -78,3 +78,13 @@ def test_the_default_demo_tells_each_story_in_at_most_two_incidents(tmp_path: Pa
     assert 1 <= len(nan) <= 2 and nan[0].cause["check"] == "lr-jump"
     assert "learning rate jumped" in nan[0].sentence() and "10,000" in nan[0].sentence()
     assert loud(ids["replicate-a"]) == [] and loud(ids["replicate-b"]) == []
+    # the closing message's commands work as printed, pasted in another directory
+    lines = done.stdout.splitlines()
+    printed = [s.strip() for s in lines if "--data-dir" in s and " serve " not in s]
+    assert len(printed) == 3, done.stdout
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for line in printed:
+        ran = subprocess.run(line, shell=True, cwd=elsewhere, capture_output=True, text=True)
+        assert ran.returncode in (0, 1) and ran.stdout and not ran.stderr, (line, ran.stderr)
+        assert "nan-onset" not in line or "learning rate jumped" in ran.stdout

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -113,16 +114,35 @@ def alert_rule(db_url: str) -> bool:
     return True
 
 
+def command() -> str:
+    """How to call this gradwatch from any directory: ``gradwatch`` when that name on PATH is
+    this installation (after ``make demo`` it usually is not: it lives in ``.venv/bin``),
+    else the full path of this installation's script, else ``python -m gradwatch``."""
+    here = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    on_path = shutil.which("gradwatch")
+    if here is not None and here.name == "gradwatch" and here.is_file():
+        if on_path and Path(on_path).resolve() == here:
+            return "gradwatch"
+        return str(here)
+    if on_path and Path(on_path).resolve().parent == Path(sys.executable).resolve().parent:
+        return "gradwatch"
+    return f"{sys.executable} -m gradwatch"
+
+
 def next_steps(data_dir: Path, flags: str) -> str:
-    """Where the demo's data is and the commands to try next (``flags`` selects the data
-    directory when it is not the default one)."""
+    """Where the demo's data is and the commands to try next, as they can be pasted in any
+    directory (``flags`` selects the data directory when it is not the default one)."""
+    gw = command()
     return "\n".join(
         [
             f"The demo's runs are in {data_dir} (project {PROJECT}, database "
             f"{data_dir / DB_FILE}). Try:",
-            f"  gradwatch runs{flags}                      the five runs and their findings",
-            f"  gradwatch findings RUN_ID{flags}           one run's findings in words",
-            f"  gradwatch compare RUN_A RUN_B{flags}       where two replicates split, and why",
+            f"  {gw} runs{flags}",
+            "      the five runs and their findings",
+            f"  {gw} findings nan-onset{flags}",
+            "      one run's findings in words (a run's name, a prefix of it, or its id)",
+            f"  {gw} compare replicate-a drifting{flags}",
+            "      where two replicates split, and why",
         ]
     )
 
@@ -140,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         print("  (a log-only alert rule of project demo lists its warnings on the Alerts page)")
     if args.no_serve:
         failed = train_all(data_dir, args.steps, None, 0.0, args.jobs)
-        print(f"\n{next_steps(data_dir, flags)}\n  gradwatch serve{flags}   the dashboard")
+        print(f"\n{next_steps(data_dir, flags)}\n  {command()} serve{flags}\n      the dashboard")
         return 1 if failed else 0
     try:
         server, thread = _serve(args, data_dir)

@@ -61,9 +61,8 @@ def local_findings(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def local_run_dirs(run: str | None, data_dir: str | None) -> list[Path]:
-    """The folder of ``run`` (an id or a path), or every run of the latest job."""
-    from gradwatch.transport.local_reader import list_runs
-
+    """The folder of ``run`` (an id, a name, a prefix of either, or a path), or every run of
+    the latest job."""
     root = paths.data_dir(data_dir)
     if run is None:
         latest = jobs.latest_job(root)
@@ -80,7 +79,33 @@ def local_run_dirs(run: str | None, data_dir: str | None) -> list[Path]:
     candidate = paths.runs_dir(root) / run
     if candidate.is_dir():
         return [candidate]
-    known = [p.name for p in list_runs(root)[-5:]]
+    return [_by_name(root, run)]
+
+
+def _by_name(root: Path, run: str) -> Path:
+    """The run folder whose name or id is ``run`` (the newest of several runs sharing a
+    name) or starts with it (one run only); ``UsageError`` listing the candidates."""
+    from gradwatch.transport.local_reader import list_runs
+
+    found, how = jobs.resolve(root, run)
+    if how == "exact":
+        if len(found) > 1:
+            print(
+                f"gradwatch: {len(found)} runs are named {run!r}; reading the newest, "
+                f"{found[-1].dir.name} (pass an id for another)",
+                file=sys.stderr,
+            )
+        return found[-1].dir
+    if len(found) == 1:
+        return found[0].dir
+    if found:
+        listed = ", ".join(f"{r.name} ({r.dir.name})" for r in found[-8:])
+        raise UsageError(
+            f"{run!r} matches {len(found)} runs: {listed}; pass more of the name or the id"
+        )
+    known = [f"{r.name} ({r.dir.name})" for r in jobs.recent_runs(root)[-5:]]
+    if not known:
+        known = [p.name for p in list_runs(root)[-5:]]
     raise UsageError(
         f"no run {run!r} in {paths.runs_dir(root)}; "
         + (f"latest runs: {', '.join(known)}" if known else "that folder holds no runs")

@@ -13,6 +13,7 @@ import urllib.request
 from typing import Any
 
 from gradwatch.commands import Subparsers, data_dir_help
+from gradwatch.contract import findings_words, status_words
 from gradwatch.transport import strictjson
 from gradwatch.transport.jobs import by_job
 
@@ -43,17 +44,17 @@ def _when(t: float | str | None) -> str:
 
 def _row(r: dict[str, Any], label: str) -> str:
     f = r["findings"]
-    counts = f"{f['error']}/{f['warning']}/{f['info']}"
     return (
-        f"{label:<26} {r['project'][:12]:<12} {r['status']:<9} {r['steps']:>7} "
-        f"{counts:>9} {_when(r['started']):<16} {r['name']}"
+        f"{label:<26} {r['name'][:24]:<24} {status_words(r['status'], f):<22} "
+        f"{r['steps']:>7}  {findings_words(f):<30} {_when(r['started']):<16} {r['project']}"
     )
 
 
 def table(runs: list[dict[str, Any]]) -> str:
     """A plain-text table, one job per line, its other ranks or processes under it."""
     head = (
-        f"{'ID':<26} {'PROJECT':<12} {'STATUS':<9} {'STEPS':>7} {'E/W/I':>9} {'STARTED':<16} NAME"
+        f"{'ID':<26} {'NAME':<24} {'STATUS':<22} {'STEPS':>7}  {'FINDINGS':<30} "
+        f"{'STARTED':<16} PROJECT"
     )
     lines = [head]
     for lead, *rest in by_job(runs):

@@ -41,6 +41,8 @@ class RunInfo:
     started_at: float
     job: str
     rank: int | None
+    #: the name the run was given (``run_name=``, ``$GRADWATCH_NAME``), else its id
+    name: str = ""
 
 
 def run_info(run_dir: Path) -> RunInfo:
@@ -57,6 +59,7 @@ def run_info(run_dir: Path) -> RunInfo:
         started_at=float(started) if isinstance(started, (int, float)) else 0.0,
         job=str(meta.get("job") or (ddp or {}).get("group") or run_dir.name),
         rank=(ddp or {}).get("rank"),
+        name=str(meta.get("name") or run_dir.name),
     )
 
 
@@ -68,6 +71,18 @@ def recent_runs(root: Path) -> list[RunInfo]:
     dirs = sorted(p for p in base.iterdir() if p.is_dir() and list_segments(p))[-RECENT:]
     infos = [run_info(d) for d in dirs]
     return sorted(infos, key=lambda r: (r.started_at, r.dir.name))
+
+
+def resolve(root: Path, text: str) -> tuple[list[RunInfo], str]:
+    """The runs ``text`` names among the newest run folders of ``root``, and how: an id or a
+    name matched exactly (``"exact"``; several runs may share a name, newest last), else the
+    runs whose id or name starts with ``text`` (``"prefix"``). ``([], "")`` if none does."""
+    runs = recent_runs(root)
+    exact = [r for r in runs if text in (r.dir.name, r.name)]
+    if exact:
+        return exact, "exact"
+    prefix = [r for r in runs if r.dir.name.startswith(text) or r.name.startswith(text)]
+    return (prefix, "prefix") if prefix else ([], "")
 
 
 def latest_job(root: Path) -> list[Path]:

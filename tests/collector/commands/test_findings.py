@@ -13,12 +13,12 @@ import gradwatch
 from gradwatch import cli
 
 
-def train(steps: int, *, zero_grad: bool) -> gradwatch.Run:
+def train(steps: int, *, zero_grad: bool, name: str | None = None) -> gradwatch.Run:
     """A tiny run in this process; without ``zero_grad`` it has a stale-grad error."""
     torch.manual_seed(0)
     model = nn.Linear(3, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    with gradwatch.watch(model, opt, checks={"stale-grad": "record"}) as run:
+    with gradwatch.watch(model, opt, checks={"stale-grad": "record"}, name=name) as run:
         for _ in range(steps):
             if zero_grad:
                 opt.zero_grad()
@@ -133,3 +133,35 @@ def test_server_findings_equal_the_local_ones(
         assert code == 2 and "has no run 'no-such-run'" in err
         code, out, err = findings(capsys, "--server", url)
         assert out.splitlines()[-1].startswith(f"run {run.id}:"), err
+
+
+def test_a_run_is_found_by_its_name_or_a_prefix_of_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stale = train(3, zero_grad=False, name="stale-grad")
+    train(3, zero_grad=True, name="clean-one")
+    code, out, err = findings(capsys, "stale-grad", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert rows and {r["run"] for r in rows} == {stale.id}
+    code, out, _ = findings(capsys, "stale", "--json")
+    assert code == 0 and {r["run"] for r in json.loads(out)} == {stale.id}
+
+
+def test_an_ambiguous_prefix_lists_the_candidates(capsys: pytest.CaptureFixture[str]) -> None:
+    a = train(2, zero_grad=True, name="replicate-a")
+    b = train(2, zero_grad=True, name="replicate-b")
+    code, out, err = findings(capsys, "replicate")
+    assert (code, out) == (2, "")
+    assert "matches 2 runs" in err and f"replicate-a ({a.id})" in err
+    assert f"replicate-b ({b.id})" in err
+
+
+def test_a_name_shared_by_runs_reads_the_newest_and_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    train(2, zero_grad=True, name="again")
+    newest = train(3, zero_grad=False, name="again")
+    code, out, err = findings(capsys, "again", "--json")
+    assert code == 0 and {r["run"] for r in json.loads(out)} == {newest.id}
+    assert f"2 runs are named 'again'; reading the newest, {newest.id}" in err
