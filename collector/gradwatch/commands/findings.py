@@ -60,6 +60,19 @@ def local_findings(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _has_error(run_dir: Path) -> bool:
+    return any(f.get("severity") == "error" for f in local_findings(run_dir))
+
+
+def structure_findings(run_dir: Path) -> list[dict[str, Any]]:
+    """Where the run's structure changes for good (info) and where it breaks what held in
+    every good run of its replicate group in the same data directory (warnings):
+    :mod:`gradwatch.structure`. Derived from the spool when read, never stored."""
+    from gradwatch.structure.group import run_findings
+
+    return run_findings(run_dir, _has_error)
+
+
 def local_run_dirs(run: str | None, data_dir: str | None) -> list[Path]:
     """The folder of ``run`` (an id, a name, a prefix of either, or a path), or every run of
     the latest job."""
@@ -268,7 +281,10 @@ def collect(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
         )
     else:
         dirs = local_run_dirs(args.run, args.data_dir)
-        by_run = {d.name: _marked(local_findings(d) + cross_run_findings(d)) for d in dirs}
+        by_run = {
+            d.name: _marked(local_findings(d) + cross_run_findings(d) + structure_findings(d))
+            for d in dirs
+        }
     # regrouped here, so spooled runs and servers of any version read the same
     return {run: annotate(found) for run, found in by_run.items()}
 

@@ -1,0 +1,109 @@
+"""A replicate group's invariants: learned from its good runs, broken by a replicate."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import gradwatch
+from gradwatch import cli
+from gradwatch.structure.group import PERSIST, Invariants, Member, check, first_lasting, learn
+from gradwatch.structure.signature import StepShape
+
+CONFIG = {"lr": 0.01, "width": 8}
+
+
+def replicate(name: str, seed: int, *, frozen_embedding: bool = False, steps: int = 30) -> str:
+    """One run of the group: an embedding and a head, the embedding frozen on request."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Embedding(10, 8), nn.Flatten(), nn.Linear(16, 1))
+    if frozen_embedding:
+        model[0].requires_grad_(False)  # the stale flag of one replicate
+    opt = torch.optim.SGD([p for p in model.parameters()], lr=0.01)
+    with gradwatch.watch(model, opt, name=name, config=CONFIG) as run:
+        for _ in range(steps):
+            opt.zero_grad()
+            model(torch.randint(0, 10, (4, 2))).pow(2).mean().backward()
+            opt.step()
+    return run.id
+
+
+def structure(run_id: str) -> list[dict[str, object]]:
+    from gradwatch.commands.findings import structure_findings
+    from gradwatch.paths import data_dir, runs_dir
+
+    return structure_findings(runs_dir(data_dir(None)) / run_id)
+
+
+def test_a_replicate_whose_embedding_gets_no_gradient_breaks_the_group() -> None:
+    replicate("replicate-a", 1)
+    replicate("replicate-b", 2)
+    bad = replicate("replicate-c", 3, frozen_embedding=True)
+    found = [f for f in structure(bad) if f["severity"] != "info"]
+    assert [(f["check"], f["severity"], f["step"]) for f in found] == [
+        ("group-invariant", "warning", 1)
+    ]
+    assert found[0]["message"] == (
+        "0.weight received a gradient on every step in runs replicate-a, replicate-b; "
+        "in this run it has none from step 1."
+    )
+
+
+def test_a_third_good_replicate_with_another_seed_breaks_nothing() -> None:
+    replicate("replicate-a", 1)
+    replicate("replicate-b", 2)
+    good = replicate("replicate-c", 3)
+    assert structure(good) == []
+
+
+def test_one_good_run_teaches_nothing() -> None:
+    replicate("replicate-a", 1)
+    assert structure(replicate("replicate-c", 3, frozen_embedding=True)) == []
+
+
+def test_findings_prints_the_break_and_fail_on_warning_gates_it(capsys) -> None:  # type: ignore[no-untyped-def]
+    replicate("replicate-a", 1)
+    replicate("replicate-b", 2)
+    bad = replicate("replicate-c", 3, frozen_embedding=True)
+    code = cli.main(["findings", bad, "--fail-on", "warning"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "group-invariant step 1: 0.weight received a gradient on every step" in out
+
+
+def _member(flags: list[bool], lifecycles: list[str] | None = None) -> Member:
+    cycles = lifecycles or ["zero_grad backward step"] * len(flags)
+    shapes = [StepShape(i + 1, c, (g,)) for i, (g, c) in enumerate(zip(flags, cycles, strict=True))]
+    return Member("r", "r", ("c", "k"), (("w",),), "finished", False, shapes={0: shapes})
+
+
+def test_one_step_without_a_gradient_does_not_break_always() -> None:
+    inv = Invariants(["a", "b"], {0: [0]}, {0: []}, {0: frozenset({"zero_grad backward step"})})
+    once = [True] * 10 + [False] + [True] * 10
+    assert check(_member(once), inv) == []
+    lasting = [True] * 10 + [False] * PERSIST + [True] * 5
+    assert [f["step"] for f in check(_member(lasting), inv)] == [11]
+
+
+def test_a_lifecycle_outside_the_learned_ones_that_lasts_is_a_break() -> None:
+    inv = Invariants(["a", "b"], {0: []}, {0: []}, {0: frozenset({"zero_grad backward step"})})
+    cycles = ["zero_grad backward step"] * 10 + ["backward step"] * 10
+    found = check(_member([True] * 20, cycles), inv)
+    assert [f["step"] for f in found] == [11]
+    assert "'backward step' from step 11" in str(found[0]["message"])
+
+
+def test_learn_needs_two_good_runs_and_keeps_what_held_in_all() -> None:
+    a = _member([True] * 5)
+    b = _member([True, True, False, True, True])
+    assert learn([a]) is None
+    inv = learn([a, b])
+    assert inv is not None and inv.always == {0: []} and inv.never == {0: []}
+    assert learn([a, a]).always == {0: [0]}  # type: ignore[union-attr]
+
+
+def test_first_lasting_needs_persist_steps_or_the_whole_run() -> None:
+    assert first_lasting([True, True, True]) == 0  # a run shorter than PERSIST: all of it
+    assert first_lasting([False, True, True]) is None
+    assert first_lasting([True] + [False] * 10) is None
+    assert first_lasting([False] * 3 + [True] * PERSIST) == 3
