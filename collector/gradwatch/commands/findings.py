@@ -70,7 +70,11 @@ def structure_findings(run_dir: Path) -> list[dict[str, Any]]:
     :mod:`gradwatch.structure`. Derived from the spool when read, never stored."""
     from gradwatch.structure.group import run_findings
 
-    return run_findings(run_dir, _has_error)
+    try:
+        return run_findings(run_dir, _has_error)
+    except (IndexError, KeyError, TypeError, ValueError) as exc:  # a damaged or foreign spool
+        print(f"gradwatch findings: structure of {run_dir.name} not read: {exc!r}", file=sys.stderr)
+        return []
 
 
 def local_run_dirs(run: str | None, data_dir: str | None) -> list[Path]:
