@@ -26,6 +26,7 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from gradwatch_dashboard import ids
 from gradwatch_dashboard.bridge import bridge
+from gradwatch_dashboard.callback_guard import CallbackGuard
 from gradwatch_dashboard.components import empty_state
 from gradwatch_dashboard.login import add_login
 from gradwatch_dashboard.pages import alerts, compare, run, runs
@@ -224,5 +225,10 @@ def keep_native_builtins(app: Dash) -> None:
 
 def mount(api: FastAPI) -> None:
     """Serve the dashboard at ``/`` of ``api``, after the routes it already has (the server
-    registers its ``/api/...`` catch-all first, so an unknown API path never reaches a page)."""
-    api.mount("/", bridge(create_dash().server))
+    registers its ``/api/...`` catch-all first, so an unknown API path never reaches a page);
+    callback requests are checked first (:mod:`gradwatch_dashboard.callback_guard`)."""
+    dash = create_dash()
+    guarded = CallbackGuard(
+        bridge(dash.server), dash.callback_map, dash.config.routes_pathname_prefix
+    )
+    api.mount("/", guarded)

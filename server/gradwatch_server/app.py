@@ -36,6 +36,7 @@ from gradwatch_server.bodylimit import INGEST_PATH, BodyLimit
 from gradwatch_server.db import make_engine
 from gradwatch_server.exceptions import RequestError
 from gradwatch_server.guards import RejectNul
+from gradwatch_server.hostcheck import HostCheck, HostPolicy
 from gradwatch_server.ingest_writer import IngestWriter
 from gradwatch_server.jsonresp import GWJSONResponse, database_busy
 from gradwatch_server.migrate import migrate
@@ -135,12 +136,15 @@ def create_app(settings: Settings) -> FastAPI:
 
 
 def _front_ingest(app: FastAPI) -> None:
-    """Put :class:`IngestFront` before the app's whole middleware stack (Starlette builds
-    the stack on the first request, and again after a middleware is added)."""
+    """Put :class:`HostCheck`, then :class:`IngestFront`, before the app's whole middleware
+    stack (Starlette builds the stack on the first request, and again after a middleware is
+    added)."""
     build = app.build_middleware_stack
 
     def build_with_front() -> ASGIApp:
-        return IngestFront(build(), app.state)
+        settings: Settings = app.state.settings
+        policy = HostPolicy(settings.host, settings.allowed_hosts)
+        return HostCheck(IngestFront(build(), app.state), policy)  # the Host check first
 
     app.build_middleware_stack = build_with_front  # type: ignore[method-assign]
 

@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError
+
 from gradwatch_server import crud
 from gradwatch_server.auth import count_tokens, create_token, list_tokens, revoke_token
 from gradwatch_server.db import (
@@ -25,6 +27,7 @@ from gradwatch_server.exceptions import ServerConfigError
 from gradwatch_server.migrate import migrate
 from gradwatch_server.settings import PREPARE_HELPER_ENV, Settings, is_loopback
 from gradwatch_server.spool_import import SpoolImporter
+from gradwatch_server.startup import check_database, database_failure
 from gradwatch_server.status import StatusPolicy
 
 
@@ -61,13 +64,18 @@ def serve(settings: Settings) -> None:
 
     from gradwatch_server.app import create_app
 
-    check_bind(settings)
-    hint = small_pages_hint(settings)
-    if hint:
-        print(f"gradwatch serve: {hint}", file=sys.stderr)
-    if PREPARE_HELPER_ENV not in os.environ:  # a server: its helper starts with it
-        settings = settings.with_(prepare_helper="on")
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+    check_database(settings.db_url)  # before anything opens it: one clear line, no change
+    try:
+        check_bind(settings)
+        hint = small_pages_hint(settings)
+        if hint:
+            print(f"gradwatch serve: {hint}", file=sys.stderr)
+        if PREPARE_HELPER_ENV not in os.environ:  # a server: its helper starts with it
+            settings = settings.with_(prepare_helper="on")
+        app = create_app(settings)
+    except DBAPIError as e:  # what the checks could not foresee (a full disk)
+        raise database_failure(settings.db_url, e) from e
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
 
 
 def small_pages_hint(settings: Settings) -> str | None:

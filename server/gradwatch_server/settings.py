@@ -20,6 +20,7 @@ from typing import Any
 
 from gradwatch import paths
 from gradwatch_server.exceptions import ServerConfigError
+from gradwatch_server.hostcheck import ALLOWED_HOSTS_ENV, parse_allowed_hosts
 
 DB_ENV = "GRADWATCH_DB"
 ALLOW_PRIVATE_ENV = "GRADWATCH_ALLOW_PRIVATE_WEBHOOKS"
@@ -64,7 +65,9 @@ class Settings:
     mounts the Dash app at ``/``. ``prepare_helper`` (``GRADWATCH_PREPARE_HELPER``): when
     ingest bodies are decoded and validated in a helper process instead of a thread of
     the server's (``busy``: once requests queue up; ``on``; ``off``; see
-    :mod:`gradwatch_server.prepare_helper`).
+    :mod:`gradwatch_server.prepare_helper`). ``allowed_hosts``: host names the server
+    answers besides its loopback and bind addresses (``--allowed-host``,
+    ``GRADWATCH_ALLOWED_HOSTS``; see :mod:`gradwatch_server.hostcheck`).
     """
 
     db_url: str
@@ -86,6 +89,7 @@ class Settings:
     webhook_timeout: float = 5.0
     dashboard: bool = True
     prepare_helper: str = "busy"
+    allowed_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.prepare_helper not in PREPARE_HELPER_POLICIES:
@@ -105,6 +109,9 @@ class Settings:
             kw.setdefault("allow_private_webhooks", True)
         if os.environ.get(REQUIRE_TOKENS_ENV, "") not in ("", "0"):
             kw.setdefault("require_tokens", True)
+        if os.environ.get(ALLOWED_HOSTS_ENV):
+            named = parse_allowed_hosts(os.environ[ALLOWED_HOSTS_ENV])
+            kw["allowed_hosts"] = tuple(kw.get("allowed_hosts", ())) + named
         if os.environ.get(PREPARE_HELPER_ENV):
             kw.setdefault("prepare_helper", os.environ[PREPARE_HELPER_ENV].strip().lower())
         return cls(db_url=url, data_dir=root, **kw)

@@ -25,6 +25,7 @@ from gradwatch_server.app import create_app
 from gradwatch_server.db import make_engine
 from gradwatch_server.migrate import migrate
 from gradwatch_server.settings import Settings
+from tests.server.live import LOCAL
 
 PG_ADMIN = os.environ.get("GRADWATCH_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 TABLES = (
@@ -86,5 +87,5 @@ def settings(db_url: str, data_dir: Path) -> Settings:
 @pytest.fixture
 def client(settings: Settings) -> Iterator[TestClient]:
     """The real app through ``TestClient`` (lifespan entered)."""
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url=LOCAL) as c:
         yield c

@@ -17,6 +17,9 @@ from gradwatch_server.migrate import migrate
 from gradwatch_server.settings import Settings
 from gradwatch_server.spool_import import import_run
 
+#: base URL for TestClient: a loopback Host header, which the server's Host check serves
+LOCAL = "http://127.0.0.1"
+
 
 @contextmanager
 def live_server(settings: Settings) -> Iterator[str]:

@@ -28,7 +28,7 @@ from gradwatch_server.settings import Settings
 from gradwatch_server.spool_import import import_run
 from gradwatch_server.webhooks import SIGNATURE_HEADER, deliver_pass
 from tests.collector.drift_runs import SCRIPT
-from tests.server.live import live_server, sqlite_with, wait_for
+from tests.server.live import LOCAL, live_server, sqlite_with, wait_for
 from tests.server.receiver import receiver
 
 
@@ -115,7 +115,7 @@ def test_a_drift_alert_is_signed_retried_with_backoff_and_logged(
     root, ids = drift_runs
     settings = settings.with_(allow_private_webhooks=True, webhook_backoff=0.05, webhook_attempts=3)
     engine = migrated(settings.db_url, request)
-    with receiver() as hook, TestClient(create_app(settings)) as client:
+    with receiver() as hook, TestClient(create_app(settings), base_url=LOCAL) as client:
         rules = [
             client.post(
                 "/api/v1/alert-rules",

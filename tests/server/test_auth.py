@@ -14,6 +14,7 @@ from gradwatch_server.db import make_engine
 from gradwatch_server.exceptions import ServerConfigError
 from gradwatch_server.settings import Settings
 from tests.server import frames as f
+from tests.server.live import LOCAL
 
 
 @pytest.fixture
@@ -21,7 +22,7 @@ def locked(settings: Settings) -> Iterator[tuple[TestClient, dict[str, str]]]:
     """An app that requires tokens, and tokens of projects a and b."""
     secured = settings.with_(require_tokens=True)
     tokens = {f"{p}-{s}": new_token(secured, p, s) for p in ("a", "b") for s in ("read", "write")}
-    with TestClient(create_app(secured)) as client:
+    with TestClient(create_app(secured), base_url=LOCAL) as client:
         yield client, tokens
 
 

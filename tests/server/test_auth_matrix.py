@@ -35,6 +35,7 @@ from gradwatch_server.cli_actions import new_token, revoke
 from gradwatch_server.db import make_engine
 from gradwatch_server.settings import Settings
 from tests.server import frames as f
+from tests.server.live import LOCAL
 
 MARK = "run-of-a-7f3c2e"  # project a's run: must never appear in a reply to project b
 OTHER = "run-of-b-91d0aa"
@@ -70,7 +71,7 @@ def locked(settings: Settings) -> Iterator[Locked]:
         tokens[f"a-{scope}-revoked"] = secret = new_token(secured, "a", scope)
         revoke(secured, secret)
     app = create_app(secured)
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL) as client:
         for run, project in ((MARK, "a"), (OTHER, "b")):
             body = b"".join(f.simple_run(run, project=project))
             auth = bearer(tokens[f"{project}-write"])

@@ -21,6 +21,7 @@ from gradwatch_server.exceptions import ServerConfigError
 from gradwatch_server.migrate import migrate
 from gradwatch_server.settings import Settings
 from tests.server import frames as f
+from tests.server.live import LOCAL
 
 
 def test_postgres_urls_use_psycopg3_and_other_databases_are_refused() -> None:
@@ -54,7 +55,7 @@ def test_sqlite_in_wal_mode_takes_concurrent_writers_without_lock_errors(
     apps = [create_app(settings) for _ in range(2)]  # two engines: two independent writers
 
     def send(app_index: int, worker: int) -> None:
-        with TestClient(apps[app_index]) as client:
+        with TestClient(apps[app_index], base_url=LOCAL) as client:
             for k in range(6):
                 run = f"w{worker}-{k}"
                 body = b"".join(f.simple_run(run, n=20, tensors=20))
@@ -76,7 +77,7 @@ def _page_size(path: Path) -> int:
 
 
 def _store_and_read(settings: Settings, run: str) -> dict[str, object]:
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url=LOCAL) as client:
         body = b"".join(f.simple_run(run, n=20, tensors=3))
         posted = client.post("/api/v1/ingest", content=body, headers=f.headers(run))
         assert posted.status_code == 200
@@ -116,7 +117,7 @@ def test_a_new_sqlite_file_gets_large_pages_and_an_old_one_is_converted_on_reque
     with closing(sqlite3.connect(old)) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert small_pages_hint(settings) is None
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url=LOCAL) as client:
         after = client.get("/api/v1/runs/r-old").json()
         steps = client.get("/api/v1/runs/r-old/series", params={"tensor": "t1", "points": 100})
     assert {k: after[k] for k in ("steps", "frames", "status")} == {

@@ -15,6 +15,7 @@ from gradwatch_server.app import create_app
 from gradwatch_server.ingest_writer import IngestJob
 from gradwatch_server.settings import Settings
 from tests.server import frames as f
+from tests.server.live import LOCAL
 
 
 def post(client: TestClient, run: str, body: bytes, **hdrs: str) -> tuple[int, dict[str, object]]:
@@ -128,7 +129,7 @@ def test_a_seq_beyond_int64_is_refused(client: TestClient) -> None:
 
 
 def test_an_oversized_body_is_413(settings: Settings) -> None:
-    with TestClient(create_app(settings.with_(max_body_bytes=1000))) as client:
+    with TestClient(create_app(settings.with_(max_body_bytes=1000)), base_url=LOCAL) as client:
         status, reply = post(client, "r1", b"G" * 1001)
         assert status == 413 and "limit" in str(reply["detail"])
         assert post(client, "r1", f.simple_run("r1", n=2)[0])[0] == 200
@@ -209,7 +210,7 @@ def test_a_full_ingest_backlog_is_503_with_retry_after_and_stores_nothing(
         gate.wait(30)
         return []
 
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL) as client:
         writer = app.state.ingest_writer
         busy = writer.submit(IngestJob("held", 10, prepare=held, store=lambda s, p: None))
         deadline = time.monotonic() + 10
@@ -230,7 +231,7 @@ def test_a_full_ingest_backlog_is_503_with_retry_after_and_stores_nothing(
 
 
 def test_the_fast_path_keeps_the_token_check_first(settings: Settings) -> None:
-    with TestClient(create_app(settings.with_(require_tokens=True))) as client:
+    with TestClient(create_app(settings.with_(require_tokens=True)), base_url=LOCAL) as client:
         reply = client.post("/api/v1/ingest", content=b"x", headers={"X-Gradwatch-Run": ""})
         assert reply.status_code == 401
         assert "requires an API token" in reply.json()["detail"]

@@ -19,6 +19,7 @@ from gradwatch_server.db import make_engine
 from gradwatch_server.settings import Settings
 from gradwatch_server.spool_import import import_run
 from gradwatch_server.webhooks import deliver_pass
+from tests.server.live import LOCAL
 from tests.server.receiver import receiver
 from tests.server.training import job_of_two, train
 
@@ -70,7 +71,7 @@ def test_the_webhook_text_leads_with_the_incident_sentence(
     settings = settings.with_(allow_private_webhooks=True)
     engine = make_engine(settings.db_url)
     request.addfinalizer(engine.dispose)
-    with receiver() as hook, TestClient(create_app(settings)) as client:
+    with receiver() as hook, TestClient(create_app(settings), base_url=LOCAL) as client:
         client.post(
             "/api/v1/alert-rules",
             json={"project": "inc", "min_severity": "error", "webhook_url": hook.url + "/h"},

@@ -14,7 +14,7 @@ from gradwatch_server.app import _SkipStoredIngest, create_app, quiet_ingest_acc
 from gradwatch_server.cli_actions import new_token
 from gradwatch_server.settings import Settings
 from tests.server import frames as f
-from tests.server.live import live_server
+from tests.server.live import LOCAL, live_server
 
 
 def _cases(run: str, token: str) -> list[tuple[str, dict[str, str], Any]]:
@@ -40,7 +40,7 @@ def test_the_front_answers_as_the_route(settings: Settings) -> None:
     secured = settings.with_(require_tokens=True, max_body_bytes=4000)
     token = new_token(secured, "default", "write")
     seen: dict[str, dict[str, Any]] = {"front": {}, "route": {}}
-    with TestClient(create_app(secured)) as client:
+    with TestClient(create_app(secured), base_url=LOCAL) as client:
         for via, suffix in (("front", ""), ("route", "?via=route")):
             run = f"r-{via}"
             for name, headers, body in _cases(run, token):

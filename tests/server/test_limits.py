@@ -14,7 +14,7 @@ from gradwatch_server.app import create_app
 from gradwatch_server.series import MAX_REPLY_VALUES
 from gradwatch_server.settings import Settings
 from tests.server import frames as f
-from tests.server.live import live_server
+from tests.server.live import LOCAL, live_server
 
 
 def ingest(client: TestClient, run: str, body: bytes) -> int:
@@ -47,7 +47,7 @@ def test_bodies_over_the_limit_are_refused_before_parsing_and_before_the_token(
     secured = settings.with_(require_tokens=True, max_json_bytes=1000)
     big = b"{" + b" " * 5000 + b"}"
     json_type = {"Content-Type": "application/json"}
-    with TestClient(create_app(secured)) as client:
+    with TestClient(create_app(secured), base_url=LOCAL) as client:
         for path in ("/api/v1/alert-rules", "/_dash-update-component"):
             declared = client.post(path, content=big, headers=json_type)
             assert declared.status_code == 413, (path, declared.text)

@@ -25,7 +25,7 @@ from gradwatch_server.spool_import import import_run
 from gradwatch_server.store import insert_ignore
 from tests.collector.drift_runs import BUGGY
 from tests.server import frames as f
-from tests.server.live import live_server
+from tests.server.live import LOCAL, live_server
 
 pytestmark = pytest.mark.slow
 DRIFTED = {"shuffle": 17, "perturb": 7, "threads": 4, "version": 5}
@@ -46,7 +46,7 @@ def test_groups_baseline_live_drift_and_envelope(
     migrate(engine)
     import_run(engine, runs_dir(root) / ids["base"])
     assert drift_pass(engine) == []  # nothing to compare with yet
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url=LOCAL) as client:
         base = client.get(f"/api/v1/runs/{ids['base']}").json()
         key = base["group"]
         assert key == f"{base['config_hash']}:{base['code_hash']}" and base["seed"] == 0
@@ -143,7 +143,7 @@ def test_a_sweep_with_a_run_without_steps_stops_no_envelope(
     engine = make_engine(settings.db_url)
     request.addfinalizer(engine.dispose)
     migrate(engine)
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url=LOCAL) as client:
         for seed in range(3):
             run = f"early-{seed}"
             records = [f.start(run, "drift", config_hash="early")]

@@ -9,7 +9,7 @@ import gradwatch
 from gradwatch_server.app import create_app
 from gradwatch_server.settings import Settings
 from tests.collector.scripts import nan_train
-from tests.server.live import wait_for
+from tests.server.live import LOCAL, wait_for
 
 
 def test_origin_and_checkpoint_reach_the_findings_api(settings: Settings) -> None:
@@ -18,7 +18,7 @@ def test_origin_and_checkpoint_reach_the_findings_api(settings: Settings) -> Non
         nan_train.train("log-softmax", 7, 5, checks=checks)
     except gradwatch.IntegrityError as exc:
         run = exc.run  # type: ignore[attr-defined]
-    with TestClient(create_app(settings.with_(import_interval=0.1))) as client:
+    with TestClient(create_app(settings.with_(import_interval=0.1)), base_url=LOCAL) as client:
         url = f"/api/v1/runs/{run.id}/findings"
         wait_for(lambda: client.get(url).status_code == 200, "the run's import")
         wait_for(lambda: bool(client.get(url).json()["data"]), "its findings")

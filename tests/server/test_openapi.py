@@ -14,6 +14,7 @@ from gradwatch.wire import FRAME_CONTENT_TYPE
 from gradwatch_server.app import create_app
 from gradwatch_server.settings import Settings
 from tests.server import frames as f
+from tests.server.live import LOCAL
 
 schemathesis.serializer.alias(FRAME_CONTENT_TYPE, "application/octet-stream")
 
@@ -22,7 +23,7 @@ schemathesis.serializer.alias(FRAME_CONTENT_TYPE, "application/octet-stream")
 def api_schema(db_url: str, data_dir: Path) -> Any:
     """The app's own spec, with a run in the database for the routes to find."""
     app = create_app(Settings(db_url=db_url, data_dir=data_dir, import_interval=None))
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL) as client:
         client.post("/api/v1/ingest", content=b"".join(f.simple_run("r1")), headers=f.headers("r1"))
     return schemathesis.openapi.from_asgi("/openapi.json", app)
 

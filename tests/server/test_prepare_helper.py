@@ -22,6 +22,7 @@ from gradwatch_server.models import Run
 from gradwatch_server.prepare_helper import HelperUnavailableError, PrepareHelper, prepare_body
 from gradwatch_server.settings import Settings
 from tests.server.frames import simple_run
+from tests.server.live import LOCAL
 
 
 def _ready(helper: PrepareHelper, timeout: float = 60.0) -> None:
@@ -133,7 +134,7 @@ def test_a_server_with_a_helper_takes_requests_only_once_it_is_ready(tmp_path: P
         prepare_helper="on",
     )
     app = create_app(settings)
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL) as client:
         writer = app.state.ingest_writer
         assert writer._helper is not None and writer._helper.ready  # before any request
         reply = client.post(

@@ -18,7 +18,7 @@ from gradwatch_server.models import Run
 from gradwatch_server.settings import Settings
 from gradwatch_server.spool_import import RECHECK_ENDED, SpoolImporter, import_run
 from tests.server import frames as f
-from tests.server.live import wait_for
+from tests.server.live import LOCAL, wait_for
 from tests.server.training import make, spooled, train
 
 
@@ -32,7 +32,7 @@ def test_a_finished_run_appears_complete_when_the_server_starts(settings: Settin
     with gradwatch.watch(model, opt, project="offline") as run:
         train(run, model, opt, 12)
     frames, _ = spooled(run)
-    with TestClient(create_app(settings.with_(import_interval=0.1))) as client:
+    with TestClient(create_app(settings.with_(import_interval=0.1)), base_url=LOCAL) as client:
         wait_for(lambda: listed(client) and listed(client)[0]["status"] == "finished", "import")
         got = listed(client)[0]
         assert (got["id"], got["steps"], got["frames"], got["project"]) == (
@@ -48,7 +48,7 @@ def test_a_run_started_before_the_server_finishes_streaming_after(settings: Sett
     run = gradwatch.watch(model, opt)
     train(run, model, opt, 5)
     run.flush()
-    with TestClient(create_app(settings.with_(import_interval=0.1))) as client:
+    with TestClient(create_app(settings.with_(import_interval=0.1)), base_url=LOCAL) as client:
         wait_for(lambda: bool(listed(client)), "the live run to appear")
         assert listed(client)[0]["status"] == "running"
         train(run, model, opt, 7)

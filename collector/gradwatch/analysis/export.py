@@ -5,11 +5,20 @@ CSV writes non-finite floats as ``NaN``, ``inf`` and ``-inf`` (what pandas reads
 JSON Lines writes them as the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` (strict
 JSON, as the server's API does); a finding's ``details`` and ``confirmed_by`` are JSON text
 in every format.
+
+CSV files are safe to open in a spreadsheet: a text cell (or column name) that a
+spreadsheet would run as a formula — one starting with ``=``, ``+``, ``-``, ``@``, a tab
+or a carriage return, e.g. a run logging a scalar named ``=HYPERLINK(...)`` — is written
+with a leading ``'``, which spreadsheets read as "text follows". Numbers are untouched
+(``-1.5``, ``-inf``, ``1e-3``, ``NaN``), as is text that is a plain number. A text cell that
+already starts with ``'`` before such a character gets one more, so ``read_table`` gives
+back exactly what was exported by taking one ``'`` off.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +33,35 @@ if TYPE_CHECKING:
 FORMATS = {"csv": "csv", "parquet": "parquet", "jsonl": "jsonl"}
 TABLES = ("steps", "tensors", "findings")
 JSON_COLUMNS = ("details", "confirmed_by")  # dict-valued finding columns, stored as JSON text
+#: text a spreadsheet would run as a formula (after any quotes this module added)
+_FORMULA = re.compile(r"'*[=+\-@\t\r]")
+#: text that is a number as Python writes one (a spreadsheet reads it as that number)
+_NUMBER = re.compile(
+    r"-?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)\Z", re.IGNORECASE
+)
+
+
+def neutralise(text: str) -> str:
+    """``text`` as a spreadsheet shows it and never runs it (see the module docstring)."""
+    if _FORMULA.match(text) and not _NUMBER.match(text):
+        return "'" + text
+    return text
+
+
+def restore(text: str) -> str:
+    """The text that :func:`neutralise` was given."""
+    if text.startswith("'") and _FORMULA.match(text) and not _NUMBER.match(text[1:]):
+        return text[1:]
+    return text
+
+
+def spreadsheet_safe(frame: DataFrame) -> DataFrame:
+    """A copy of ``frame`` with every text cell and column name neutralised."""
+    out = frame.rename(columns=lambda c: neutralise(c) if isinstance(c, str) else c)
+    for column in out.columns:
+        if out[column].dtype == object or str(out[column].dtype) in ("string", "str"):
+            out[column] = [neutralise(v) if isinstance(v, str) else v for v in out[column]]
+    return out
 
 
 def tables(run: RunData) -> dict[str, DataFrame]:
@@ -53,7 +91,7 @@ def write_tables(run: RunData, fmt: str, out: Path) -> list[Path]:
     for name, frame in tables(run).items():
         path = out / f"{name}.{FORMATS[fmt]}"
         if fmt == "csv":
-            frame.to_csv(path, index=False, na_rep="NaN")
+            spreadsheet_safe(frame).to_csv(path, index=False, na_rep="NaN")
         elif fmt == "parquet":
             frame.to_parquet(path, index=False)
         else:
@@ -86,6 +124,10 @@ def read_table(path: str | Path) -> DataFrame:
         # pandas 3 parses floats exactly by default (and deprecates asking); pandas 2 must ask
         exact = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
         frame = pd.read_csv(path, keep_default_na=False, na_values=["NaN"], **exact)
+        frame = frame.rename(columns=restore)
+        for column in frame.columns:
+            if frame[column].dtype == object or str(frame[column].dtype) in ("string", "str"):
+                frame[column] = [restore(v) if isinstance(v, str) else v for v in frame[column]]
     elif fmt == "parquet":
         frame = pd.read_parquet(path)
     elif fmt == "jsonl":

@@ -26,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         enabled = enabled_rules(args.select, args.ignore)
-        result = lint_paths(args.paths, enabled)
+        # a rule named in --select is wanted: its info findings are reported as warnings
+        result = lint_paths(args.paths, enabled, enabled if args.select else None)
     except (SelectionError, FileNotFoundError) as exc:
         print(f"gradwatch lint: {exc}", file=sys.stderr)
         return 2
@@ -74,7 +75,8 @@ def add_parser(sub: Subparsers) -> None:
         action="append",
         default=[],
         metavar="IDS",
-        help="only these rule ids (comma-separated, repeatable; default: all)",
+        help="only these rule ids (comma-separated, repeatable; default: all); a rule "
+        "named here that reports info by default (unseeded-run) reports warnings",
     )
     p.add_argument(
         "--ignore",

@@ -156,6 +156,7 @@ def lint_script(command: Sequence[str], folder: Path) -> dict[str, str]:
     to every run it starts (the environment entry that names it is returned). A script
     that cannot be linted is run all the same."""
     from gradwatch.lint import lint_paths
+    from gradwatch.lint.report import counts
     from gradwatch.session.autowatch import ENV_LINT
 
     script = script_of(command)
@@ -171,10 +172,8 @@ def lint_script(command: Sequence[str], folder: Path) -> dict[str, str]:
         return {}
     shown = result.shown()
     if shown:
-        errors = sum(f.severity == "error" for f in shown)
         _say(
-            f"lint: {errors} error{'s' if errors != 1 else ''}, {len(shown) - errors} "
-            f"warning{'s' if len(shown) - errors != 1 else ''} in {script}; stored with the run "
+            f"lint: {counts(shown)} in {script}; stored with the run "
             f"(`gradwatch lint {script}` explains them)"
         )
     path = folder / "lint.json"

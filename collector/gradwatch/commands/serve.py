@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             stalled_after=args.stalled_after,
+            allowed_hosts=tuple(args.allowed_host or ()),
             **({"allow_private_webhooks": True} if args.allow_private_webhooks else {}),
             **({"require_tokens": True} if args.require_tokens else {}),
         )
@@ -121,6 +122,15 @@ def add_parser(sub: Subparsers) -> None:
         action="store_true",
         help="require an API token on every request, on loopback too (e.g. behind a reverse "
         "proxy on the same host); also $GRADWATCH_REQUIRE_TOKENS=1",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="a host name browsers and collectors use to reach the server (a reverse proxy's "
+        "public name, this machine's name); repeatable, also $GRADWATCH_ALLOWED_HOSTS=a,b. "
+        "Requests with any other Host header are refused (400: DNS rebinding); loopback "
+        "names and addresses are always served",
     )
     p.add_argument(
         "--create-token",

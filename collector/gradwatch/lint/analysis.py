@@ -39,9 +39,10 @@ class Unit:
 class Analysis:
     """Everything known about one file, and the findings reported on it."""
 
-    def __init__(self, src: Source, enabled: set[str]) -> None:
+    def __init__(self, src: Source, enabled: set[str], selected: set[str] | None = None) -> None:
         self.src = src
         self.enabled = enabled
+        self.selected = selected or set()
         self.module = module_scope(src)
         self.cls_scopes = {
             name: class_scope(src, cls, self.module) for name, cls in src.classes.items()
@@ -126,6 +127,12 @@ class Analysis:
         return [u for u in self.units if u.framework is None]
 
     # -- findings -----------------------------------------------------------------------------
+    def severity(self, rule: str) -> Severity:
+        """A rule's default severity; an ``info`` rule the user selected by name (``--select
+        unseeded-run``) reports warnings."""
+        default = BY_ID[rule].severity
+        return "warning" if default == "info" and rule in self.selected else default
+
     def emit(
         self,
         rule: str,
@@ -152,7 +159,7 @@ class Analysis:
             lines.add(int(getattr(loop, "lineno", line)))
         self.findings[key] = LintFinding(
             rule=rule,
-            severity=severity or BY_ID[rule].severity,
+            severity=severity or self.severity(rule),
             confidence=confidence,
             path=self.src.path,
             line=line,

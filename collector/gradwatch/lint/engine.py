@@ -50,9 +50,12 @@ def _ids(values: Iterable[str]) -> set[str]:
     return {i.strip() for v in values for i in v.split(",") if i.strip()}
 
 
-def lint_source(src: Source, enabled: set[str] | None = None) -> list[LintFinding]:
-    """The findings of every enabled rule on one parsed file, in line order."""
-    analysis = Analysis(src, set(IDS) if enabled is None else enabled)
+def lint_source(
+    src: Source, enabled: set[str] | None = None, selected: set[str] | None = None
+) -> list[LintFinding]:
+    """The findings of every enabled rule on one parsed file, in line order. Rules in
+    ``selected`` (named by the user) report ``info`` findings as warnings."""
+    analysis = Analysis(src, set(IDS) if enabled is None else enabled, selected)
     for module in _RULE_MODULES:
         module.check(analysis)
     return sorted(analysis.findings.values(), key=lambda f: (f.line, f.col, f.rule))
@@ -60,7 +63,7 @@ def lint_source(src: Source, enabled: set[str] | None = None) -> list[LintFindin
 
 def lint_code(code: str, path: str = "<string>", **kw: set[str]) -> list[LintFinding]:
     """Lint Python source text (``SyntaxError`` when it is not Python)."""
-    return lint_source(Source.parse(code, path), kw.get("enabled"))
+    return lint_source(Source.parse(code, path), kw.get("enabled"), kw.get("selected"))
 
 
 def python_files(paths: Sequence[str | Path]) -> Iterator[Path]:
@@ -80,8 +83,14 @@ def python_files(paths: Sequence[str | Path]) -> Iterator[Path]:
             raise FileNotFoundError(f"no such file or folder: {raw}")
 
 
-def lint_paths(paths: Sequence[str | Path], enabled: set[str] | None = None) -> LintResult:
-    """Lint files and folders; unreadable or unparsable files are listed in ``errors``."""
+def lint_paths(
+    paths: Sequence[str | Path],
+    enabled: set[str] | None = None,
+    selected: set[str] | None = None,
+) -> LintResult:
+    """Lint files and folders; unreadable or unparsable files are listed in ``errors``.
+    ``selected``: the rules the user named (``--select``), whose info findings become
+    warnings."""
     result = LintResult()
     for path in python_files(paths):
         result.files += 1
@@ -94,7 +103,7 @@ def lint_paths(paths: Sequence[str | Path], enabled: set[str] | None = None) -> 
             result.errors.append(f"{path}: cannot read: {exc}")
             continue
         try:
-            result.findings += lint_source(src, enabled)
+            result.findings += lint_source(src, enabled, selected)
         except RecursionError:
             result.errors.append(f"{path}: nested too deeply to analyse")
         except Exception as exc:  # a linter bug must not hide the other files' findings

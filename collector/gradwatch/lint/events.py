@@ -108,6 +108,11 @@ class EventCollector:
     def _stmt(self, s: ast.stmt, ctx: Ctx, out: list[Event], scope: Scope) -> None:
         if isinstance(s, ast.For | ast.AsyncFor):
             self._exprs(s.iter, ctx, out, scope)
+            if scope.iterated(s.iter) is not None:
+                # `for opt in optimizers:` runs once per optimizer, not once per batch
+                self._stmts(s.body, ctx, out, scope)
+                self._stmts(s.orelse, ctx, out, scope)
+                return
             inner = replace(
                 ctx,
                 depth=ctx.depth + 1,
@@ -213,6 +218,11 @@ class EventCollector:
         attr, recv = func.attr, func.value
         target = ctx.name(recv)
         kind = ctx.lookup(target) if target else None
+        if isinstance(recv, ast.Subscript) and ctx.name(recv.value):  # optimizers[0].step()
+            whole = ctx.lookup(ctx.name(recv.value) or "")
+            if whole is not None and whole.many:
+                target = f"{ctx.name(recv.value)}[{ast.unparse(recv.slice)}]"
+                kind = whole.element()
         if attr in ("backward", "manual_backward"):
             q = self.src.qualname(recv) or ""
             if q.startswith("torch.distributed") or (kind is not None and kind.kind == ENGINE):

@@ -10,15 +10,31 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gradwatch.lint.source import Source, text
 
 OPTIMIZER, SCHEDULER, SCALER, LOSS, MODULE = "optimizer", "scheduler", "scaler", "loss", "module"
 LOADER, SAMPLER, ENGINE, ACCELERATOR, OTHER = "loader", "sampler", "engine", "accelerator", "other"
+AVERAGER = "averager"  # a weight-averaged copy of a model (SWA, EMA): never an optimizer
 
-_OPT_PREFIXES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "timm.optim.")
-_OPT_NAMES = ("transformers.AdamW", "transformers.Adafactor")
+#: Packages whose capitalised callables are optimizers (``torch.optim.Adam``, ``Lion``...).
+_OPT_PREFIXES = (
+    "torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "timm.optim.",
+    "torch_optimizer.", "pytorch_optimizer.", "lion_pytorch.", "adabelief_pytorch.",
+    "dadaptation.", "prodigyopt.", "schedulefree.", "deepspeed.ops.adam.", "deepspeed.ops.lamb.",
+    "galore_torch.", "came_pytorch.", "muon.", "heavyball.",
+)  # fmt: skip
+_OPT_NAMES = (
+    "transformers.AdamW", "transformers.Adafactor",
+    "transformers.optimization.AdamW", "transformers.optimization.Adafactor",
+)  # fmt: skip
+#: Constructors of weight averagers: torch's AveragedModel, timm's ModelEma*, torch_ema's
+#: ExponentialMovingAverage, diffusers' EMAModel, ema_pytorch's EMA...
+_AVERAGER_CTOR = re.compile(r"^(AveragedModel|ExponentialMovingAverage|ModelEma|EMA|Ema)")
+#: Names of weight averagers whose value is not visible: ``ema``, ``model_ema``, ``swa_model``.
+_AVERAGER_NAME = re.compile(r"(^|_)(ema|swa)($|_|\d)", re.IGNORECASE)
+_FACTORIES: set[int] = set()  # same-file factory functions being read (no recursion)
 _OPT_NAME = re.compile(r"(^|_)(opt|optim|optimi[sz]er)(?=$|_|\d|[A-Z])")
 _SAME_OBJECT = {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval"}
 _WRAPPERS = ("torch.compile", "DistributedDataParallel", "DataParallel")
@@ -36,6 +52,11 @@ class Kind:
     guessed: bool = False
     value: ast.expr | None = None
     line: int = 0
+    many: bool = False  # a list, tuple or dict of such objects
+
+    def element(self) -> Kind:
+        """The kind of one item of a collection of this kind."""
+        return replace(self, many=False)
 
 
 def guess(dotted: str) -> Kind | None:
@@ -48,6 +69,8 @@ def guess(dotted: str) -> Kind | None:
         return Kind(SCALER, guessed=True)
     if "optimizer" in low or "optimiser" in low or _OPT_NAME.search(last):
         return Kind(OPTIMIZER, guessed=True)
+    if _AVERAGER_NAME.search(last):
+        return Kind(AVERAGER, guessed=True)
     if "accelerator" in low or low == "fabric":
         return Kind(ACCELERATOR, guessed=True)
     return None
@@ -105,6 +128,12 @@ class Scope:
                 for name in ast.walk(node.target):
                     if isinstance(name, ast.Name):  # loop variables hold data, not values
                         self.assigns.setdefault(name.id, []).append((0, ast.Constant(None)))
+                item = self.iterated(node.iter)
+                target = node.target
+                if isinstance(target, ast.Tuple) and target.elts:  # for name, opt in d.items()
+                    target = target.elts[-1]
+                if item is not None and text(target):
+                    self.kinds[text(target) or ""] = item
         return self
 
     def _assign(self, target: ast.expr, value: ast.expr, line: int) -> None:
@@ -125,9 +154,23 @@ class Scope:
         found = self.classify(value, line)
         if found is not None:
             self.kinds[name] = found
+            if found.kind == SCHEDULER and isinstance(value, ast.Call):
+                self._scheduled(value, line)
+
+    def _scheduled(self, call: ast.Call, line: int) -> None:
+        """The optimizer handed to a scheduler is an optimizer, whatever its name."""
+        given = call.args[0] if call.args else None
+        for kw in call.keywords:
+            if kw.arg == "optimizer":
+                given = kw.value
+        name = text(given) if given is not None else None
+        if name and name != "self" and self.kind(name, allow_guess=False) is None:
+            self.kinds[name] = Kind(OPTIMIZER, line=line)
 
     def _unpacked(self, value: ast.expr, n: int) -> list[Kind | None]:
         out: list[Kind | None] = [None] * n
+        if isinstance(value, ast.Tuple | ast.List) and len(value.elts) == n:
+            return [self.classify(e) for e in value.elts]
         if not isinstance(value, ast.Call):
             return out
         if self.src.qualname(value.func) == "deepspeed.initialize":
@@ -135,21 +178,49 @@ class Scope:
         attr = value.func.attr if isinstance(value.func, ast.Attribute) else ""
         if attr in ("prepare", "setup") and len(value.args) == n:
             return [self.kind(text(a), allow_guess=False) for a in value.args]
-        return out
+        whole = self.classify(value)
+        if whole is not None and whole.many:  # opt_g, opt_d = self.optimizers()
+            return [whole.element()] * n
+        return self._factory(value, n) or out
+
+    def iterated(self, it: ast.expr) -> Kind | None:
+        """The kind of the items of ``for x in it`` when ``it`` is a collection of
+        optimizers or schedulers (``optimizers``, ``opts.values()``, ``opts.items()``)."""
+        if (
+            isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Attribute)
+            and it.func.attr in ("values", "items")
+        ):
+            it = it.func.value
+        found = self.classify(it)
+        return found.element() if found is not None and found.many else None
 
     def classify(self, value: ast.expr, line: int = 0) -> Kind | None:
         """The kind of object an expression evaluates to, when it can be told."""
         if isinstance(value, ast.Name | ast.Attribute):
             return self.kind(text(value), allow_guess=False)
+        if isinstance(value, ast.List | ast.Tuple | ast.Set | ast.Dict):
+            return self._collection(value, line)
+        if isinstance(value, ast.Subscript):  # optimizers[0], optimizers["g"]
+            whole = self.classify(value.value, line)
+            return whole.element() if whole is not None and whole.many else None
         if not isinstance(value, ast.Call):
             return None
         func = value.func
         q = self.src.qualname(func) or ""
         last = q.rsplit(".", 1)[-1] if q else (text(func) or "").rsplit(".", 1)[-1]
-        if q.startswith("torch.optim.lr_scheduler") or (
-            q.startswith("transformers.") and "schedule" in last
+        if q.startswith("torch.optim.swa_utils."):
+            if last == "SWALR":
+                return Kind(SCHEDULER, last, line=line)
+            return Kind(AVERAGER if last == "AveragedModel" else OTHER, last, line=line)
+        if (
+            q.startswith(("torch.optim.lr_scheduler", "timm.scheduler."))
+            or (q.startswith("transformers.") and "schedule" in last)
+            or "sched" in last.lower()
         ):
             return Kind(SCHEDULER, last, line=line)
+        if _AVERAGER_CTOR.match(last):
+            return Kind(AVERAGER, last, line=line)
         if q.startswith("torch.distributed.optim.") and last != "ZeroRedundancyOptimizer":
             return Kind(OTHER, last)
         if self._is_optimizer_ctor(q, last, func):
@@ -170,14 +241,66 @@ class Scope:
             return Kind(SAMPLER, last, value=value, line=line)
         if last in ("Accelerator", "Fabric"):
             return Kind(ACCELERATOR, last)
-        if isinstance(func, ast.Attribute):
-            if func.attr == "optimizers" and text(func.value) == "self":
-                return Kind(OPTIMIZER, "optimizers")
-            if func.attr in _SAME_OBJECT:
-                return self.classify(func.value, line)
+        if isinstance(func, ast.Attribute) and text(func.value) == "self":
+            # Lightning: self.optimizers() / self.lr_schedulers(), one object or a list
+            if func.attr == "optimizers":
+                return Kind(OPTIMIZER, "optimizers", many=True)
+            if func.attr == "lr_schedulers":
+                return Kind(SCHEDULER, "lr_schedulers", many=True)
+        if isinstance(func, ast.Attribute) and func.attr in _SAME_OBJECT:
+            return self.classify(func.value, line)
         if (q.endswith(_WRAPPERS) or last in _WRAPPERS) and value.args:
             return self.classify(value.args[0], line)
-        return None
+        if isinstance(func, ast.Attribute) and func.attr in ("values", "copy"):
+            whole = self.classify(func.value, line)
+            return whole if whole is not None and whole.many else None
+        made = self._factory(value, 1)
+        return made[0] if made else None
+
+    def _collection(self, value: ast.expr, line: int) -> Kind | None:
+        """A list, tuple, set or dict whose items are all optimizers (or all schedulers)."""
+        items = value.values if isinstance(value, ast.Dict) else getattr(value, "elts", [])
+        kinds = [self.classify(v, line) for v in items]
+        if not kinds or any(k is None or k.many for k in kinds):
+            return None
+        first = kinds[0]
+        assert first is not None
+        if first.kind not in (OPTIMIZER, SCHEDULER) or any(
+            k is not None and k.kind != first.kind for k in kinds
+        ):
+            return None
+        return replace(first, many=True, roots=None, value=value, line=line)
+
+    def _factory(self, call: ast.Call, n: int) -> list[Kind | None] | None:
+        """What a same-file function returns (``make_optimizer(model)``, a tuple of an
+        optimizer and its scheduler), its parameters read as the caller's arguments."""
+        fn = self.src.functions.get(call.func.id) if isinstance(call.func, ast.Name) else None
+        if fn is None or id(fn) in _FACTORIES:
+            return None
+        _FACTORIES.add(id(fn))
+        try:
+            root: Scope = self
+            while root.parent is not None:
+                root = root.parent
+            inner = function_scope(self.src, fn, root)
+            names = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+            subst = {p: text(arg) for p, arg in zip(names, call.args, strict=False)}
+            subst |= {kw.arg: text(kw.value) for kw in call.keywords if kw.arg}
+            for node in own_nodes(fn.body):
+                if not isinstance(node, ast.Return) or node.value is None:
+                    continue
+                ret = node.value
+                if n == 1:
+                    got = [inner.classify(ret)]
+                elif isinstance(ret, ast.Tuple) and len(ret.elts) == n:
+                    got = [inner.classify(e) for e in ret.elts]
+                else:
+                    continue
+                if any(k is not None for k in got):
+                    return [_renamed(k, subst) for k in got]
+            return None
+        finally:
+            _FACTORIES.discard(id(fn))
 
     def _is_optimizer_ctor(self, q: str, last: str, func: ast.expr) -> bool:
         if q in _OPT_NAMES or (q.startswith(_OPT_PREFIXES) and last[:1].isupper()):
@@ -222,6 +345,22 @@ class Scope:
                     roots.append(root)
         filtered = "requires_grad" in ast.unparse(params)
         return (tuple(roots) if roots else None), filtered
+
+
+def _renamed(k: Kind | None, subst: dict[str, str | None]) -> Kind | None:
+    """``k`` with the roots of its parameters named as the caller names them."""
+    if k is None or not k.roots:
+        return k
+    roots = []
+    for r in k.roots:
+        head, dot, rest = r.partition(".")
+        if head in subst:
+            mapped = subst[head]
+            if mapped is None:
+                return replace(k, roots=None)
+            r = mapped + dot + rest
+        roots.append(r)
+    return replace(k, roots=tuple(roots))
 
 
 _CACHE: dict[int, tuple[list[ast.stmt], list[ast.AST]]] = {}

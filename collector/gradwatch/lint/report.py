@@ -21,13 +21,18 @@ def text(result: LintResult, findings: list[LintFinding]) -> str:
     for f in findings:
         lines.append(f.line_text() + (" [suppressed]" if f.suppressed else ""))
         lines.append(f"    Fix: {f.hint}")
+    lines.append(f"{counts(findings)} in {result.files} file{'s' if result.files != 1 else ''}")
+    return "\n".join(lines)
+
+
+def counts(findings: list[LintFinding]) -> str:
+    """``1 error, 2 warnings`` (and ``, 1 info`` when there is any)."""
     errors = sum(f.severity == "error" for f in findings)
     warnings = sum(f.severity == "warning" for f in findings)
-    lines.append(
-        f"{errors} error{'s' if errors != 1 else ''}, {warnings} warning"
-        f"{'s' if warnings != 1 else ''} in {result.files} file{'s' if result.files != 1 else ''}"
-    )
-    return "\n".join(lines)
+    info = sum(f.severity == "info" for f in findings)
+    out = f"{errors} error{'s' if errors != 1 else ''}, {warnings} warning"
+    out += "s" if warnings != 1 else ""
+    return out + (f", {info} info" if info else "")
 
 
 def as_json(findings: list[LintFinding]) -> str:

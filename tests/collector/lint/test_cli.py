@@ -16,7 +16,7 @@ from gradwatch.lint import IDS, RULES, lint_paths
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).parents[3]
 STALE = FIXTURES / "bug" / "stale_grad_zero_before_loop.py"  # one error
-UNSEEDED = FIXTURES / "bug" / "unseeded_run.py"  # one warning
+UNSEEDED = FIXTURES / "bug" / "unseeded_run.py"  # one info (a warning when selected)
 
 
 def lint(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -35,9 +35,22 @@ def test_text_names_file_line_rule_and_fix(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_fail_on_sets_the_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
-    assert lint(capsys, str(UNSEEDED))[0] == 0  # warnings pass the default gate
-    assert lint(capsys, str(UNSEEDED), "--fail-on", "warning")[0] == 1
+    selected = ("--select", "unseeded-run")
+    assert lint(capsys, str(UNSEEDED), *selected)[0] == 0  # warnings pass the default gate
+    assert lint(capsys, str(UNSEEDED), *selected, "--fail-on", "warning")[0] == 1
     assert lint(capsys, str(FIXTURES / "correct"), "--fail-on", "warning")[0] == 0
+
+
+def test_unseeded_run_is_info_unless_selected(capsys: pytest.CaptureFixture[str]) -> None:
+    # A correct program need not be reproducible: info by default, never failing a gate.
+    code, out, _ = lint(capsys, str(UNSEEDED), "--fail-on", "warning")
+    assert code == 0
+    assert "info unseeded-run: this script trains but never seeds torch" in out
+    assert out.splitlines()[-1] == "0 errors, 0 warnings, 1 info in 1 file"
+    code, out, _ = lint(capsys, str(UNSEEDED), "--select", "unseeded-run,stale-grad")
+    assert "warning unseeded-run:" in out and out.splitlines()[-1].startswith("0 errors, 1 warn")
+    # ignoring another rule is not selecting this one
+    assert "info unseeded-run:" in lint(capsys, str(UNSEEDED), "--ignore", "stale-grad")[1]
 
 
 def test_json_lists_every_field(capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,7 +75,7 @@ def test_sarif_is_a_2_1_0_log_with_rules_and_fingerprints(
     assert {r["ruleId"] for r in run["results"]} == set(IDS)
     for result in run["results"]:
         assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
-        assert result["level"] in ("error", "warning")
+        assert result["level"] in ("error", "warning", "note")
         region = result["locations"][0]["physicalLocation"]["region"]
         assert region["startLine"] >= 1 and region["startColumn"] >= 1
         assert len(result["partialFingerprints"]["gradwatchFingerprint/v1"]) == 16

@@ -69,6 +69,27 @@ MUTATIONS = [
         "accumulation-loss-not-scaled",
     ),
     ("real_world_styles.py", "        model.eval()\n", "inference-in-train-mode"),
+    # next to SWA, EMA, schedulers and scalers the optimizer itself is still judged
+    ("swa_and_ema.py", "        optimizer.zero_grad()\n", "stale-grad"),
+    ("swa_and_ema.py", "            self.optimizer.zero_grad()\n", "stale-grad"),
+    ("swa_and_ema.py", "    opt.zero_grad()\n", "stale-grad"),
+    ("schedulers_and_scalers.py", "        optimizer.zero_grad(set_to_none=True)\n", "stale-grad"),
+    ("wgan_n_critic.py", "        optimizer_D.zero_grad()\n", "stale-grad"),
+    ("wgan_n_critic.py", "        optimizer_G.zero_grad()\n", "stale-grad"),
+    ("wgan_n_critic.py", "        optimizerG.zero_grad()\n", "stale-grad"),
+    ("lightning_manual_gan.py", "            opt_g.zero_grad()\n", "stale-grad"),
+    ("lightning_manual_gan.py", "        opt_d.zero_grad()\n", "stale-grad"),
+    (
+        "optimizer_collections.py",
+        "    for opt in optimizers:\n        opt.zero_grad()\n",
+        "stale-grad",
+    ),
+    (
+        "optimizer_collections.py",
+        "    for o in named.values():\n        o.zero_grad()\n",
+        "stale-grad",
+    ),
+    ("optimizer_collections.py", "    stepper.zero_grad()\n", "stale-grad"),
 ]
 
 
@@ -119,6 +140,28 @@ MATRIX = [
      "accumulation-loss-not-scaled"),
     ("for x, y in data:\n    opt.zero_grad()\n    crit(model(x), y).backward()\n"
      "    opt.step(lambda: 0)", None),
+    # a step every k iterations whose backward runs under the same test: no accumulation
+    ("for i, (x, y) in enumerate(data):\n    opt.zero_grad()\n    if i % k == 0:\n"
+     "        crit(model(x), y).backward()\n        opt.step()", None),
+    ("for i, (x, y) in enumerate(data):\n    if i % k == 0:\n        opt.zero_grad()\n"
+     "        crit(model(x), y).backward()\n        opt.step()", None),
+    # ... but with a backward outside the test, the zero_grad wipes an accumulation
+    ("for i, (x, y) in enumerate(data):\n    opt.zero_grad()\n"
+     "    (crit(model(x), y) / k).backward()\n    if i % k == 0:\n"
+     "        (crit(model(x), y) / k).backward()\n        opt.step()",
+     "accumulation-wiped"),
+    # what .step() is called on decides: schedulers, SWA and EMA helpers are not optimizers
+    ("from torch.optim.swa_utils import SWALR\nswa_scheduler = SWALR(opt, swa_lr=0.05)\n"
+     "for x, y in data:\n    opt.zero_grad()\n    crit(model(x), y).backward()\n"
+     "    opt.step()\n    swa_scheduler.step()", None),
+    ("from mylib import EMAHelper\nema = EMAHelper(model)\nfor x, y in data:\n"
+     "    opt.zero_grad()\n    crit(model(x), y).backward()\n    opt.step()\n    ema.step()",
+     None),
+    ("for x, y in data:\n    opt.zero_grad()\n    crit(model(x), y).backward()\n    opt.step()\n"
+     "    swa.step()\n    model_ema.step()\n    warmup_sched.step()", None),
+    ("from mylib import Stepper\nthing = Stepper()\nfor x, y in data:\n"
+     "    opt.zero_grad()\n    crit(model(x), y).backward()\n    opt.step()\n    thing.step()",
+     None),
 ]  # fmt: skip
 
 

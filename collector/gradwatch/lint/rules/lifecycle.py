@@ -38,6 +38,38 @@ def covers(zero: Event, step: Event, scope: Scope) -> bool:
     return any(r in names for r in roots)
 
 
+def _tests(e: Event) -> set[str]:
+    return {g.test for g in e.guards if g.accum and not g.negated}
+
+
+def feeding(st: Event, zeros: list[Event], backwards: list[Event], ev: list[Event]) -> list[Event]:
+    """The backward() calls whose gradients ``st`` applies: those after the last of
+    ``zeros`` (its optimizer's zero_grad calls) before it, wrapping round the loop when the
+    gradients are cleared after the step."""
+    at = {id(e): i for i, e in enumerate(ev)}
+    s = at[id(st)]
+    cuts = [at[id(z)] for z in zeros if not z.closure and not z.exclusive(st)]
+    before = [i for i in cuts if i < s]
+    if before:
+        start = max(before)
+        inside = [b for b in backwards if start < at[id(b)] < s]
+    elif cuts:
+        start = max(cuts)
+        inside = [b for b in backwards if at[id(b)] < s or at[id(b)] > start]
+    else:
+        inside = list(backwards)
+    return [b for b in inside if not b.exclusive(st) and not b.closure]
+
+
+def accumulates(st: Event, zeros: list[Event], backwards: list[Event], ev: list[Event]) -> bool:
+    """Whether ``st`` runs only every few iterations (`if (i + 1) % k == 0`) while some of
+    the gradients it applies are computed in the iterations between: accumulation. A
+    guarded step whose whole backward runs under the same test (a WGAN generator trained
+    every ``n_critic`` iterations) applies one iteration's gradient, not an accumulation."""
+    tests = _tests(st)
+    return bool(tests) and any(not tests <= _tests(b) for b in feeding(st, zeros, backwards, ev))
+
+
 def check(a: Analysis) -> None:
     for unit in a.lifecycle_units():
         blocks: list[ast.AST] = list(unit.loops)
@@ -65,7 +97,7 @@ def _loop(a: Analysis, unit: Unit, loop: ast.AST, ev: list[Event]) -> None:
             _zero_between(a, unit, loop, st, mine, backwards, ev)
         if not st.managed:
             _wiped(a, unit, loop, st, mine, backwards, ev)
-    _unscaled(a, unit, loop, steps, backwards)
+    _unscaled(a, unit, loop, steps, backwards, [z for z in zeros], ev)
 
 
 def _stale(a: Analysis, unit: Unit, loop: ast.AST, st: Event, ev: list[Event]) -> None:
@@ -128,7 +160,7 @@ def _wiped(
     ev: list[Event],
 ) -> None:
     at = {id(e): i for i, e in enumerate(ev)}
-    tests = {g.test for g in st.guards if g.accum and not g.negated}
+    tests = _tests(st) if accumulates(st, zeros, backwards, ev) else set()
     first_backward = min(at[id(b)] for b in backwards)
     for z in zeros:
         if z.managed or z.closure:
@@ -137,8 +169,9 @@ def _wiped(
         z_tests = {g.test for g in z.guards if g.accum and not g.negated}
         message = ""
         if tests and not own and not z_tests:
+            whose = f"{z.target}'s gradients are" if z.target else "the gradients are"
             message = (
-                f"{z.target or 'the gradients'} are cleared every micro-batch while "
+                f"{whose} cleared every micro-batch while "
                 f"{st.target}.step() runs only when `{next(iter(tests))}`: each step applies "
                 "the last micro-batch's gradient only."
             )
@@ -161,13 +194,26 @@ def _wiped(
 
 
 def _unscaled(
-    a: Analysis, unit: Unit, loop: ast.AST, steps: list[Event], backwards: list[Event]
+    a: Analysis,
+    unit: Unit,
+    loop: ast.AST,
+    steps: list[Event],
+    backwards: list[Event],
+    zeros: list[Event],
+    ev: list[Event],
 ) -> None:
-    guarded = any(st.accum_guarded for st in steps)
-    micro = any(len(b.loops) > len(st.loops) for b in backwards for st in steps)
-    if not (guarded or micro) or any(e.managed for e in [*steps, *backwards]):
+    if any(e.managed for e in [*steps, *backwards]):
         return
+    summed: list[Event] = []  # the backward() calls whose gradients are summed
+    for st in steps:
+        mine = [z for z in zeros if covers(z, st, unit.scope)]
+        if accumulates(st, mine, backwards, ev):
+            tests = _tests(st)
+            summed += [b for b in feeding(st, mine, backwards, ev) if not tests <= _tests(b)]
+        summed += [b for b in backwards if len(b.loops) > len(st.loops)]
     for b in backwards:
+        if not any(b is s for s in summed):
+            continue
         if b.via is None and not b.closure and not _scaled(b.operand, unit.scope, b.line, 0):
             a.emit(
                 "accumulation-loss-not-scaled",
