@@ -96,12 +96,38 @@ def text(result: dict[str, Any]) -> str:
     shown = [d for d in result["fingerprint_diff"] if d not in states]
     if shown:
         lines.append("  fingerprint differences:")
-        for d in shown:
-            a, b = json.dumps(d["a"], default=str), json.dumps(d["b"], default=str)
-            lines.append(f"    [{d['section']}] {d['field']}: {a[:60]} -> {b[:60]}")
+        lines += [f"    [{d['section']}] {_field_line(d)}" for d in shown]
     if states:
         lines.append(f"  ({len(states)} RNG-state hashes differ; --json lists them)")
     return "\n".join(lines + _tensors(result["per_tensor"]))
+
+
+#: what a differing hash of the fingerprint means, for the reader of the text form
+HASH_MEANING = {
+    "code_hash": "the code differs (git commit or uncommitted changes)",
+    "config_hash": "the config differs",
+    "diff_hash": "the uncommitted changes differ",
+    "untracked_hash": "the untracked files differ",
+    "script_hash": "the script differs",
+    "packages_hash": "the installed packages differ",
+    "init_params_hash": "the initial parameters differ",
+}
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text[:12] + "…" if len(text) > 12 else text
+
+
+def _field_line(d: dict[str, Any]) -> str:
+    """One fingerprint difference: a hash says what differs in words (its two values cut to
+    12 characters), any other field shows both values."""
+    field = str(d["field"])
+    if field in HASH_MEANING or field.endswith(("_hash", "_sha256")):
+        meaning = HASH_MEANING.get(field, "differs")
+        return f"{field}: {meaning} ({_short(d['a'])} vs {_short(d['b'])})"
+    a, b = json.dumps(d["a"], default=str), json.dumps(d["b"], default=str)
+    return f"{field}: {a[:60]} -> {b[:60]}"
 
 
 def _difference(d: dict[str, Any]) -> list[str]:
@@ -118,15 +144,27 @@ def _difference(d: dict[str, Any]) -> list[str]:
 
 
 def _tensors(per_tensor: list[dict[str, Any]], shown: int = 10) -> list[str]:
-    """Every tensor's first differing step (the first ``shown``, then how many more)."""
+    """Where the tensors first differ, one line per step (tensors that split at the same
+    step together, the first three named); the first ``shown`` steps, then how many more."""
+    from gradwatch.structure.timeline import names_text
+
     split = sorted(
         (t for t in per_tensor if t["first_step"] is not None),
         key=lambda t: (t["first_step"], t["name"]),
     )
-    lines = [f"  tensor {t['name']}: first differs at step {t['first_step']}" for t in split]
-    same = len(per_tensor) - len(split)
+    by_step: dict[int, list[str]] = {}
+    for t in split:
+        by_step.setdefault(int(t["first_step"]), []).append(str(t["name"]))
+    lines = []
+    for step, names in by_step.items():
+        if len(names) == 1:
+            lines.append(f"  tensor {names[0]}: first differs at step {step}")
+        else:
+            lines.append(f"  step {step}: {names_text(names)} first differ")
     if len(lines) > shown:
-        lines = [*lines[:shown], f"  ... and {len(lines) - shown} more tensors (--json lists all)"]
+        rest = sum(len(n) for n in list(by_step.values())[shown:])
+        lines = [*lines[:shown], f"  ... and {rest} more tensors (--json lists all)"]
+    same = len(per_tensor) - len(split)
     if same and split:
         lines.append(f"  {same} tensor{'s never differ' if same != 1 else ' never differs'}")
     return lines

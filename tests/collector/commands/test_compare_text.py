@@ -21,10 +21,11 @@ def test_a_data_order_split_prints_no_none_and_every_tensor(
     assert "None" not in out
     # the batch is one hash per step: it is not tied to a tensor, and has no numeric gap
     assert "(batch; first differing tensor " in out and "batch of" not in out
-    tensors = [line for line in out.splitlines() if line.startswith("  tensor ")]
+    # the four tensors that split at the same step are one line, not four identical ones
+    assert "  step 17: 4 tensors (" in out and " first differ" in out
+    assert not [line for line in out.splitlines() if line.startswith("  tensor ")]
     cli.main(["compare", ids["base"], ids["shuffle"], "--json", "--data-dir", str(root)])
-    listed = capsys.readouterr().out.count('"first_step": 17')
-    assert len(tensors) == listed == 4
+    assert capsys.readouterr().out.count('"first_step": 17') == 4
 
 
 def test_a_long_tensor_list_says_how_many_it_leaves_out() -> None:
@@ -38,6 +39,28 @@ def test_a_long_tensor_list_says_how_many_it_leaves_out() -> None:
         "  ... and 2 more tensors (--json lists all)",
         "  1 tensor never differs",
     ]
+
+
+def test_tensors_that_split_at_one_step_are_one_line() -> None:
+    from gradwatch.commands.compare import _tensors
+
+    per_tensor = [{"name": f"l{i}.weight", "first_step": 101} for i in range(6)]
+    per_tensor.append({"name": "head.weight", "first_step": 140})
+    assert _tensors(per_tensor) == [
+        "  step 101: 6 tensors (l0.weight, l1.weight, l2.weight, …) first differ",
+        "  tensor head.weight: first differs at step 140",
+    ]
+
+
+def test_a_differing_hash_says_what_differs_in_words() -> None:
+    from gradwatch.commands.compare import _field_line
+
+    d = {"field": "code_hash", "a": "a" * 64, "b": "b" * 64}
+    assert _field_line(d) == (
+        "code_hash: the code differs (git commit or uncommitted changes) "
+        "(aaaaaaaaaaaa… vs bbbbbbbbbbbb…)"
+    )
+    assert _field_line({"field": "seed", "a": 1, "b": 2}) == "seed: 1 -> 2"
 
 
 def help_text(command: str, capsys: pytest.CaptureFixture[str]) -> str:
