@@ -78,7 +78,9 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "parameters made in `forward`), with shapes and the module holding it. One finding "
        "lists them all.",
        "checked at the start and every {checks.COVERAGE_EVERY} steps",
-       "parameters with `requires_grad=False`"),
+       "parameters with `requires_grad=False`; a complete copy of a watched model (same "
+       "class and parameter shapes) that feeds a loss which also trains the model — a "
+       "target network or EMA copy — is `info`, said as such"),
     _C("frozen-param-in-optimizer", "Parameter coverage", "warning",
        "A parameter with `requires_grad=False` sits in an optimizer and never trains "
        "(`info` while frozen; `warning` once frozen past the horizon); one finding per "

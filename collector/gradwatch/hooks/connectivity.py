@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 MAX_SHAPES = 64  # graph shapes remembered; past that, new shapes are no longer walked
 Shape = tuple[str, tuple[int, ...]]
+NO_HOLDER = "no module holds them: made in forward()?"
 _REGISTERED = frozenset({"_modules", "_parameters", "_buffers"})  # nn.Module's own dicts
 
 
@@ -86,7 +87,7 @@ class GraphWatch:
         self._shapes[shape] = cut
         if graph is not None:
             self._learn_order(graph, reached)
-            self._unowned(graph)
+            self._unowned(graph, trains=any(reached))
         return cut
 
     def _learn_order(self, graph: Graph, reached: list[int]) -> None:
@@ -98,9 +99,12 @@ class GraphWatch:
                     w.forward_order = order
                     self._order_reach[w.index] = count
 
-    def _unowned(self, graph: Graph) -> None:
+    def _unowned(self, graph: Graph, trains: bool = False) -> None:
         """``param-not-in-optimizer`` for trainable parameters the loss reaches that no
-        watched model and no optimizer holds."""
+        watched model and no optimizer holds. A complete second copy of a watched module
+        (same class, same parameter shapes) that feeds a loss which also trains a watched
+        optimizer's tensors (``trains``) is a target network or an EMA copy kept in step by
+        hand: said at info level, as what it is."""
         names = self.run._names
         loose = [
             t
@@ -123,6 +127,10 @@ class GraphWatch:
         step = self.run.step + 1
         for where, tensors in groups.items():
             self._reported.update(id(t) for t in tensors)
+            twin = _twin_of(tensors, models) if trains and where == NO_HOLDER else None
+            if twin is not None:
+                self.run._sink.report(_twin_finding(step, tensors, *twin))
+                continue
             shapes = ", ".join(_spelled(t) for t in tensors[:4])
             more = f" and {len(tensors) - 4} more" if len(tensors) > 4 else ""
             self.run._sink.report(
@@ -159,7 +167,59 @@ class GraphWatch:
                     if found is not None:
                         at = f"{prefix}{path}.{attr}" if path else f"{prefix}{attr}"
                         return f"{found} in the plain {type(value).__name__} `{at}`"
-        return "no module holds them: made in forward()?"
+        return NO_HOLDER
+
+
+def _owner(tensors: list[torch.Tensor]) -> nn.Module | None:
+    """The smallest live module whose parameters are exactly ``tensors`` (a scan of the
+    heap, done only when loose parameters were found)."""
+    ids = {id(t) for t in tensors}
+    best: nn.Module | None = None
+    for obj in gc.get_objects():
+        if issubclass(type(obj), nn.Module):  # type(): isinstance may run a __class__ property
+            own = {id(p) for p in obj.parameters()}
+            if own == ids and (
+                best is None or len(list(best.modules())) > len(list(obj.modules()))
+            ):
+                best = obj
+    return best
+
+
+def _shapes(module: nn.Module) -> list[tuple[int, ...]]:
+    return [tuple(p.shape) for p in module.parameters()]
+
+
+def _twin_of(tensors: list[torch.Tensor], models: Any) -> tuple[nn.Module, nn.Module] | None:
+    """(the module holding ``tensors``, the watched model or top-level child it is a copy
+    of): same class and the same parameter shapes in order; None when the tensors are not
+    such a copy."""
+    owner = _owner(tensors)
+    if owner is None:
+        return None
+    for model in models:
+        for module in (model, *model.children()):
+            same = module is not owner and type(module) is type(owner)
+            if same and _shapes(module) == _shapes(owner):
+                return owner, module
+    return None
+
+
+def _twin_finding(
+    step: int, tensors: list[torch.Tensor], owner: nn.Module, original: nn.Module
+) -> Any:
+    name = type(owner).__name__
+    return finding(
+        "param-not-in-optimizer",
+        step,
+        f"{counted(len(tensors), 'tensor')} of a second {name} (a copy of the trained "
+        f"one, in no optimizer) reach the loss: a target network or an EMA copy, updated "
+        "by hand; it gets gradients it never uses.",
+        "if the loss should not reach the copy, compute its part under torch.no_grad() or "
+        "detach its output; nothing trains it either way.",
+        severity="info",
+        param=f"copy of {name}",
+        details={"held_by": f"a second {name}", "copy_of": type(original).__name__},
+    )
 
 
 def _in_container(value: Any, tensor: torch.Tensor) -> str | None:
