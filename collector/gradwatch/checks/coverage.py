@@ -34,7 +34,7 @@ class CoverageChecks:
         #: told which tensors stopped moving before ``param-not-updated`` reports them, so
         #: a learning rate that collapsed to ~0 is reported first, as their cause (set by
         #: the check engine: :meth:`gradwatch.checks.lr.LrChecks.stalled`)
-        self.stalled: Callable[[StepView, list[int]], None] | None = None
+        self.stalled: Callable[[StepView, list[int]], bool] | None = None
 
     # -- host facts -----------------------------------------------------------------------
     def not_in_optimizer(self, names: list[str], step: int) -> None:
@@ -230,13 +230,15 @@ class CoverageChecks:
         assert v.grad_norm is not None
         stuck = _in_order(torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist(), v.order)
         names = [v.names[i] for i in stuck]
+        # a collapsed learning rate is the cause: named first; a rate at its floor for too
+        # few steps to be a collapse (a schedule ending with the run) explains them
+        if stuck and self.stalled is not None and self.stalled(v, stuck):
+            return
         key = self._episode("param-not-updated", v.optimizer, names)
         if key is None:
             return
         i = stuck[0]
         lr = v.lr[v.group_of[i]] if v.group_of else None
-        if self.stalled is not None:  # a collapsed learning rate is the cause: named first
-            self.stalled(v, stuck)
         self.sink.report(
             finding(
                 "param-not-updated",

@@ -41,6 +41,10 @@ JUMP_MIN_STEPS = 5
 COLLAPSE_FACTOR = 1e-5
 COLLAPSE_MIN_STEPS = 50
 COLLAPSE_SHARE = 0.25
+#: stuck tensors confirm a collapse early once it has held this share of the steps before
+#: it (and EARLY_MIN_STEPS): a schedule sized to the run is at its floor for less
+EARLY_SHARE = 0.05
+EARLY_MIN_STEPS = 3
 
 
 @dataclass
@@ -244,18 +248,28 @@ class LrChecks:
         if not state.collapsed:
             self._report_collapse(o, step, lr, state, held, None)
 
-    def stalled(self, v: StepView, stuck: list[int]) -> None:
+    def stalled(self, v: StepView, stuck: list[int]) -> bool:
         """Tensors of optimizer ``v.optimizer`` have stopped moving (``param-not-updated``
-        is about to report them): when the learning rate of their group is at the collapse
-        level, that is the collapse, confirmed by its effect before ``COLLAPSE_MIN_STEPS``
-        have passed — reported now, so the stuck tensors read as its consequence."""
+        is about to report them). When the learning rate of their group is at the collapse
+        level and has been there for ``EARLY_SHARE`` of the steps before it fell, that is
+        the collapse, confirmed by its effect before ``COLLAPSE_MIN_STEPS`` have passed —
+        reported now, so the stuck tensors read as its consequence. When it has been there
+        for less (a schedule that reaches its floor on the last steps of the run, as
+        OneCycleLR and cosine schedules sized to the run do), the low rate explains the
+        stuck tensors and it is not (yet) a collapse: returns True, and
+        ``param-not-updated`` stays quiet."""
         state = self._groups.get(v.optimizer)
-        if state is None or state.collapsed or not v.group_of or not any(state.low_since):
-            return
+        if state is None or state.collapsed or not v.group_of:
+            return False
         groups = sorted({v.group_of[i] for i in stuck})
         held = [g for g in groups if g < len(state.low_since) and state.low_since[g] is not None]
-        if held:
-            self._report_collapse(v.optimizer, v.step, v.lr, state, held, len(stuck))
+        if not held:
+            return False
+        since = min(s for g in held if (s := state.low_since[g]) is not None)
+        if v.step - since + 1 < max(EARLY_MIN_STEPS, EARLY_SHARE * (since - state.first_step)):
+            return True
+        self._report_collapse(v.optimizer, v.step, v.lr, state, held, len(stuck))
+        return False
 
     def _report_collapse(
         self, o: int, step: int, lr: list[float], state: _Groups, held: list[int], stuck: int | None
