@@ -7,6 +7,12 @@ a generator of parameters into a list (the original makes that list anyway), tel
 listeners which tensors it clips, then calls the original unchanged. Installed by
 ``gradwatch run`` at process start, so that ``from torch.nn.utils import clip_grad_norm_``
 at the top of a script binds the wrapper, and by every run while it is open.
+
+``clip_grad_norm_`` imported by name before ``watch()`` escapes that wrapper, so the
+private helper it scales the gradients with (``clip_grad._clip_grads_with_norm_``, looked
+up at each call) is wrapped too, where this torch has it; a call that went through the
+public wrapper is not told twice. ``clip_grad_value_`` imported by name before ``watch()``
+is not seen.
 """
 
 from __future__ import annotations
@@ -29,12 +35,15 @@ if TYPE_CHECKING:
 #: (function name, the tensors it clips, whether the clip has run)
 Listener = Callable[[str, Sequence[torch.Tensor], bool], None]
 TARGETS = ("clip_grad_norm_", "clip_grad_value_")
+#: the helper that ``clip_grad_norm_`` scales the gradients with: (parameters, max_norm, …)
+INNER = "_clip_grads_with_norm_"
 _MODULES = (clip_module, nn_utils)
 
 _lock = threading.Lock()
 _listeners: list[Listener] = []
 _holders = 0
 _originals: dict[str, Callable[..., Any]] = {}
+_inside = threading.local()  # .depth: public wrappers running on this thread
 
 
 def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -46,12 +55,34 @@ def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
             parameters = list(parameters)
         params = [parameters] if isinstance(parameters, torch.Tensor) else parameters
         _notify(name, params, False)
-        result = original(parameters, *args, **kwargs)
+        depth = getattr(_inside, "depth", 0)
+        _inside.depth = depth + 1
+        try:
+            result = original(parameters, *args, **kwargs)
+        finally:
+            _inside.depth = depth
         _notify(name, params, True)
         return result
 
     clip.__gradwatch_original__ = original  # type: ignore[attr-defined]
     return clip
+
+
+def _wrap_inner(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def scale(parameters: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _listeners or getattr(_inside, "depth", 0):
+            return original(parameters, *args, **kwargs)
+        if not isinstance(parameters, torch.Tensor):
+            parameters = list(parameters)
+        params = [parameters] if isinstance(parameters, torch.Tensor) else parameters
+        _notify("clip_grad_norm_", params, False)
+        result = original(parameters, *args, **kwargs)
+        _notify("clip_grad_norm_", params, True)
+        return result
+
+    scale.__gradwatch_original__ = original  # type: ignore[attr-defined]
+    return scale
 
 
 def _notify(name: str, params: Sequence[Any], done: bool) -> None:
@@ -79,6 +110,10 @@ def install(listener: Listener | None = None) -> None:
                 for module in _MODULES:
                     if getattr(module, name, None) is current:
                         setattr(module, name, wrapped)
+            inner = getattr(clip_module, INNER, None)
+            if callable(inner) and not hasattr(inner, "__gradwatch_original__"):
+                _originals[INNER] = inner
+                setattr(clip_module, INNER, _wrap_inner(inner))
         if listener is not None:
             _listeners.append(listener)
 
