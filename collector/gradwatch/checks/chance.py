@@ -130,7 +130,7 @@ class LossAtChance:
             finding(
                 ID,
                 step,
-                f"the loss has stayed at ln({classes}) = {num(chance, 3)}, the value of "
+                f"the loss has stayed at ln({classes}) = {chance:.2f}, the value of "
                 f"guessing uniformly among {classes} classes, for {WINDOW} steps while the "
                 f"parameters change (mean {num(mean, 4)}): are inputs and labels paired "
                 "(shuffled apart, or labels from another batch)?",

@@ -1,7 +1,10 @@
 """Sees the classification losses of training steps, for ``loss-at-chance``
 (:mod:`gradwatch.checks.chance`): ``F.cross_entropy`` (also what ``nn.CrossEntropyLoss``
-calls) and ``F.nll_loss`` (``nn.NLLLoss``), wrapped while a run is open,
-reference-counted like :mod:`gradwatch.hooks.lossguard`.
+calls) and ``F.nll_loss`` (``nn.NLLLoss``), reference-counted: wrapped by ``gradwatch run``
+at process start (so that ``criterion = F.cross_entropy`` at the top of a script binds the
+wrapper) and by every run while it is open. With ``watch()`` called by hand, a loss
+function bound by name before it is not seen (``nn.CrossEntropyLoss()`` always is: it looks
+``F.cross_entropy`` up at each call).
 
 The wrapper reads shapes and arguments only — the number of classes (dimension 1 of a
 batched input, 0 of an unbatched one), the reduction, label smoothing, and whether the
@@ -29,6 +32,7 @@ TARGETS = ("cross_entropy", "nll_loss")
 _lock = threading.Lock()
 _listeners: list[Listener] = []
 _originals: dict[str, Callable[..., Any]] = {}
+_holders = 0
 _last: Facts | None = None
 
 
@@ -71,28 +75,31 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
     return loss
 
 
-def install(listener: Listener) -> None:
-    """Add a listener (the first one wraps the losses)."""
-    global _last
+def install(listener: Listener | None = None) -> None:
+    """Hold the wrappers (the first holder puts them in place); add ``listener``."""
+    global _holders, _last
     with _lock:
-        if not _listeners:
-            _last = None
+        _holders += 1
+        if _holders == 1:
             for name in TARGETS:
                 current = getattr(F, name)
                 if not hasattr(current, "__gradwatch_original__"):
                     _originals[name] = current
                     setattr(F, name, _wrap(current))
-        _listeners.append(listener)
+        if listener is not None:
+            _listeners.append(listener)
+            _last = None  # the new listener hears the next call's facts
 
 
-def uninstall(listener: Listener) -> None:
-    """Remove a listener (the last one restores the functions it wrapped, when nobody
-    wrapped them again on top)."""
-    global _last
+def uninstall(listener: Listener | None = None) -> None:
+    """Remove ``listener`` and release the wrappers (the last holder restores the
+    functions, where nobody wrapped them again on top)."""
+    global _holders, _last
     with _lock:
-        if listener in _listeners:
+        if listener is not None and listener in _listeners:
             _listeners.remove(listener)
-        if not _listeners:
+        _holders = max(0, _holders - 1)
+        if _holders == 0:
             for name, original in _originals.items():
                 if getattr(getattr(F, name), "__gradwatch_original__", None) is original:
                     setattr(F, name, original)

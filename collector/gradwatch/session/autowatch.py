@@ -44,7 +44,7 @@ from torch.utils.hooks import RemovableHandle
 
 from gradwatch.errors import ConfigError
 from gradwatch.hooks import backward as backward_tap
-from gradwatch.hooks import clipgrad, loaders
+from gradwatch.hooks import classloss, clipgrad, loaders
 from gradwatch.hooks.forward_order import walk
 from gradwatch.hooks.manual_updates import ManualUpdates
 from gradwatch.session.attach import watch
@@ -128,7 +128,7 @@ class _State:
         self.pending: list[weakref.ref[torch.optim.Optimizer]] = []
         self.forward_hook: RemovableHandle | None = None
         self.backward_listening = False
-        self.early_taps = False  # gradwatch.hooks.loaders and .clipgrad held from the start
+        self.early_taps = False  # gradwatch.hooks loaders, clipgrad, classloss held from start
         self.runs: list[Run] = []
 
 
@@ -157,6 +157,7 @@ def install() -> None:
     # from process start: a batch drawn before the loop, a clipping function imported by name
     loaders.install()
     clipgrad.install()
+    classloss.install()
     _state.early_taps = True
 
 
@@ -174,6 +175,7 @@ def uninstall() -> None:
         _state.early_taps = False
         loaders.uninstall()
         clipgrad.uninstall()
+        classloss.uninstall()
 
 
 def _stop_listening() -> None:
