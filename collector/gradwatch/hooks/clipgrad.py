@@ -71,7 +71,8 @@ def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_inner(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def scale(parameters: Any, *args: Any, **kwargs: Any) -> Any:
-        if not _listeners or getattr(_inside, "depth", 0):
+        depth: int = getattr(_inside, "depth", 0)
+        if not _listeners or depth:
             return original(parameters, *args, **kwargs)
         if not isinstance(parameters, torch.Tensor):
             parameters = list(parameters)
