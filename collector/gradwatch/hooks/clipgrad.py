@@ -139,8 +139,9 @@ def uninstall(listener: Listener | None = None) -> None:
 class ClipWatch:
     """A run's part: a clip of a watched optimizer's parameters becomes a ``clip`` event of
     that optimizer's step. Once it has run, the optimizer takes the gradients as they are
-    now: clipping scales them in place, which is no clearing (a clip after each
-    micro-batch's backward must not read as ``zero_()`` to the next backward pass)."""
+    now (a ``grad_modified`` event): clipping scales them in place, which is no clearing (a
+    clip after each micro-batch's backward must not read as ``zero_()`` to the next
+    backward pass)."""
 
     def __init__(self, run: HookContext[OptimizerWatch]) -> None:
         self.run = run
@@ -165,10 +166,16 @@ class ClipWatch:
 
 
 def _rescaled(watch: OptimizerWatch) -> None:
-    """Take the new versions of the gradients a clip scaled in place (a gradient replaced
-    or removed since the last look stays a clearing for the optimizer to find)."""
+    """Take the new versions of the gradients a clip scaled in place, recorded as the
+    in-place edit it is (``grad_modified``, as the step would have found it); a gradient
+    replaced or removed since the last look stays a clearing for the optimizer to find."""
     grads = watch._grads
+    modified = 0
     for i, p in enumerate(watch.params):
         seen, grad = grads[i], p.grad
-        if seen is not None and grad is not None and seen[0]() is grad:
-            grads[i] = (seen[0], grad._version)
+        if seen is None or grad is None or seen[0]() is not grad or grad._version == seen[1]:
+            continue
+        modified += 1
+        grads[i] = (seen[0], grad._version)
+    if modified:
+        watch.pending.add(("grad_modified", watch._now(), f"{modified} tensors"))
