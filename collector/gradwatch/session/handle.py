@@ -145,12 +145,13 @@ class Run:
         self._sink.checkpoint = self._saver.save
         self._shape_listener = self._guard(self._loss_shape, "loss shape check")
         self._backward_listener = self._guard(self._after_backward, "backward listener")
-        #: repeated-batch, clip-before-backward and loss-at-chance: what they watch
-        self._data_hooks: list[_Attachable] = [
-            LoaderWatch(lambda: self.step, self._checks.repeats),
-            ClipWatch(self),
-            ClassLossWatch(self._checks.chance.kind, self._guard),
-        ]
+        #: repeated-batch, clip-before-backward and loss-at-chance: what they watch (clips
+        #: always: a clip is an in-place edit that the lifecycle must not take for a clearing)
+        self._data_hooks: list[_Attachable] = [ClipWatch(self)]
+        if self._sink.enabled("repeated-batch"):
+            self._data_hooks.append(LoaderWatch(lambda: self.step, self._checks.repeats))
+        if self._sink.enabled("loss-at-chance"):
+            self._data_hooks.append(ClassLossWatch(self._checks.chance.kind, self._guard))
         self._scaler_watch = (
             None
             if options.scaler is None
