@@ -169,3 +169,16 @@ def test_begin_run_keeps_only_what_was_drawn_before_any_run() -> None:
     kept = log(before, during)
     kept.begin_run()
     assert kept.snapshot() == [before] and not before.before_run
+
+
+def test_with_the_check_off_the_loaders_are_left_alone() -> None:
+    from torch.utils.data import dataloader
+
+    model = mlp()
+    run = gradwatch.watch(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), checks={"repeated-batch": "off"}
+    )
+    try:
+        assert not hasattr(dataloader._BaseDataLoaderIter.__next__, "__gradwatch_original__")
+    finally:
+        run.close()
