@@ -93,6 +93,8 @@ class EventCollector:
         self.module = module
         self.cls_scopes = cls_scopes
         self._scopes: dict[int, Scope] = {}
+        self._local: dict[str, Function] = {}  # nested functions, inlined where called
+        self._active: set[int] = set()  # nested functions being inlined (no recursion)
 
     def events(self, body: list[ast.stmt], scope: Scope, *, no_grad: bool = False) -> list[Event]:
         """The events of ``body`` (a loop body or a function body) read in ``scope``."""
@@ -102,7 +104,14 @@ class EventCollector:
 
     # -- statements ---------------------------------------------------------------------------
     def _stmts(self, body: list[ast.stmt], ctx: Ctx, out: list[Event], scope: Scope) -> None:
+        defs = [s for s in body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)]
+        called = _called_names(body) if defs else set()
         for stmt in body:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name in called:
+                # a nested function called by name runs where it is called, not where it
+                # is defined (imagenet's validate() calls run_validate() after eval())
+                self._local[stmt.name] = stmt
+                continue
             self._stmt(stmt, ctx, out, scope)
 
     def _stmt(self, s: ast.stmt, ctx: Ctx, out: list[Event], scope: Scope) -> None:
@@ -197,6 +206,14 @@ class EventCollector:
         func = c.func
         if isinstance(func, ast.Attribute) and self._method(c, func, ctx, out):
             return
+        nested = self._local.get(func.id) if isinstance(func, ast.Name) else None
+        if nested is not None and id(nested) not in self._active:
+            self._active.add(id(nested))
+            try:
+                self._inline(nested, c, ctx, out, scope, local=True)
+            finally:
+                self._active.discard(id(nested))
+            return
         helper = self._helper(func, ctx, scope)
         if helper is not None:
             self._inline(helper, c, ctx, out, scope)
@@ -282,8 +299,21 @@ class EventCollector:
                     return item
         return None
 
-    def _inline(self, fn: Function, c: ast.Call, ctx: Ctx, out: list[Event], scope: Scope) -> None:
+    def _inline(
+        self,
+        fn: Function,
+        c: ast.Call,
+        ctx: Ctx,
+        out: list[Event],
+        scope: Scope,
+        *,
+        local: bool = False,
+    ) -> None:
+        """Walk ``fn``'s body where it is called. ``local``: a function nested in the code
+        being walked, which sees its enclosing names (and keeps the caller's ``via``)."""
         parent = self.cls_scopes.get(scope.cls.name, self.module) if scope.cls else self.module
+        if local:
+            parent = scope
         key = id(fn)
         if key not in self._scopes:
             self._scopes[key] = function_scope(self.src, fn, parent)
@@ -292,6 +322,12 @@ class EventCollector:
         if names and names[0] == "self" and isinstance(c.func, ast.Attribute):
             names = names[1:]
         subst: dict[str, str | None] = {}
+        if local:  # free names keep the enclosing code's renaming, unless assigned here
+            subst = {
+                k: v
+                for k, v in ctx.subst.items()
+                if k not in inner_scope.assigns and k not in inner_scope.params
+            }
         for name, arg in zip(names, c.args, strict=False):
             subst[name] = ctx.name(arg)
         for kw in c.keywords:
@@ -315,9 +351,9 @@ class EventCollector:
         inner = replace(
             ctx,
             lookup=lookup,
-            via=fn.name,
+            via=ctx.via if local else fn.name,
             subst=subst,
-            inline=False,
+            inline=ctx.inline if local else False,
             no_grad=ctx.no_grad or decorated,
         )
         self._stmts(fn.body, inner, out, inner_scope)
@@ -337,6 +373,20 @@ class EventCollector:
             data_loop=ctx.data_loop,
             **kw,  # type: ignore[arg-type]
         )
+
+
+def _called_names(body: list[ast.stmt]) -> set[str]:
+    """Names called as ``name(...)`` in ``body``, outside the functions it defines."""
+    out: set[str] = set()
+    stack: list[ast.AST] = [
+        s for s in body if not isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            out.add(node.func.id)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
 
 
 def _mode(attr: str, c: ast.Call) -> str | None:

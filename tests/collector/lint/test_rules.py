@@ -90,6 +90,8 @@ MUTATIONS = [
         "stale-grad",
     ),
     ("optimizer_collections.py", "    stepper.zero_grad()\n", "stale-grad"),
+    ("rl_and_nested_validation.py", "    model.eval()\n", "inference-in-train-mode"),
+    ("rl_and_nested_validation.py", "            self.optimizer.zero_grad()\n", "stale-grad"),
 ]
 
 
