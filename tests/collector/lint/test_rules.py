@@ -189,3 +189,25 @@ def test_syntax_error_is_reported_not_raised(tmp_path: Path) -> None:
     result = lint_paths([tmp_path])
     assert result.files == 1 and not result.findings
     assert result.errors and "bad.py:1: cannot parse" in result.errors[0]
+
+
+def test_findings_name_optimizers_and_models_as_the_script_does() -> None:
+    [copy] = lint_paths([FIXTURES / "bug" / "param_not_in_optimizer_ema_copy.py"]).findings
+    assert copy.message.startswith(
+        "opt is built from ema_model.parameters(), but the parameters belong to a second copy "
+        "of the model (`ema_model`, a deepcopy of `model`), which is never called in forward"
+    )
+    code = (FIXTURES / "correct" / "wgan_n_critic.py").read_text()
+    [stale] = lint_code(code.replace("        optimizer_G.zero_grad()\n", "", 1))
+    assert stale.message.startswith("optimizer_G.step() runs every iteration of the loop")
+    code = (FIXTURES / "correct" / "lightning_manual_gan.py").read_text()
+    [stale] = lint_code(code.replace("        opt_d.zero_grad()\n", "", 1))
+    assert "nothing there clears opt_d's gradients" in stale.message
+
+
+def test_an_ema_copy_that_runs_forward_or_is_handed_on_is_not_judged() -> None:
+    code = (FIXTURES / "bug" / "param_not_in_optimizer_ema_copy.py").read_text()
+    called = code.replace("mse_loss(model(x), y)", "mse_loss(ema_model(x), y)")
+    assert lint_code(called) == []
+    handed = code.replace("    opt.step()\n", "    opt.step()\n    evaluate(ema_model)\n")
+    assert lint_code("from mylib import evaluate\n" + handed) == []

@@ -207,7 +207,7 @@ def _unscaled(
     summed: list[Event] = []  # the backward() calls whose gradients are summed
     for st in steps:
         mine = [z for z in zeros if covers(z, st, unit.scope)]
-        if accumulates(st, mine, backwards, ev):
+        if mine and accumulates(st, mine, backwards, ev):  # never cleared: stale-grad
             tests = _tests(st)
             summed += [b for b in feeding(st, mine, backwards, ev) if not tests <= _tests(b)]
         summed += [b for b in backwards if len(b.loops) > len(st.loops)]
