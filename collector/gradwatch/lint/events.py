@@ -113,6 +113,16 @@ class EventCollector:
                 self._local[stmt.name] = stmt
                 continue
             self._stmt(stmt, ctx, out, scope)
+            if _exits(stmt):
+                # after `if not need_update: continue`, the rest of the block runs only
+                # when need_update holds: it sits in the if's other branch
+                assert isinstance(stmt, ast.If)
+                test, negated = _test(stmt.test)
+                ctx = replace(
+                    ctx,
+                    guards=(*ctx.guards, Guard(test, is_accum_guard(stmt.test), not negated)),
+                    branches=(*ctx.branches, (id(stmt), 1)),
+                )
 
     def _stmt(self, s: ast.stmt, ctx: Ctx, out: list[Event], scope: Scope) -> None:
         if isinstance(s, ast.For | ast.AsyncFor):
@@ -137,11 +147,11 @@ class EventCollector:
             self._stmts(s.body, inner, out, scope)
         elif isinstance(s, ast.If):
             self._exprs(s.test, ctx, out, scope)
-            test, accum = ast.unparse(s.test), is_accum_guard(s.test)
+            (test, negated), accum = _test(s.test), is_accum_guard(s.test)
             for side, block in enumerate((s.body, s.orelse)):
                 inner = replace(
                     ctx,
-                    guards=(*ctx.guards, Guard(test, accum, bool(side))),
+                    guards=(*ctx.guards, Guard(test, accum, bool(side) != negated)),
                     branches=(*ctx.branches, (id(s), side)),
                 )
                 self._stmts(block, inner, out, scope)
@@ -373,6 +383,25 @@ class EventCollector:
             data_loop=ctx.data_loop,
             **kw,  # type: ignore[arg-type]
         )
+
+
+def _test(test: ast.expr) -> tuple[str, bool]:
+    """An ``if`` test as text, and whether it is negated: ``not need_update`` is
+    ``need_update`` negated, so both branches name the same condition."""
+    negated = False
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, not negated
+    return ast.unparse(test), negated
+
+
+def _exits(s: ast.stmt) -> bool:
+    """``if ...: continue`` (or break, return, raise) with no ``else``."""
+    return (
+        isinstance(s, ast.If)
+        and not s.orelse
+        and bool(s.body)
+        and isinstance(s.body[-1], ast.Continue | ast.Break | ast.Return | ast.Raise)
+    )
 
 
 def _called_names(body: list[ast.stmt]) -> set[str]:

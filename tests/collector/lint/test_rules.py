@@ -91,6 +91,12 @@ MUTATIONS = [
     ),
     ("optimizer_collections.py", "    stepper.zero_grad()\n", "stale-grad"),
     ("rl_and_nested_validation.py", "    model.eval()\n", "inference-in-train-mode"),
+    (
+        "critic_loop_and_early_continue.py",
+        "    if not need_update:\n        continue\n",
+        "accumulation-wiped",
+    ),
+    ("critic_loop_and_early_continue.py", "    G.zero_grad()\n", "stale-grad"),
     ("rl_and_nested_validation.py", "            self.optimizer.zero_grad()\n", "stale-grad"),
 ]
 

@@ -210,7 +210,8 @@ def _unscaled(
         if mine and accumulates(st, mine, backwards, ev):  # never cleared: stale-grad
             tests = _tests(st)
             summed += [b for b in feeding(st, mine, backwards, ev) if not tests <= _tests(b)]
-        summed += [b for b in backwards if len(b.loops) > len(st.loops)]
+        # micro-batches: backward in a loop nested in the step's, feeding this step
+        summed += [b for b in feeding(st, mine, backwards, ev) if len(b.loops) > len(st.loops)]
     for b in backwards:
         if not any(b is s for s in summed):
             continue

@@ -200,6 +200,8 @@ def _sampler(a: Analysis) -> None:
     calls = [n for n in ast.walk(a.src.tree) if isinstance(n, ast.Call)]
     if any(isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in calls):
         return
+    if not any(e.kind in (BACKWARD, STEP) for u in a.units for e in a.events(u)):
+        return  # a loader factory (timm's create_loader): the file that trains sets the epoch
     for c in calls:
         name = (a.src.qualname(c.func) or text(c.func) or "").rsplit(".", 1)[-1]
         shuffle_off = any(
