@@ -38,6 +38,8 @@ _FACTORIES: set[int] = set()  # same-file factory functions being read (no recur
 _OPT_NAME = re.compile(r"(^|_)(opt|optim|optimi[sz]er)(?=$|_|\d|[A-Z])")
 _SAME_OBJECT = {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval"}
 _WRAPPERS = ("torch.compile", "DistributedDataParallel", "DataParallel")
+#: Capitalised names under torch.nn that are tensors, not modules.
+_NN_TENSORS = ("Parameter", "UninitializedParameter", "Buffer", "UninitializedBuffer")
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,8 @@ class Scope:
             return Kind(SCALER, last, line=line)
         if q.startswith("torch.nn.") and last.endswith("Loss"):
             return Kind(LOSS, last, value=value, line=line)
+        if q.startswith("torch.nn.") and last in _NN_TENSORS:
+            return None
         if (q.startswith("torch.nn.") and last[:1].isupper() and not q.endswith(_WRAPPERS)) or (
             q.startswith(("torchvision.models.", "timm.create_model")) or last == "from_pretrained"
         ):

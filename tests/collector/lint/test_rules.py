@@ -97,6 +97,11 @@ MUTATIONS = [
         "accumulation-wiped",
     ),
     ("critic_loop_and_early_continue.py", "    G.zero_grad()\n", "stale-grad"),
+    (
+        "grad_averaging_and_parameters.py",
+        "    for p in model.parameters():\n        p.grad.data.mul_(1.0 / meta_batch_size)\n",
+        "accumulation-loss-not-scaled",
+    ),
     ("rl_and_nested_validation.py", "            self.optimizer.zero_grad()\n", "stale-grad"),
 ]
 

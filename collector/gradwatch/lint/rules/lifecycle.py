@@ -202,7 +202,7 @@ def _unscaled(
     zeros: list[Event],
     ev: list[Event],
 ) -> None:
-    if any(e.managed for e in [*steps, *backwards]):
+    if any(e.managed for e in [*steps, *backwards]) or _averages_grads(loop):
         return
     summed: list[Event] = []  # the backward() calls whose gradients are summed
     for st in steps:
@@ -224,6 +224,25 @@ def _unscaled(
                 unit,
                 loop=loop,
             )
+
+
+def _averages_grads(loop: ast.AST) -> bool:
+    """Whether the loop divides the summed gradients themselves (``p.grad.mul_(1 / n)``,
+    ``p.grad /= n``, as MAML's meta-update does) instead of the loss."""
+    for node in ast.walk(loop):
+        target: ast.expr | None = None
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Div | ast.Mult):
+            target = node.target
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("mul_", "div_")
+        ):
+            target = node.func.value
+        name = text(target) if target is not None else None
+        if name and (name.endswith(".grad") or name.endswith(".grad.data")):
+            return True
+    return False
 
 
 def _scaled(expr: ast.expr | None, scope: Scope, line: int, depth: int) -> bool:
