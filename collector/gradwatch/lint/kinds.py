@@ -215,18 +215,20 @@ class Scope:
             if last == "SWALR":
                 return Kind(SCHEDULER, last, line=line)
             return Kind(AVERAGER if last == "AveragedModel" else OTHER, last, line=line)
-        if (
-            q.startswith(("torch.optim.lr_scheduler", "timm.scheduler."))
-            or (q.startswith("transformers.") and "schedule" in last)
-            or "sched" in last.lower()
+        if q.startswith(("torch.optim.lr_scheduler", "timm.scheduler.")) or (
+            q.startswith("transformers.") and "schedule" in last
         ):
+            return Kind(SCHEDULER, last, line=line)
+        if q.startswith("torch.distributed.optim.") and last != "ZeroRedundancyOptimizer":
+            return Kind(OTHER, last)
+        if self._is_optimizer_ctor(q, last, func):  # schedulefree's AdamWScheduleFree too
+            return self._optimizer(value, last, line)
+        if "sched" in last.lower():  # WarmupCosineSchedule(...), create_scheduler(...)
             return Kind(SCHEDULER, last, line=line)
         if _AVERAGER_CTOR.match(last):
             return Kind(AVERAGER, last, line=line)
-        if q.startswith("torch.distributed.optim.") and last != "ZeroRedundancyOptimizer":
-            return Kind(OTHER, last)
-        if self._is_optimizer_ctor(q, last, func):
-            return self._optimizer(value, last, line)
+        if q in ("copy.deepcopy", "copy.copy") and value.args:  # a copy is what it copies
+            return self.classify(value.args[0], line)
         if last.endswith("GradScaler"):
             return Kind(SCALER, last, line=line)
         if q.startswith("torch.nn.") and last.endswith("Loss"):

@@ -172,6 +172,14 @@ MATRIX = [
      None),
     ("for x, y in data:\n    opt.zero_grad()\n    crit(model(x), y).backward()\n    opt.step()\n"
      "    swa.step()\n    model_ema.step()\n    warmup_sched.step()", None),
+    ("from schedulefree import AdamWScheduleFree\nsf = AdamWScheduleFree(model.parameters())\n"
+     "for x, y in data:\n    crit(model(x), y).backward()\n    sf.step()", "stale-grad"),
+    # an averaged copy is still a model: validated in train mode, dropout stays on
+    ("from timm.utils import ModelEmaV2\n"
+     "ema = ModelEmaV2(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1)))\n"
+     "with torch.no_grad():\n    for x, y in loader:\n        ema(x)", "inference-in-train-mode"),
+    ("import copy\nema_model = copy.deepcopy(model)\n"
+     "with torch.no_grad():\n    for x, y in loader:\n        ema_model(x)", None),
     ("from mylib import Stepper\nthing = Stepper()\nfor x, y in data:\n"
      "    opt.zero_grad()\n    crit(model(x), y).backward()\n    opt.step()\n    thing.step()",
      None),

@@ -9,7 +9,7 @@ import re
 
 from gradwatch.lint.analysis import Analysis, Unit
 from gradwatch.lint.facts import BACKWARD, CALL, EVAL, STEP, TRAIN, Event
-from gradwatch.lint.kinds import MODULE
+from gradwatch.lint.kinds import AVERAGER, MODULE
 from gradwatch.lint.rules.lifecycle import related
 from gradwatch.lint.source import text
 
@@ -95,7 +95,7 @@ def _model_like(e: Event) -> bool:
     if e.target is None:
         return False
     if e.tkind is not None:
-        return e.tkind.kind == MODULE
+        return e.tkind.kind in (MODULE, AVERAGER)  # an averaged copy is a model too
     last = e.target.rsplit(".", 1)[-1]
     return bool(_MODEL_NAME.search(last)) and not _NOT_MODEL.search(last)
 
