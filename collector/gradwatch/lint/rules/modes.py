@@ -145,6 +145,23 @@ def mode_free(a: Analysis, built: ast.expr | None, seen: set[str]) -> bool:
     return True
 
 
+def _constructs(a: Analysis, target: str | None) -> bool:
+    """Whether calling ``target`` builds an object rather than running a model: a class of
+    this file, an imported CamelCase class, a ``namedtuple`` (``ModelPrediction(...)``)."""
+    if not target or "." in target:
+        return False
+    if target in a.src.classes:
+        return True
+    q = a.src.qualname(ast.Name(target)) or ""
+    last = q.rsplit(".", 1)[-1]
+    if q and last[:1].isupper() and any(ch.islower() for ch in last):
+        return True
+    value = a.module.value_before(target, 10**9)
+    return isinstance(value, ast.Call) and (a.src.qualname(value.func) or "").endswith(
+        ("namedtuple", "NamedTuple")
+    )
+
+
 def _never_module(q: str, func: ast.expr) -> bool:
     """Callables that never build a module: builtins, torch outside ``torch.nn``, the
     standard library's containers and numeric libraries, RL environments."""
@@ -157,6 +174,9 @@ def _inference(a: Analysis, unit: Unit) -> None:
     """Judged where the model's mode is visible: in a function's callers (one level), or
     in the module's own code; a function nobody in this file calls is left alone."""
     ev = a.events(unit)
+    # a module's own methods run its submodules in whatever mode the module's holder set
+    # (a diffusion model's sampling loop; the trainer calls ema_model.eval() first)
+    own = unit.scope.cls is not None and a.src.is_module_class(unit.scope.cls.name)
     trained_loops = {loop for e in ev if e.kind in (BACKWARD, STEP) for loop in e.loops}
     evals: list[tuple[int, str]] = [
         (i, e.target) for i, e in enumerate(ev) if e.kind == EVAL and e.target is not None
@@ -166,9 +186,11 @@ def _inference(a: Analysis, unit: Unit) -> None:
             continue
         if e.via is None and not unit.is_module:
             continue  # judged at the call sites of this function
-        if e.loops[-1] in trained_loops or not _model_like(e):
+        if e.loops[-1] in trained_loops or not _model_like(e) or _constructs(a, e.target):
             continue
         model = e.target or ""
+        if own and (model == "self" or model.startswith("self.")):
+            continue
         if any(j < i and (t == model or model.startswith(t + ".")) for j, t in evals):
             continue
         if e.tkind is not None and mode_free(a, e.tkind.value, set()):
