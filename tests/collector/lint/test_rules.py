@@ -158,6 +158,10 @@ MATRIX = [
      "        crit(model(x), y).backward()\n        opt.step()", None),
     ("for i, (x, y) in enumerate(data):\n    if i % k == 0:\n        opt.zero_grad()\n"
      "        crit(model(x), y).backward()\n        opt.step()", None),
+    # a negated test is a condition too (Fabric's `if not is_accumulating:`)
+    ("for i, (x, y) in enumerate(data):\n    is_accumulating = i % k != 0\n"
+     "    crit(model(x), y).backward()\n    if not is_accumulating:\n        opt.step()\n"
+     "        opt.zero_grad()", "accumulation-loss-not-scaled"),
     # ... but with a backward outside the test, the zero_grad wipes an accumulation
     ("for i, (x, y) in enumerate(data):\n    opt.zero_grad()\n"
      "    (crit(model(x), y) / k).backward()\n    if i % k == 0:\n"

@@ -39,7 +39,9 @@ def covers(zero: Event, step: Event, scope: Scope) -> bool:
 
 
 def _tests(e: Event) -> set[str]:
-    return {g.test for g in e.guards if g.accum and not g.negated}
+    """The accumulation-like conditions an event runs under, as they read
+    (`(i + 1) % k == 0`, `need_update`, `not is_accumulating`)."""
+    return {f"not {g.test}" if g.negated else g.test for g in e.guards if g.accum}
 
 
 def feeding(st: Event, zeros: list[Event], backwards: list[Event], ev: list[Event]) -> list[Event]:
@@ -160,13 +162,13 @@ def _wiped(
     ev: list[Event],
 ) -> None:
     at = {id(e): i for i, e in enumerate(ev)}
-    tests = _tests(st) if accumulates(st, zeros, backwards, ev) else set()
+    tests = _tests(st) if accumulates(st, zeros, backwards, ev) else set[str]()
     first_backward = min(at[id(b)] for b in backwards)
     for z in zeros:
         if z.managed or z.closure:
             continue
         own = [g for g in z.guards if g not in st.guards]
-        z_tests = {g.test for g in z.guards if g.accum and not g.negated}
+        z_tests = _tests(z)
         message = ""
         if tests and not own and not z_tests:
             whose = f"{z.target}'s gradients are" if z.target else "the gradients are"
