@@ -72,6 +72,7 @@ class Ctx:
     inline: bool = True
     loops: tuple[int, ...] = ()
     data_loop: bool = False
+    items: dict[str, str] = field(default_factory=dict)  # loop variable -> its collection
 
     def name(self, node: ast.AST | None) -> str | None:
         """The expression's dotted name, helper parameters renamed to the caller's."""
@@ -129,7 +130,12 @@ class EventCollector:
             self._exprs(s.iter, ctx, out, scope)
             if scope.iterated(s.iter) is not None:
                 # `for opt in optimizers:` runs once per optimizer, not once per batch
-                self._stmts(s.body, ctx, out, scope)
+                inner = ctx
+                var, whole = _item_of(s)
+                collection = ctx.name(whole)
+                if var and collection:
+                    inner = replace(ctx, items=ctx.items | {var: collection})
+                self._stmts(s.body, inner, out, scope)
                 self._stmts(s.orelse, ctx, out, scope)
                 return
             inner = replace(
@@ -269,7 +275,17 @@ class EventCollector:
                 return False
             if kind.kind == OPTIMIZER:
                 closure = bool(c.args) or any(k.arg == "closure" for k in c.keywords)
-                out.append(self._ev(STEP, ctx, c, target=target, tkind=kind, closure=closure))
+                out.append(
+                    self._ev(
+                        STEP,
+                        ctx,
+                        c,
+                        target=target,
+                        tkind=kind,
+                        closure=closure,
+                        of=ctx.items.get(target or ""),
+                    )
+                )
             elif kind.kind == SCALER and c.args:
                 t = ctx.name(c.args[0])
                 out.append(self._ev(STEP, ctx, c, target=t, tkind=ctx.lookup(t) if t else None))
@@ -278,7 +294,8 @@ class EventCollector:
             return True
         if attr == "zero_grad":
             if kind is None or kind.kind != ENGINE:
-                out.append(self._ev(ZERO, ctx, c, target=target, tkind=kind))
+                of = ctx.items.get(target or "")
+                out.append(self._ev(ZERO, ctx, c, target=target, tkind=kind, of=of))
             return True
         if attr in ("eval", "train"):
             mode = _mode(attr, c)
@@ -383,6 +400,20 @@ class EventCollector:
             data_loop=ctx.data_loop,
             **kw,  # type: ignore[arg-type]
         )
+
+
+def _item_of(s: ast.For | ast.AsyncFor) -> tuple[str | None, ast.expr]:
+    """``opt`` and ``optimizers`` for ``for opt in optimizers`` (also ``for i, opt in
+    enumerate(optimizers)``, ``for name, opt in optimizers.items()``)."""
+    target = s.target
+    if isinstance(target, ast.Tuple) and target.elts:
+        target = target.elts[-1]
+    it = s.iter
+    while isinstance(it, ast.Call) and it.args and isinstance(it.func, ast.Name):
+        it = it.args[0]
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute):
+        it = it.func.value  # opts.values(), opts.items()
+    return text(target), it
 
 
 def _test(test: ast.expr) -> tuple[str, bool]:

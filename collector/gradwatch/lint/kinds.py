@@ -187,7 +187,15 @@ class Scope:
 
     def iterated(self, it: ast.expr) -> Kind | None:
         """The kind of the items of ``for x in it`` when ``it`` is a collection of
-        optimizers or schedulers (``optimizers``, ``opts.values()``, ``opts.items()``)."""
+        optimizers or schedulers (``optimizers``, ``opts.values()``, ``opts.items()``,
+        ``enumerate(optimizers)``)."""
+        if (
+            isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Name)
+            and it.func.id in ("enumerate", "reversed", "list", "tuple", "sorted")
+            and it.args
+        ):
+            it = it.args[0]
         if (
             isinstance(it, ast.Call)
             and isinstance(it.func, ast.Attribute)

@@ -90,6 +90,11 @@ MUTATIONS = [
         "stale-grad",
     ),
     ("optimizer_collections.py", "    stepper.zero_grad()\n", "stale-grad"),
+    (
+        "optimizer_collections.py",
+        "    for i, o in enumerate(optimizers):\n        o.zero_grad()\n",
+        "stale-grad",
+    ),
     ("rl_and_nested_validation.py", "    model.eval()\n", "inference-in-train-mode"),
     (
         "critic_loop_and_early_continue.py",

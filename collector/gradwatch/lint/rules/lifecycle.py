@@ -26,6 +26,10 @@ def covers(zero: Event, step: Event, scope: Scope) -> bool:
     """Whether ``zero`` clears the gradients ``step`` applies."""
     if zero.target is None or zero.target == step.target:
         return True
+    if zero.of is not None and (  # a zero_grad over every item of the collection
+        zero.of == step.of or (step.target or "").startswith(zero.of + "[")
+    ):
+        return True
     if zero.tkind is not None and zero.tkind.kind == OPTIMIZER:
         return False  # another optimizer's zero_grad
     roots = step.tkind.roots if step.tkind is not None else None
