@@ -50,6 +50,15 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "no parameter is `param-no-grad`, not this).",
        "zero backward passes since the previous step",
        "closures (LBFGS); schedulers and optimizers stepped as the loop intends"),
+    _C("clip-before-backward", "Optimizer lifecycle", "warning",
+       "`clip_grad_norm_` / `clip_grad_value_` ran on the optimizer's parameters before the "
+       "step's `backward()` and not after it: it clips the previous step's gradients (or "
+       "none, after `zero_grad(set_to_none=True)`) and the step applies unclipped ones.",
+       "every clip of a step before its last backward pass, at {clipping.CLIP_STEPS} steps of "
+       "the run; the episode ends at a step that clips after its backward",
+       "clipping after `backward()` (also after `GradScaler.unscale_`), after each "
+       "micro-batch's backward with gradient accumulation, inside `step(closure)`; clipping "
+       "another model's parameters"),
     _C("accumulation-wiped", "Optimizer lifecycle", "error",
        "Gradients of backward passes were cleared before any `step()` applied them "
        "(`zero_grad()` every micro-batch, `step()` every k): each step applies only the last "
@@ -191,6 +200,31 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "different shapes that broadcast, e.g. `(N,1)` vs `(N,)`.",
        "any broadcasting shape pair at the loss call",
        "equal shapes; losses that reduce over classes (cross-entropy)"),
+    _C("repeated-batch", "Loss and data", "warning",
+       "The model got the same input batch (the same batch checksum) on consecutive steps, "
+       "and the DataLoaders say why: a new iterator made at about every step and left after "
+       "its first batch (`next(iter(loader))` in the loop, `shuffle=False`), or one batch "
+       "drawn before the loop from a loader of several batches and none since.",
+       "{repeated.REPEAT_STEPS} collected steps in a row with one checksum (asked again at "
+       "twice as many); a loader of 2 or more batches (or of unknown length)",
+       "full-batch training on a fixed tensor (no DataLoader), loaders of one batch (epochs "
+       "of one batch), loaders walked to their end (concatenated into one tensor, a full "
+       "validation pass), loaders walked batch after batch whose batches are equal; batches "
+       "drawn with gradients disabled; a batch drawn before `watch()` in a script that calls "
+       "it by hand (`gradwatch run` sees it)"),
+    _C("loss-at-chance", "Loss and data", "warning",
+       "A classification loss (`cross_entropy`, `nll_loss`, their modules) stays at ln C, "
+       "the loss of guessing uniformly among its C classes, while the parameters change: "
+       "inputs and labels are not paired (shuffled with two permutations, labels from "
+       "another batch). C is read from the logits' shape; the loss is the one gradwatch "
+       "records per step.",
+       "after {chance.WARMUP} steps, every mean of {chance.CHUNK} losses of the last "
+       "{chance.WINDOW} steps within {chance.BAND:.0%} of ln C, each step with an update",
+       "shorter runs and the first {chance.WARMUP} steps; a loss that leaves the band; "
+       "imbalanced labels whose loss sits at the prior's entropy more than "
+       "{chance.BAND:.0%} below ln C; label smoothing whose floor is within twice the band "
+       "of ln C; soft targets, `reduction='sum'`, losses of several class counts; steps "
+       "without an update"),
     _C("loss-diverging", "Loss and data", "warning",
        "The loss rose far above its best level, or far above where it started; one finding "
        "per episode.",
@@ -255,6 +289,7 @@ CHECKPOINT_CHECKS: Final[frozenset[str]] = frozenset(
         "grad-zeroed-before-step",
         "step-without-backward",
         "accumulation-wiped",
+        "clip-before-backward",
         "param-no-grad",
         "param-not-in-optimizer",
         "frozen-param-in-optimizer",

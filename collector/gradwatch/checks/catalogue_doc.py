@@ -33,6 +33,9 @@ _CONSTANTS = {
     "amp": "gradwatch.checks.amp",
     "ddp": "gradwatch.checks.ddp",
     "stepcheck": "gradwatch.hooks.stepcheck",
+    "repeated": "gradwatch.checks.repeated",
+    "clipping": "gradwatch.checks.clipping",
+    "chance": "gradwatch.checks.chance",
     "envelope": "gradwatch.drift.envelope",
 }
 

@@ -24,12 +24,15 @@ from torch import nn
 
 from gradwatch.checks import loss as loss_checks
 from gradwatch.checks.batchscale import BatchScales
+from gradwatch.checks.chance import LossAtChance
+from gradwatch.checks.clipping import ClipChecks
 from gradwatch.checks.coverage import CoverageChecks
 from gradwatch.checks.findings import Action, FindingSink, finding
 from gradwatch.checks.lifecycle import IDS as LIFECYCLE_IDS
 from gradwatch.checks.lifecycle import LifecycleChecks
 from gradwatch.checks.lr import LrChecks
 from gradwatch.checks.numerics import NumericsChecks
+from gradwatch.checks.repeated import RepeatedBatch
 from gradwatch.checks.view import StepView, Window
 from gradwatch.fingerprint.take import nondeterminism_risks
 
@@ -44,7 +47,7 @@ VALUE_CHECKS = (
     "vanishing-grad",
 )
 #: the checks :meth:`CheckEngine.pre_step` runs on every step (not the periodic ones)
-_REAL_TIME = frozenset({*LIFECYCLE_IDS, "eval-mode-training"})
+_REAL_TIME = frozenset({*LIFECYCLE_IDS, "eval-mode-training", "clip-before-backward"})
 #: the checks that run on each collected row (:meth:`CheckEngine.values` and ``post_step``)
 ROW_CHECKS = (
     *VALUE_CHECKS,
@@ -83,6 +86,9 @@ class CheckEngine:
         #: outlier input batches, named in the symptoms they cause (see checks.batchscale)
         self.batches = BatchScales()
         sink.annotate = self.batches.annotate
+        self.repeats = RepeatedBatch(sink)  # repeated-batch
+        self.clips = ClipChecks(sink)  # clip-before-backward
+        self.chance = LossAtChance(sink)  # loss-at-chance
         self.models = dict(models)
         self.modes = {k: loss_checks.mode_dependent_modules(m) for k, m in models.items()}
         self.shape_skip = False
@@ -151,6 +157,8 @@ class CheckEngine:
         pending = w.pending
         if not self.lifecycle.quiet(pending.n_backward, w.since_clear, pending.events, closure):
             return False
+        if self.on("clip-before-backward") and not self.clips.quiet(w.index, pending.events):
+            return False
         if self.on("eval-mode-training"):
             for key in w.model_keys:
                 if not loss_checks.all_training(self.models[key], self.modes[key]):
@@ -167,6 +175,8 @@ class CheckEngine:
                 for a, c in zip(self.lifecycle.pre_step(v), LIFECYCLE_IDS, strict=True)
                 if self.on(c) or c == "step-without-backward"
             ]
+        if self.on("clip-before-backward"):
+            actions.append(self.clips.pre_step(v))
         if self.on("eval-mode-training"):
             for key in w.model_keys:
                 actions.append(
@@ -293,6 +303,17 @@ class CheckEngine:
                 self.losses.observe_loss(o, win.steps[r], win.loss[r])
         self.sink.flush()
         return stop - start
+
+    def window(
+        self, w: WatchedOptimizer, win: Window, checksums: list[list[float]], taken: list[bool]
+    ) -> None:
+        """``repeated-batch`` and ``loss-at-chance`` on a window of collected rows (each
+        row's batch checksum, and whether one was taken)."""
+        if self.on("repeated-batch"):
+            self.repeats.observe_rows(w.index, win.steps, checksums, taken)
+        if self.on("loss-at-chance"):
+            updated: list[bool] = (win.update_norm != 0).any(dim=1).tolist()
+            self.chance.observe_rows(w.index, win.steps, win.loss, updated)
 
     def loss_shape(self, step: int, fn: str, a: torch.Size, b: torch.Size, out: torch.Size) -> None:
         """``loss-shape-mismatch`` (called from the loss function wrapper)."""

@@ -58,6 +58,8 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule("stale-grad", _SYMPTOMS | _STALLED, UNBOUNDED, "stale gradients"),
     Rule("grad-zeroed-before-step", _STALLED | _SYMPTOMS, UNBOUNDED, "gradients cleared"),
     Rule("accumulation-wiped", _STALLED | _SYMPTOMS, UNBOUNDED, "discarded gradients"),
+    Rule("clip-before-backward", _SYMPTOMS, UNBOUNDED, "clipping before backward()"),
+    Rule("repeated-batch", frozenset({"loss-plateau"}), UNBOUNDED, "repeated input batch"),
     Rule(
         "param-mutated-outside-step",
         _SYMPTOMS | {"frozen-param-changed", "param-not-updated"},

@@ -157,6 +157,10 @@ class StepChecker:
         win = self._window(data, metas)
         if not values_done:  # otherwise each step's batch was observed before its update
             self.engine.batches.observe(self.w.index, win.steps, win.batch_scale)
+        from gradwatch.stats.rows import LEADING
+
+        summed = [bool(m.batch) for m in metas]  # a checksum was taken (an input tensor)
+        self.engine.window(self.w, win, data[:, 1:LEADING].tolist(), summed)
         quiet = self.engine.quiet_rows(self.w, win, values_done)
         r, rows = 0, len(metas)
         if rows > 1 and not any(quiet):  # perhaps the histories start with this window

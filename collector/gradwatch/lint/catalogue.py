@@ -71,9 +71,9 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule(
         "param-not-in-optimizer",
         "error",
-        "the optimizer was built before a layer was replaced or unfrozen",
-        "build the optimizer after replacing or unfreezing layers (or add a param group "
-        "with optimizer.add_param_group)",
+        "the optimizer does not hold the parameters the loss trains",
+        "build the optimizer from the model that runs forward, after replacing or unfreezing "
+        "layers (or add a param group with optimizer.add_param_group)",
         ("param-not-in-optimizer",),
     ),
     Rule(

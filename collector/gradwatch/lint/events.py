@@ -72,6 +72,7 @@ class Ctx:
     inline: bool = True
     loops: tuple[int, ...] = ()
     data_loop: bool = False
+    items: dict[str, str] = field(default_factory=dict)  # loop variable -> its collection
 
     def name(self, node: ast.AST | None) -> str | None:
         """The expression's dotted name, helper parameters renamed to the caller's."""
@@ -93,6 +94,8 @@ class EventCollector:
         self.module = module
         self.cls_scopes = cls_scopes
         self._scopes: dict[int, Scope] = {}
+        self._local: dict[str, Function] = {}  # nested functions, inlined where called
+        self._active: set[int] = set()  # nested functions being inlined (no recursion)
 
     def events(self, body: list[ast.stmt], scope: Scope, *, no_grad: bool = False) -> list[Event]:
         """The events of ``body`` (a loop body or a function body) read in ``scope``."""
@@ -102,15 +105,37 @@ class EventCollector:
 
     # -- statements ---------------------------------------------------------------------------
     def _stmts(self, body: list[ast.stmt], ctx: Ctx, out: list[Event], scope: Scope) -> None:
+        defs = [s for s in body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)]
+        called = _called_names(body) if defs else set()
         for stmt in body:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name in called:
+                # a nested function called by name runs where it is called, not where it
+                # is defined (imagenet's validate() calls run_validate() after eval())
+                self._local[stmt.name] = stmt
+                continue
             self._stmt(stmt, ctx, out, scope)
+            if _exits(stmt):
+                # after `if not need_update: continue`, the rest of the block runs only
+                # when need_update holds: it sits in the if's other branch
+                assert isinstance(stmt, ast.If)
+                test, negated = _test(stmt.test)
+                ctx = replace(
+                    ctx,
+                    guards=(*ctx.guards, Guard(test, is_accum_guard(stmt.test), not negated)),
+                    branches=(*ctx.branches, (id(stmt), 1)),
+                )
 
     def _stmt(self, s: ast.stmt, ctx: Ctx, out: list[Event], scope: Scope) -> None:
         if isinstance(s, ast.For | ast.AsyncFor):
             self._exprs(s.iter, ctx, out, scope)
             if scope.iterated(s.iter) is not None:
                 # `for opt in optimizers:` runs once per optimizer, not once per batch
-                self._stmts(s.body, ctx, out, scope)
+                inner = ctx
+                var, whole = _item_of(s)
+                collection = ctx.name(whole)
+                if var and collection:
+                    inner = replace(ctx, items=ctx.items | {var: collection})
+                self._stmts(s.body, inner, out, scope)
                 self._stmts(s.orelse, ctx, out, scope)
                 return
             inner = replace(
@@ -128,11 +153,11 @@ class EventCollector:
             self._stmts(s.body, inner, out, scope)
         elif isinstance(s, ast.If):
             self._exprs(s.test, ctx, out, scope)
-            test, accum = ast.unparse(s.test), is_accum_guard(s.test)
+            (test, negated), accum = _test(s.test), is_accum_guard(s.test)
             for side, block in enumerate((s.body, s.orelse)):
                 inner = replace(
                     ctx,
-                    guards=(*ctx.guards, Guard(test, accum, bool(side))),
+                    guards=(*ctx.guards, Guard(test, accum, bool(side) != negated)),
                     branches=(*ctx.branches, (id(s), side)),
                 )
                 self._stmts(block, inner, out, scope)
@@ -197,6 +222,14 @@ class EventCollector:
         func = c.func
         if isinstance(func, ast.Attribute) and self._method(c, func, ctx, out):
             return
+        nested = self._local.get(func.id) if isinstance(func, ast.Name) else None
+        if nested is not None and id(nested) not in self._active:
+            self._active.add(id(nested))
+            try:
+                self._inline(nested, c, ctx, out, scope, local=True)
+            finally:
+                self._active.discard(id(nested))
+            return
         helper = self._helper(func, ctx, scope)
         if helper is not None:
             self._inline(helper, c, ctx, out, scope)
@@ -242,7 +275,17 @@ class EventCollector:
                 return False
             if kind.kind == OPTIMIZER:
                 closure = bool(c.args) or any(k.arg == "closure" for k in c.keywords)
-                out.append(self._ev(STEP, ctx, c, target=target, tkind=kind, closure=closure))
+                out.append(
+                    self._ev(
+                        STEP,
+                        ctx,
+                        c,
+                        target=target,
+                        tkind=kind,
+                        closure=closure,
+                        of=ctx.items.get(target or ""),
+                    )
+                )
             elif kind.kind == SCALER and c.args:
                 t = ctx.name(c.args[0])
                 out.append(self._ev(STEP, ctx, c, target=t, tkind=ctx.lookup(t) if t else None))
@@ -251,7 +294,8 @@ class EventCollector:
             return True
         if attr == "zero_grad":
             if kind is None or kind.kind != ENGINE:
-                out.append(self._ev(ZERO, ctx, c, target=target, tkind=kind))
+                of = ctx.items.get(target or "")
+                out.append(self._ev(ZERO, ctx, c, target=target, tkind=kind, of=of))
             return True
         if attr in ("eval", "train"):
             mode = _mode(attr, c)
@@ -282,8 +326,21 @@ class EventCollector:
                     return item
         return None
 
-    def _inline(self, fn: Function, c: ast.Call, ctx: Ctx, out: list[Event], scope: Scope) -> None:
+    def _inline(
+        self,
+        fn: Function,
+        c: ast.Call,
+        ctx: Ctx,
+        out: list[Event],
+        scope: Scope,
+        *,
+        local: bool = False,
+    ) -> None:
+        """Walk ``fn``'s body where it is called. ``local``: a function nested in the code
+        being walked, which sees its enclosing names (and keeps the caller's ``via``)."""
         parent = self.cls_scopes.get(scope.cls.name, self.module) if scope.cls else self.module
+        if local:
+            parent = scope
         key = id(fn)
         if key not in self._scopes:
             self._scopes[key] = function_scope(self.src, fn, parent)
@@ -292,6 +349,12 @@ class EventCollector:
         if names and names[0] == "self" and isinstance(c.func, ast.Attribute):
             names = names[1:]
         subst: dict[str, str | None] = {}
+        if local:  # free names keep the enclosing code's renaming, unless assigned here
+            subst = {
+                k: v
+                for k, v in ctx.subst.items()
+                if k not in inner_scope.assigns and k not in inner_scope.params
+            }
         for name, arg in zip(names, c.args, strict=False):
             subst[name] = ctx.name(arg)
         for kw in c.keywords:
@@ -315,9 +378,9 @@ class EventCollector:
         inner = replace(
             ctx,
             lookup=lookup,
-            via=fn.name,
+            via=ctx.via if local else fn.name,
             subst=subst,
-            inline=False,
+            inline=ctx.inline if local else False,
             no_grad=ctx.no_grad or decorated,
         )
         self._stmts(fn.body, inner, out, inner_scope)
@@ -337,6 +400,53 @@ class EventCollector:
             data_loop=ctx.data_loop,
             **kw,  # type: ignore[arg-type]
         )
+
+
+def _item_of(s: ast.For | ast.AsyncFor) -> tuple[str | None, ast.expr]:
+    """``opt`` and ``optimizers`` for ``for opt in optimizers`` (also ``for i, opt in
+    enumerate(optimizers)``, ``for name, opt in optimizers.items()``)."""
+    target = s.target
+    if isinstance(target, ast.Tuple) and target.elts:
+        target = target.elts[-1]
+    it = s.iter
+    while isinstance(it, ast.Call) and it.args and isinstance(it.func, ast.Name):
+        it = it.args[0]
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute):
+        it = it.func.value  # opts.values(), opts.items()
+    return text(target), it
+
+
+def _test(test: ast.expr) -> tuple[str, bool]:
+    """An ``if`` test as text, and whether it is negated: ``not need_update`` is
+    ``need_update`` negated, so both branches name the same condition."""
+    negated = False
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, not negated
+    return ast.unparse(test), negated
+
+
+def _exits(s: ast.stmt) -> bool:
+    """``if ...: continue`` (or break, return, raise) with no ``else``."""
+    return (
+        isinstance(s, ast.If)
+        and not s.orelse
+        and bool(s.body)
+        and isinstance(s.body[-1], ast.Continue | ast.Break | ast.Return | ast.Raise)
+    )
+
+
+def _called_names(body: list[ast.stmt]) -> set[str]:
+    """Names called as ``name(...)`` in ``body``, outside the functions it defines."""
+    out: set[str] = set()
+    stack: list[ast.AST] = [
+        s for s in body if not isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            out.add(node.func.id)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
 
 
 def _mode(attr: str, c: ast.Call) -> str | None:

@@ -47,6 +47,7 @@ class Event:
     args: tuple[str, ...] = ()
     loops: tuple[int, ...] = ()
     data_loop: bool = False
+    of: str | None = None  # the collection the target is an item of (`for opt in opts`)
 
     @property
     def line(self) -> int:

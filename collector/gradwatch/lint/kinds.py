@@ -38,6 +38,8 @@ _FACTORIES: set[int] = set()  # same-file factory functions being read (no recur
 _OPT_NAME = re.compile(r"(^|_)(opt|optim|optimi[sz]er)(?=$|_|\d|[A-Z])")
 _SAME_OBJECT = {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval"}
 _WRAPPERS = ("torch.compile", "DistributedDataParallel", "DataParallel")
+#: Capitalised names under torch.nn that are tensors, not modules.
+_NN_TENSORS = ("Parameter", "UninitializedParameter", "Buffer", "UninitializedBuffer")
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,15 @@ class Scope:
 
     def iterated(self, it: ast.expr) -> Kind | None:
         """The kind of the items of ``for x in it`` when ``it`` is a collection of
-        optimizers or schedulers (``optimizers``, ``opts.values()``, ``opts.items()``)."""
+        optimizers or schedulers (``optimizers``, ``opts.values()``, ``opts.items()``,
+        ``enumerate(optimizers)``)."""
+        if (
+            isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Name)
+            and it.func.id in ("enumerate", "reversed", "list", "tuple", "sorted")
+            and it.args
+        ):
+            it = it.args[0]
         if (
             isinstance(it, ast.Call)
             and isinstance(it.func, ast.Attribute)
@@ -213,22 +223,26 @@ class Scope:
             if last == "SWALR":
                 return Kind(SCHEDULER, last, line=line)
             return Kind(AVERAGER if last == "AveragedModel" else OTHER, last, line=line)
-        if (
-            q.startswith(("torch.optim.lr_scheduler", "timm.scheduler."))
-            or (q.startswith("transformers.") and "schedule" in last)
-            or "sched" in last.lower()
+        if q.startswith(("torch.optim.lr_scheduler", "timm.scheduler.")) or (
+            q.startswith("transformers.") and "schedule" in last
         ):
+            return Kind(SCHEDULER, last, line=line)
+        if q.startswith("torch.distributed.optim.") and last != "ZeroRedundancyOptimizer":
+            return Kind(OTHER, last)
+        if self._is_optimizer_ctor(q, last, func):  # schedulefree's AdamWScheduleFree too
+            return self._optimizer(value, last, line)
+        if "sched" in last.lower():  # WarmupCosineSchedule(...), create_scheduler(...)
             return Kind(SCHEDULER, last, line=line)
         if _AVERAGER_CTOR.match(last):
             return Kind(AVERAGER, last, line=line)
-        if q.startswith("torch.distributed.optim.") and last != "ZeroRedundancyOptimizer":
-            return Kind(OTHER, last)
-        if self._is_optimizer_ctor(q, last, func):
-            return self._optimizer(value, last, line)
+        if q in ("copy.deepcopy", "copy.copy") and value.args:  # a copy is what it copies
+            return self.classify(value.args[0], line)
         if last.endswith("GradScaler"):
             return Kind(SCALER, last, line=line)
         if q.startswith("torch.nn.") and last.endswith("Loss"):
             return Kind(LOSS, last, value=value, line=line)
+        if q.startswith("torch.nn.") and last in _NN_TENSORS:
+            return None
         if (q.startswith("torch.nn.") and last[:1].isupper() and not q.endswith(_WRAPPERS)) or (
             q.startswith(("torchvision.models.", "timm.create_model")) or last == "from_pretrained"
         ):

@@ -44,6 +44,7 @@ from torch.utils.hooks import RemovableHandle
 
 from gradwatch.errors import ConfigError
 from gradwatch.hooks import backward as backward_tap
+from gradwatch.hooks import classloss, clipgrad, loaders
 from gradwatch.hooks.forward_order import walk
 from gradwatch.hooks.manual_updates import ManualUpdates
 from gradwatch.session.attach import watch
@@ -127,6 +128,7 @@ class _State:
         self.pending: list[weakref.ref[torch.optim.Optimizer]] = []
         self.forward_hook: RemovableHandle | None = None
         self.backward_listening = False
+        self.early_taps = False  # gradwatch.hooks loaders, clipgrad, classloss held from start
         self.runs: list[Run] = []
 
 
@@ -152,6 +154,11 @@ def install() -> None:
     torch.optim.Optimizer.__init__ = init  # type: ignore[method-assign]
     backward_tap.install(_on_backward)
     _state.backward_listening = True
+    # from process start: a batch drawn before the loop, a clipping function imported by name
+    loaders.install()
+    clipgrad.install()
+    classloss.install()
+    _state.early_taps = True
 
 
 def uninstall() -> None:
@@ -164,6 +171,11 @@ def uninstall() -> None:
         _state.forward_hook = None
     _state.pending.clear()
     _stop_listening()
+    if _state.early_taps:
+        _state.early_taps = False
+        loaders.uninstall()
+        clipgrad.uninstall()
+        classloss.uninstall()
 
 
 def _stop_listening() -> None:

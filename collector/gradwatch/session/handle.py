@@ -23,7 +23,10 @@ from gradwatch.errors import IntegrityError
 from gradwatch.hooks import backward as backward_tap
 from gradwatch.hooks import lossguard
 from gradwatch.hooks.checkpoint_policy import CheckpointSaver
+from gradwatch.hooks.classloss import ClassLossWatch
+from gradwatch.hooks.clipgrad import ClipWatch
 from gradwatch.hooks.connectivity import GraphWatch
+from gradwatch.hooks.loaders import LoaderWatch
 from gradwatch.hooks.model import ModelHooks
 from gradwatch.hooks.optimizer import OptimizerWatch
 from gradwatch.nan.origin import NanOrigin
@@ -142,6 +145,13 @@ class Run:
         self._sink.checkpoint = self._saver.save
         self._shape_listener = self._guard(self._loss_shape, "loss shape check")
         self._backward_listener = self._guard(self._after_backward, "backward listener")
+        #: repeated-batch, clip-before-backward and loss-at-chance: what they watch (clips
+        #: always: a clip is an in-place edit that the lifecycle must not take for a clearing)
+        self._data_hooks: list[_Attachable] = [ClipWatch(self)]
+        if self._sink.enabled("repeated-batch"):
+            self._data_hooks.append(LoaderWatch(lambda: self.step, self._checks.repeats))
+        if self._sink.enabled("loss-at-chance"):
+            self._data_hooks.append(ClassLossWatch(self._checks.chance.kind, self._guard))
         self._scaler_watch = (
             None
             if options.scaler is None
@@ -294,7 +304,7 @@ class Run:
     def _hooks(self) -> list[_Attachable]:
         """The hook objects that attach at start and detach at close, in that order."""
         scaler = [] if self._scaler_watch is None else [self._scaler_watch]
-        return [*scaler, *self._watches, self._model_hooks, self._nan_origin]
+        return [*scaler, *self._watches, self._model_hooks, self._nan_origin, *self._data_hooks]
 
     def _start(self, first_records: list[Record], fingerprint: dict[str, Any]) -> None:
         """Register the hooks and queue the first records (called once by ``watch``)."""

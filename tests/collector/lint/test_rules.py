@@ -90,6 +90,24 @@ MUTATIONS = [
         "stale-grad",
     ),
     ("optimizer_collections.py", "    stepper.zero_grad()\n", "stale-grad"),
+    (
+        "optimizer_collections.py",
+        "    for i, o in enumerate(optimizers):\n        o.zero_grad()\n",
+        "stale-grad",
+    ),
+    ("rl_and_nested_validation.py", "    model.eval()\n", "inference-in-train-mode"),
+    (
+        "critic_loop_and_early_continue.py",
+        "    if not need_update:\n        continue\n",
+        "accumulation-wiped",
+    ),
+    ("critic_loop_and_early_continue.py", "    G.zero_grad()\n", "stale-grad"),
+    (
+        "grad_averaging_and_parameters.py",
+        "    for p in model.parameters():\n        p.grad.data.mul_(1.0 / meta_batch_size)\n",
+        "accumulation-loss-not-scaled",
+    ),
+    ("rl_and_nested_validation.py", "            self.optimizer.zero_grad()\n", "stale-grad"),
 ]
 
 
@@ -145,6 +163,10 @@ MATRIX = [
      "        crit(model(x), y).backward()\n        opt.step()", None),
     ("for i, (x, y) in enumerate(data):\n    if i % k == 0:\n        opt.zero_grad()\n"
      "        crit(model(x), y).backward()\n        opt.step()", None),
+    # a negated test is a condition too (Fabric's `if not is_accumulating:`)
+    ("for i, (x, y) in enumerate(data):\n    is_accumulating = i % k != 0\n"
+     "    crit(model(x), y).backward()\n    if not is_accumulating:\n        opt.step()\n"
+     "        opt.zero_grad()", "accumulation-loss-not-scaled"),
     # ... but with a backward outside the test, the zero_grad wipes an accumulation
     ("for i, (x, y) in enumerate(data):\n    opt.zero_grad()\n"
      "    (crit(model(x), y) / k).backward()\n    if i % k == 0:\n"
@@ -159,6 +181,14 @@ MATRIX = [
      None),
     ("for x, y in data:\n    opt.zero_grad()\n    crit(model(x), y).backward()\n    opt.step()\n"
      "    swa.step()\n    model_ema.step()\n    warmup_sched.step()", None),
+    ("from schedulefree import AdamWScheduleFree\nsf = AdamWScheduleFree(model.parameters())\n"
+     "for x, y in data:\n    crit(model(x), y).backward()\n    sf.step()", "stale-grad"),
+    # an averaged copy is still a model: validated in train mode, dropout stays on
+    ("from timm.utils import ModelEmaV2\n"
+     "ema = ModelEmaV2(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1)))\n"
+     "with torch.no_grad():\n    for x, y in loader:\n        ema(x)", "inference-in-train-mode"),
+    ("import copy\nema_model = copy.deepcopy(model)\n"
+     "with torch.no_grad():\n    for x, y in loader:\n        ema_model(x)", None),
     ("from mylib import Stepper\nthing = Stepper()\nfor x, y in data:\n"
      "    opt.zero_grad()\n    crit(model(x), y).backward()\n    opt.step()\n    thing.step()",
      None),
@@ -187,3 +217,25 @@ def test_syntax_error_is_reported_not_raised(tmp_path: Path) -> None:
     result = lint_paths([tmp_path])
     assert result.files == 1 and not result.findings
     assert result.errors and "bad.py:1: cannot parse" in result.errors[0]
+
+
+def test_findings_name_optimizers_and_models_as_the_script_does() -> None:
+    [copy] = lint_paths([FIXTURES / "bug" / "param_not_in_optimizer_ema_copy.py"]).findings
+    assert copy.message.startswith(
+        "opt is built from ema_model.parameters(), but the parameters belong to a second copy "
+        "of the model (`ema_model`, a deepcopy of `model`), which is never called in forward"
+    )
+    code = (FIXTURES / "correct" / "wgan_n_critic.py").read_text()
+    [stale] = lint_code(code.replace("        optimizer_G.zero_grad()\n", "", 1))
+    assert stale.message.startswith("optimizer_G.step() runs every iteration of the loop")
+    code = (FIXTURES / "correct" / "lightning_manual_gan.py").read_text()
+    [stale] = lint_code(code.replace("        opt_d.zero_grad()\n", "", 1))
+    assert "nothing there clears opt_d's gradients" in stale.message
+
+
+def test_an_ema_copy_that_runs_forward_or_is_handed_on_is_not_judged() -> None:
+    code = (FIXTURES / "bug" / "param_not_in_optimizer_ema_copy.py").read_text()
+    called = code.replace("mse_loss(model(x), y)", "mse_loss(ema_model(x), y)")
+    assert lint_code(called) == []
+    handed = code.replace("    opt.step()\n", "    opt.step()\n    evaluate(ema_model)\n")
+    assert lint_code("from mylib import evaluate\n" + handed) == []

@@ -8,7 +8,15 @@ import ast
 
 from gradwatch.lint.analysis import Analysis, Unit
 from gradwatch.lint.facts import BACKWARD
-from gradwatch.lint.kinds import LOSS, MODULE, SCALER, Scope, function_scope, own_nodes
+from gradwatch.lint.kinds import (
+    LOSS,
+    MODULE,
+    OPTIMIZER,
+    SCALER,
+    Scope,
+    function_scope,
+    own_nodes,
+)
 from gradwatch.lint.source import text
 
 CUT, LIVE, NONE = "cut", "live", "none"
@@ -50,12 +58,41 @@ def check(a: Analysis) -> None:
         _losses(a, unit)
 
 
+def trainable_leaves(a: Analysis) -> set[str]:
+    """Tensors an optimizer trains directly: those handed to an optimizer's constructor
+    (SAC's ``Adam([self.log_alpha])``) and ``nn.Parameter`` attributes. A loss through one
+    is live even when every other part of it is detached (``(log_alpha.exp() *
+    (log_prob + target).detach()).mean()``); a tensor merely marked ``requires_grad`` and
+    trained by nobody is not (the rewrapped-loss bug)."""
+    cached = getattr(a, "_trainable_leaves", None)
+    if isinstance(cached, set):
+        return cached
+    out: set[str] = set()
+    for node in ast.walk(a.src.tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            q = a.src.qualname(node.value.func) or ""
+            if q.endswith(".Parameter"):
+                out |= {text(t) or "" for t in node.targets}
+        if isinstance(node, ast.Call):
+            kind = a.module.classify(node)
+            if kind is not None and kind.kind == OPTIMIZER and not kind.many:
+                given = [*node.args[:1], *(k.value for k in node.keywords if k.arg == "params")]
+                for g in given:  # Adam([self.log_alpha]), Adam(params=[w, b]), Adam(w_list)
+                    seq = g.elts if isinstance(g, ast.List | ast.Tuple) else [g]
+                    out |= {text(n) or "" for n in seq}
+    out.discard("")
+    a._trainable_leaves = out  # type: ignore[attr-defined]
+    return out
+
+
 def flow(a: Analysis, scope: Scope, e: ast.expr, line: int, why: list[str], depth: int) -> str:
     """Whether ``e`` carries the model's graph (live), was cut from it, or holds data only."""
     if depth > 8:
         return LIVE
     if isinstance(e, ast.Constant):
         return NONE
+    if isinstance(e, ast.Name | ast.Attribute) and text(e) in trainable_leaves(a):
+        return LIVE
     if isinstance(e, ast.Attribute):
         if e.attr == "data":
             why.append(f"`{ast.unparse(e)}`")

@@ -26,6 +26,10 @@ def covers(zero: Event, step: Event, scope: Scope) -> bool:
     """Whether ``zero`` clears the gradients ``step`` applies."""
     if zero.target is None or zero.target == step.target:
         return True
+    if zero.of is not None and (  # a zero_grad over every item of the collection
+        zero.of == step.of or (step.target or "").startswith(zero.of + "[")
+    ):
+        return True
     if zero.tkind is not None and zero.tkind.kind == OPTIMIZER:
         return False  # another optimizer's zero_grad
     roots = step.tkind.roots if step.tkind is not None else None
@@ -39,7 +43,9 @@ def covers(zero: Event, step: Event, scope: Scope) -> bool:
 
 
 def _tests(e: Event) -> set[str]:
-    return {g.test for g in e.guards if g.accum and not g.negated}
+    """The accumulation-like conditions an event runs under, as they read
+    (`(i + 1) % k == 0`, `need_update`, `not is_accumulating`)."""
+    return {f"not {g.test}" if g.negated else g.test for g in e.guards if g.accum}
 
 
 def feeding(st: Event, zeros: list[Event], backwards: list[Event], ev: list[Event]) -> list[Event]:
@@ -160,13 +166,13 @@ def _wiped(
     ev: list[Event],
 ) -> None:
     at = {id(e): i for i, e in enumerate(ev)}
-    tests = _tests(st) if accumulates(st, zeros, backwards, ev) else set()
+    tests = _tests(st) if accumulates(st, zeros, backwards, ev) else set[str]()
     first_backward = min(at[id(b)] for b in backwards)
     for z in zeros:
         if z.managed or z.closure:
             continue
         own = [g for g in z.guards if g not in st.guards]
-        z_tests = {g.test for g in z.guards if g.accum and not g.negated}
+        z_tests = _tests(z)
         message = ""
         if tests and not own and not z_tests:
             whose = f"{z.target}'s gradients are" if z.target else "the gradients are"
@@ -202,15 +208,16 @@ def _unscaled(
     zeros: list[Event],
     ev: list[Event],
 ) -> None:
-    if any(e.managed for e in [*steps, *backwards]):
+    if any(e.managed for e in [*steps, *backwards]) or _averages_grads(loop):
         return
     summed: list[Event] = []  # the backward() calls whose gradients are summed
     for st in steps:
         mine = [z for z in zeros if covers(z, st, unit.scope)]
-        if accumulates(st, mine, backwards, ev):
+        if mine and accumulates(st, mine, backwards, ev):  # never cleared: stale-grad
             tests = _tests(st)
             summed += [b for b in feeding(st, mine, backwards, ev) if not tests <= _tests(b)]
-        summed += [b for b in backwards if len(b.loops) > len(st.loops)]
+        # micro-batches: backward in a loop nested in the step's, feeding this step
+        summed += [b for b in feeding(st, mine, backwards, ev) if len(b.loops) > len(st.loops)]
     for b in backwards:
         if not any(b is s for s in summed):
             continue
@@ -223,6 +230,25 @@ def _unscaled(
                 unit,
                 loop=loop,
             )
+
+
+def _averages_grads(loop: ast.AST) -> bool:
+    """Whether the loop divides the summed gradients themselves (``p.grad.mul_(1 / n)``,
+    ``p.grad /= n``, as MAML's meta-update does) instead of the loss."""
+    for node in ast.walk(loop):
+        target: ast.expr | None = None
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Div | ast.Mult):
+            target = node.target
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("mul_", "div_")
+        ):
+            target = node.func.value
+        name = text(target) if target is not None else None
+        if name and (name.endswith(".grad") or name.endswith(".grad.data")):
+            return True
+    return False
 
 
 def _scaled(expr: ast.expr | None, scope: Scope, line: int, depth: int) -> bool:

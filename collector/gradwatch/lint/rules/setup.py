@@ -1,5 +1,6 @@
 """Set-up rules: ``param-not-in-optimizer`` (a layer swapped or unfrozen after the
-optimizer was built), ``sampler-epoch-not-set`` and ``unseeded-run``."""
+optimizer was built, or an optimizer built over a copy of the model that never runs
+forward), ``sampler-epoch-not-set`` and ``unseeded-run``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import ast
 from dataclasses import dataclass
 
 from gradwatch.lint.analysis import Analysis, Unit
-from gradwatch.lint.facts import BACKWARD, STEP
+from gradwatch.lint.facts import BACKWARD, CALL, STEP
 from gradwatch.lint.kinds import MODULE, OPTIMIZER, own_nodes
 from gradwatch.lint.rules.lifecycle import related
 from gradwatch.lint.source import text
@@ -27,6 +28,7 @@ class _Built:
 def check(a: Analysis) -> None:
     for unit in a.units:
         _late_changes(a, unit)
+    _copy_trained(a)
     _sampler(a)
     _seed(a)
 
@@ -61,6 +63,71 @@ def _late_changes(a: Analysis, unit: Unit) -> None:
                     f"{', '.join(b.roots)}: the optimizer never updates those parameters.",
                     unit,
                 )
+
+
+def _copy_trained(a: Analysis) -> None:
+    """An optimizer built over ``ema_model = copy.deepcopy(model)`` while the training loop
+    runs ``model``: the loss's gradients land on ``model``, which no optimizer holds, and
+    the optimizer steps a copy with no gradients. Judged on the loops that step the
+    optimizer: the copy is never called there (nor handed to code not visible here), the
+    original is, and no optimizer of the file holds the original's parameters."""
+    copies: dict[str, str] = {}
+    built: list[tuple[Unit, ast.Assign, str, tuple[str, ...]]] = []
+    for unit in a.units:
+        for node in own_nodes(unit.body):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            name = text(node.targets[0])
+            value = node.value
+            if not name or not isinstance(value, ast.Call):
+                continue
+            if a.src.qualname(value.func) == "copy.deepcopy" and value.args:
+                original = text(value.args[0])
+                if original:
+                    copies[name] = original
+                continue
+            kind = unit.scope.classify(value, node.lineno)
+            if kind is not None and kind.kind == OPTIMIZER and kind.roots:
+                built.append((unit, node, name, kind.roots))
+    if not copies:
+        return
+    held = {r for _, _, _, roots in built for r in roots}
+    for unit, node, name, roots in built:
+        for root in roots:
+            original = copies.get(root)
+            if original is None or any(related(original, h) for h in held):
+                continue
+            if _runs_instead(a, name, root, original):
+                a.emit(
+                    "param-not-in-optimizer",
+                    node,
+                    f"{name} is built from {root}.parameters(), but the parameters belong to a "
+                    f"second copy of the model (`{root}`, a deepcopy of `{original}`), which "
+                    f"is never called in forward: {original} computes the loss, and no "
+                    "optimizer updates its parameters.",
+                    unit,
+                )
+                break
+
+
+def _runs_instead(a: Analysis, opt: str, copy: str, original: str) -> bool:
+    """Whether every loop that steps ``opt`` runs ``original`` and never ``copy``."""
+    judged = False
+    for unit in a.lifecycle_units():
+        for loop in unit.loops:
+            ev = a.events(unit, loop)
+            if not any(e.kind == STEP and e.target == opt for e in ev) or not any(
+                e.kind == BACKWARD for e in ev
+            ):
+                continue
+            calls = [e for e in ev if e.kind == CALL]
+            runs = (copy, f"{copy}.forward", f"{copy}.module")
+            if any(e.target in runs or copy in e.args for e in calls):
+                return False  # called, or handed to code that may call it
+            if not any(e.target in (original, f"{original}.forward") for e in calls):
+                return False
+            judged = True
+    return judged
 
 
 def _swap(a: Analysis, unit: Unit, node: ast.stmt, b: _Built) -> str:
@@ -133,6 +200,8 @@ def _sampler(a: Analysis) -> None:
     calls = [n for n in ast.walk(a.src.tree) if isinstance(n, ast.Call)]
     if any(isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in calls):
         return
+    if not any(e.kind in (BACKWARD, STEP) for u in a.units for e in a.events(u)):
+        return  # a loader factory (timm's create_loader): the file that trains sets the epoch
     for c in calls:
         name = (a.src.qualname(c.func) or text(c.func) or "").rsplit(".", 1)[-1]
         shuffle_off = any(

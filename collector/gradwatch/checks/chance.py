@@ -1,0 +1,150 @@
+"""``loss-at-chance``: a classification loss that stays at ``ln C`` — the value of guessing
+uniformly among ``C`` classes — long after training started, while the parameters change.
+
+The classification losses (``F.cross_entropy``, ``nn.CrossEntropyLoss``, ``F.nll_loss``,
+``nn.NLLLoss``) are seen by :mod:`gradwatch.hooks.classloss`, which reads only shapes and
+arguments: ``C``, the reduction, label smoothing and whether the targets are class indices.
+The loss values are the ones gradwatch already records per step (the backward root), read
+on the I/O thread with the rest of each collected row: no extra synchronisation.
+
+It holds when, after ``WARMUP`` collected steps, each of the last ``WINDOW`` steps has a
+loss and an update (update norms > 0), and the mean of every run of ``CHUNK`` consecutive
+losses among them lies within ``BAND`` × ln C of ln C. Inputs and labels shuffled apart
+(two independent permutations), or labels taken from another batch, give exactly this:
+nothing links an input to its label, so the best a model can do is the label prior,
+uniform on balanced data.
+
+Quiet on: runs shorter than ``WARMUP + WINDOW`` steps; every step before that; a loss that
+leaves the band (it learns); imbalanced data whose loss sits at the entropy of the label
+prior when that is more than the band below ln C; label smoothing whose floor (the
+entropy of the smoothed target) lies within twice the band of ln C; soft (probability)
+targets, sums instead of means, and runs whose losses disagree on ``C``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from gradwatch.checks.findings import FindingSink, finding
+from gradwatch.checks.fmt import num
+
+ID = "loss-at-chance"
+WARMUP = 100  # collected steps before the window starts
+WINDOW = 200  # collected steps the loss must stay at ln C
+CHUNK = 10  # losses per mean (mini-batch noise averages out within one)
+BAND = 0.05  # |mean − ln C| < BAND × ln C
+
+
+def smoothing_floor(classes: int, smoothing: float) -> float:
+    """The lowest mean cross-entropy reachable with label smoothing ``smoothing``: the
+    entropy of the smoothed one-hot target."""
+    if smoothing <= 0:
+        return 0.0
+    rest = smoothing / classes
+    top = 1.0 - smoothing + rest
+    return -(top * math.log(top)) - (classes - 1) * rest * math.log(rest)
+
+
+@dataclass
+class LossKind:
+    """What the classification loss calls of a run have in common (``classes`` None
+    until the first, 0 once they disagree or cannot be compared with ln C)."""
+
+    classes: int | None = None
+    smoothing: float = 0.0
+
+    def note(self, classes: int, smoothing: float, mean: bool, soft: bool) -> None:
+        """One classification loss call of a training step."""
+        comparable = classes >= 2 and mean and not soft
+        if not comparable or (self.classes is not None and self.classes != classes):
+            self.classes = 0
+            return
+        if self.classes is None:
+            self.classes = classes
+        self.smoothing = max(self.smoothing, smoothing)
+
+    @property
+    def level(self) -> float | None:
+        """ln C when the run's classification loss can be compared with it, else None."""
+        c = self.classes
+        if not c:
+            return None
+        chance = math.log(c)
+        if smoothing_floor(c, self.smoothing) >= (1 - 2 * BAND) * chance:
+            return None  # smoothing so strong that ln C is about the best reachable loss
+        return chance
+
+
+@dataclass
+class _Losses:
+    rows: int = 0
+    recent: deque[float | None] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    since: int | None = None  # first step of the window that held
+
+
+class LossAtChance:
+    """``loss-at-chance`` for every optimizer of one run."""
+
+    def __init__(self, sink: FindingSink) -> None:
+        self.sink = sink
+        self.kind = LossKind()
+        self._losses: dict[int, _Losses] = {}
+
+    def observe_rows(
+        self, o: int, steps: list[int], losses: list[float | None], updated: list[bool]
+    ) -> None:
+        """Feed a window of optimizer ``o``'s collected steps: the loss (None: none
+        recorded) and whether any parameter changed."""
+        chance = self.kind.level
+        if chance is None:
+            return
+        state = self._losses.setdefault(o, _Losses())
+        for step, loss, moved in zip(steps, losses, updated, strict=True):
+            state.rows += 1
+            state.recent.append(loss if moved and loss is not None else None)
+            if state.rows >= WARMUP + WINDOW and state.rows % CHUNK == 0:
+                self._judge(o, step, chance, state)
+        self.sink.flush()
+
+    def _judge(self, o: int, step: int, chance: float, state: _Losses) -> None:
+        values = list(state.recent)
+        holds = all(x is not None and math.isfinite(x) for x in values)
+        worst = 0.0
+        if holds:
+            for i in range(0, len(values), CHUNK):
+                chunk = [x for x in values[i : i + CHUNK] if x is not None]
+                worst = max(worst, abs(sum(chunk) / len(chunk) - chance))
+            holds = worst < BAND * chance
+        if not holds:
+            if state.since is not None:
+                state.since = None
+                self.sink.clear(ID, None, o)
+            return
+        if state.since is None:
+            state.since = step - WINDOW + 1
+        mean = sum(x for x in values if x is not None) / len(values)
+        classes = self.kind.classes
+        self.sink.report(
+            finding(
+                ID,
+                step,
+                f"the loss has stayed at ln({classes}) = {chance:.2f}, the value of "
+                f"guessing uniformly among {classes} classes, for {WINDOW} steps while the "
+                f"parameters change (mean {num(mean, 4)}): are inputs and labels paired "
+                "(shuffled apart, or labels from another batch)?",
+                "index inputs and labels with the same permutation (or use one DataLoader over "
+                "a dataset that returns (input, label) pairs), and check the labels come from "
+                "the same batch as the inputs.",
+                optimizer=o,
+                details={
+                    "classes": classes,
+                    "chance_loss": chance,
+                    "mean_loss": mean,
+                    "largest_deviation": worst,
+                    "since": state.since,
+                    "steps": WINDOW,
+                },
+            )
+        )

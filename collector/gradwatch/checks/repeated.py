@@ -1,0 +1,192 @@
+"""``repeated-batch``: the model got the same input batch on ``REPEAT_STEPS`` collected steps
+in a row, and the program's DataLoaders say why.
+
+Each collected step carries the checksum of the batch the watched model received
+(:mod:`gradwatch.stats.batch_checksum`, on the I/O thread: no extra work in training). A
+checksum that repeats is not a finding by itself: full-batch gradient descent on a fixed
+tensor (small regressions, PINNs) feeds the same batch at every step on purpose, and so
+does an epoch of one batch. What tells the bug apart is how the program uses its
+DataLoaders (:mod:`gradwatch.hooks.loaders` logs every iterator, its length and how many
+batches it yielded, at the step it was used):
+
+* ``new-iterator``: while the batch repeated, a new iterator of a loader of two or more
+  batches was made at about every step and left after its first batch or few
+  (``next(iter(loader))`` inside the loop: with ``shuffle=False`` always the first batch);
+* ``drawn-once``: no batch was drawn while it repeated, and an iterator of a loader of two
+  or more batches was left part-way before (``x, y = next(iter(loader))`` before the loop).
+
+Quiet without DataLoaders (a fixed tensor), with loaders of one batch, with iterators
+walked to their end (a loader concatenated into one tensor, a full validation pass each
+step) and with loaders walked batch after batch whose batches happen to be equal.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal
+
+from gradwatch.checks.findings import FindingSink, finding
+
+ID = "repeated-batch"
+#: collected steps in a row with one batch checksum before the loaders are asked
+REPEAT_STEPS = 5
+KEPT_ITERATORS = 256  # iterator records kept per run (the latest ones)
+
+Verdict = Literal["new-iterator", "drawn-once"]
+
+
+@dataclass
+class IteratorRecord:
+    """One DataLoader iterator as the training loop used it (steps: the optimizer step the
+    batch was drawn for, i.e. the run's completed steps + 1)."""
+
+    length: int | None  # batches per pass (None: an iterable dataset without a length)
+    first: int  # step of its first batch
+    last: int  # step of its latest batch
+    yielded: int = 0
+    exhausted: bool = False  # StopIteration reached
+    before_run: bool = False  # drawn while no run was watching (before watch())
+
+    @property
+    def several(self) -> bool:
+        """A loader of two or more batches (or of unknown length)."""
+        return self.length is None or self.length >= 2
+
+    @property
+    def left_early(self) -> bool:
+        """Left (or still held) before the end of a loader of several batches."""
+        if not self.several or self.exhausted:
+            return False
+        return self.length is None or self.yielded < self.length
+
+
+class LoaderLog:
+    """The DataLoader iterators of one run (written by the training thread, read by the
+    I/O thread)."""
+
+    def __init__(self) -> None:
+        self.records: deque[IteratorRecord] = deque(maxlen=KEPT_ITERATORS)
+        self._lock = threading.Lock()
+
+    def add(self, record: IteratorRecord) -> None:
+        self.records.append(record)
+
+    def begin_run(self) -> None:
+        """A run starts: keep only the iterators used while no run watched (a batch drawn
+        before the loop, which feeds that run's first step)."""
+        with self._lock:
+            kept = [r for r in self.records if r.before_run]
+            self.records.clear()
+            for r in kept:
+                r.before_run = False
+                self.records.append(r)
+
+    def snapshot(self) -> list[IteratorRecord]:
+        with self._lock:
+            return list(self.records)
+
+    def verdict(self, first: int, last: int) -> tuple[Verdict, IteratorRecord] | None:
+        """Why steps ``first``…``last`` (one batch checksum) saw the same batch, or None
+        when the loaders do not show a misuse."""
+        records = self.snapshot()
+        if not records:
+            return None  # no DataLoader: a fixed tensor (full-batch training)
+        fresh = [r for r in records if first <= r.first <= last and r.left_early]
+        if fresh and len(fresh) >= max(last - first, 1):  # about one new iterator per step
+            return "new-iterator", fresh[-1]
+        if all(r.last <= first for r in records):
+            left = [r for r in records if r.left_early]
+            if left:
+                return "drawn-once", left[-1]
+        return None
+
+
+@dataclass
+class _Streak:
+    key: tuple[float, ...]
+    first: int
+    count: int = 1
+    asked: int = 0  # length of the streak when the loaders were last asked
+
+
+class RepeatedBatch:
+    """``repeated-batch`` over the collected rows of every optimizer."""
+
+    def __init__(self, sink: FindingSink) -> None:
+        self.sink = sink
+        self.log = LoaderLog()
+        self._streaks: dict[int, _Streak] = {}
+
+    def observe_rows(
+        self, o: int, steps: list[int], checksums: list[list[float]], taken: list[bool]
+    ) -> None:
+        """Feed a window of optimizer ``o``'s collected steps: each row's batch checksum
+        and whether one was taken (a step whose model saw no tensor input has none)."""
+        streak = self._streaks.get(o)
+        for step, values, ok in zip(steps, checksums, taken, strict=True):
+            key = tuple(values)
+            if not ok or not all(math.isfinite(x) for x in key):
+                self._end(o)
+                streak = None
+                continue
+            if streak is not None and streak.key == key:
+                streak.count += 1
+            else:
+                if streak is not None:
+                    self._end(o)
+                streak = self._streaks[o] = _Streak(key, step)
+            if streak.count >= REPEAT_STEPS and streak.count >= 2 * streak.asked:
+                streak.asked = streak.count  # asked at 5, 10, 20, 40… steps of one batch
+                self._ask(o, streak, step)
+        self.sink.flush()
+
+    def _end(self, o: int) -> None:
+        if self._streaks.pop(o, None) is not None:
+            self.sink.clear(ID, None, o)
+
+    def _ask(self, o: int, streak: _Streak, step: int) -> None:
+        found = self.log.verdict(streak.first, step)
+        if found is None:
+            return
+        why, record = found
+        size = "an unknown number of" if record.length is None else f"{record.length:,}"
+        checksum = f"{streak.key[0]:.6g}"
+        if why == "new-iterator":
+            cause = (
+                "a new DataLoader iterator is made at every step and only its first batch is "
+                f"used (the loader has {size} batches)"
+            )
+            hint = (
+                "make the iterator once per epoch (for x, y in loader: …), or keep one "
+                "iterator and call next() on it, making a new one when it is exhausted."
+            )
+        else:
+            cause = (
+                f"the batch was drawn once from a DataLoader of {size} batches and no batch "
+                "has been drawn since"
+            )
+            hint = (
+                "draw a new batch inside the training loop (for x, y in loader: …); when "
+                "overfitting one batch on purpose, ignore this warning."
+            )
+        self.sink.report(
+            finding(
+                ID,
+                step,
+                f"the model has seen the same input batch on {streak.count} consecutive steps "
+                f"(checksum {checksum}, since step {streak.first}): {cause}.",
+                hint,
+                optimizer=o,
+                details={
+                    "since": streak.first,
+                    "steps": streak.count,
+                    "checksum": list(streak.key),
+                    "why": why,
+                    "loader_batches": record.length,
+                    "iterator_yielded": record.yielded,
+                },
+            )
+        )

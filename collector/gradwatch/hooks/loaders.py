@@ -1,0 +1,139 @@
+"""Logs how the program uses its DataLoaders, for ``repeated-batch``
+(:mod:`gradwatch.checks.repeated`): per iterator, the loader's length in batches, how many
+batches it yielded, whether it reached its end, and the optimizer steps it fed.
+
+One wrapper of ``_BaseDataLoaderIter.__next__`` (the class every DataLoader iterator
+derives from), reference-counted: installed by ``gradwatch run`` at process start (so a
+batch drawn before the loop is seen too) and by every run while it is open. Per batch it
+costs one dictionary look-up and a few attribute writes; the first batch of an iterator
+adds a record. Batches drawn with gradients disabled (evaluation) are not logged.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils.data import dataloader
+
+from gradwatch.checks.repeated import IteratorRecord, LoaderLog
+
+#: the log of this process (a run reads it through its check engine)
+LOG = LoaderLog()
+
+_lock = threading.Lock()
+_holders = 0
+_original: Callable[..., Any] | None = None
+_records: weakref.WeakKeyDictionary[Any, IteratorRecord] = weakref.WeakKeyDictionary()
+#: the optimizer step a batch drawn now is for (set by the open run), None: no run
+_step: Callable[[], int] | None = None
+
+
+def _length(it: Any) -> int | None:
+    try:
+        return len(it)
+    except Exception:  # an iterable dataset without a length
+        return None
+
+
+def _drawn(it: Any, exhausted: bool) -> None:
+    yielded = getattr(it, "_num_yielded", None)
+    if not isinstance(yielded, int):
+        return
+    record = _records.get(it)
+    if not exhausted and yielded == 1:  # the first batch of a pass (persistent workers:
+        record = None  # the iterator object is reused, its count starts again)
+        if torch.is_grad_enabled():
+            source = _step
+            step = source() if source is not None else 1
+            record = IteratorRecord(_length(it), step, step, before_run=source is None)
+            _records[it] = record
+            LOG.add(record)
+        else:
+            _records.pop(it, None)
+    if record is None:
+        return
+    if exhausted:
+        record.exhausted = True
+        return
+    record.yielded = yielded
+    source = _step
+    record.last = source() if source is not None else 1
+
+
+def _noted(it: Any, exhausted: bool) -> None:
+    """:func:`_drawn`, which must never break the user's loop."""
+    try:  # noqa: SIM105 - a plain try costs nothing per batch; a context manager does
+        _drawn(it, exhausted)
+    except Exception:
+        pass
+
+
+def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def __next__(self: Any) -> Any:  # noqa: N807 - it replaces that method
+        try:
+            data = original(self)
+        except StopIteration:
+            _noted(self, True)
+            raise
+        _noted(self, False)
+        return data
+
+    __next__.__gradwatch_original__ = original  # type: ignore[attr-defined]
+    return __next__
+
+
+def install() -> None:
+    """Hold the wrapper (the first holder puts it in place)."""
+    global _holders, _original
+    with _lock:
+        _holders += 1
+        if _holders == 1:
+            cls = dataloader._BaseDataLoaderIter
+            current = cls.__next__
+            if not hasattr(current, "__gradwatch_original__"):
+                _original = current
+                cls.__next__ = _wrap(current)  # type: ignore[method-assign]
+
+
+def uninstall() -> None:
+    """Release the wrapper (the last holder restores the original, unless someone wrapped
+    it again on top)."""
+    global _holders, _original
+    with _lock:
+        _holders = max(0, _holders - 1)
+        if _holders == 0 and _original is not None:
+            cls = dataloader._BaseDataLoaderIter
+            if getattr(cls.__next__, "__gradwatch_original__", None) is _original:
+                setattr(cls, "__next__", _original)  # noqa: B010 - a method, typed as such
+            _original = None
+
+
+class LoaderWatch:
+    """A run's part: hold the wrapper while the run is open, stamp batches with its steps
+    and hand the log to its ``repeated-batch`` check."""
+
+    def __init__(self, step: Callable[[], int], log_to: Any) -> None:
+        self._step = step
+        self._check = log_to  # the check engine's RepeatedBatch
+
+    def attach(self) -> None:
+        global _step
+        install()
+        LOG.begin_run()
+        self._check.log = LOG
+        _step = self._stamp
+
+    def _stamp(self) -> int:
+        return self._step() + 1
+
+    def detach(self) -> None:
+        global _step
+        if _step == self._stamp:
+            _step = None
+        uninstall()

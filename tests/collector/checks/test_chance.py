@@ -1,0 +1,148 @@
+"""``loss-at-chance``: a classification loss that sits at ln C while the parameters change —
+the bug (inputs and labels shuffled apart) in a real training loop, and its correct twins."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import nn
+
+import gradwatch
+from gradwatch.checks import chance
+from gradwatch.checks.chance import BAND, WARMUP, WINDOW, LossKind, smoothing_floor
+from gradwatch.session.handle import Run
+from tests.collector.checks.common import assert_quiet, first, of
+
+C, DIM, BATCH, N = 10, 12, 50, 1000
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def data(priors: list[float] | None = None, signal: float = 3.0) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(0)
+    classes = len(priors) if priors else C
+    if priors:
+        y = torch.multinomial(torch.tensor(priors), N, replacement=True, generator=g)
+    else:
+        y = torch.arange(N) % classes
+    centers = torch.randn(classes, DIM, generator=g) * signal
+    return centers[y] + torch.randn(N, DIM, generator=g), y
+
+
+def classify(
+    steps: int,
+    *,
+    apart: bool = False,
+    priors: list[float] | None = None,
+    signal: float = 3.0,
+    loss: Loss | None = None,
+    lr: float = 1e-3,
+) -> Run:
+    """``steps`` Adam steps of an MLP classifier over shuffled batches; ``apart``: the labels
+    get their own permutation (the bug)."""
+    x, y = data(priors, signal)
+    classes = int(y.max()) + 1 if priors else C
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(DIM, 32), nn.ReLU(), nn.Linear(32, classes))
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    run = gradwatch.watch(model, opt)
+    loss = loss or (lambda out, y: nn.functional.cross_entropy(out, y))  # looked up now
+    try:
+        step = 0
+        while step < steps:
+            order = torch.randperm(N)
+            labels = y[torch.randperm(N)] if apart else y[order]
+            for i in range(0, N, BATCH):
+                opt.zero_grad()
+                loss(model(x[order[i : i + BATCH]]), labels[i : i + BATCH]).backward()
+                opt.step()
+                step += 1
+                if step == steps:
+                    break
+    finally:
+        run.close()
+    return run
+
+
+@pytest.fixture
+def short(monkeypatch: pytest.MonkeyPatch) -> int:
+    """A shorter warm-up and window (the same rule on fewer steps); returns the first step
+    at which the check can hold."""
+    monkeypatch.setattr(chance, "WARMUP", 30)
+    monkeypatch.setattr(chance, "WINDOW", 60)
+    return 90
+
+
+@pytest.mark.slow
+def test_labels_shuffled_apart_sit_at_ln_c_and_are_found() -> None:
+    run = classify(WARMUP + WINDOW + 20, apart=True)
+    f = first(run, "loss-at-chance")
+    assert f.severity == "warning" and f.step == WARMUP + WINDOW
+    assert f.details["classes"] == C
+    assert f.details["chance_loss"] == pytest.approx(math.log(C))
+    assert "ln(10) = 2.30" in f.message and f"for {WINDOW} steps" in f.message
+    assert len(of(run, "loss-at-chance")) == 1
+
+
+def test_nll_loss_module_over_log_softmax_is_seen_too(short: int) -> None:
+    nll = nn.NLLLoss()
+
+    def loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return nll(torch.log_softmax(out, dim=1), y)
+
+    f = first(classify(short, apart=True, loss=loss), "loss-at-chance")
+    assert f.step == short
+
+
+def test_a_run_shorter_than_warm_up_and_window_is_quiet(short: int) -> None:
+    assert_quiet(classify(short - 1, apart=True))
+
+
+def test_a_classifier_that_learns_is_quiet(short: int) -> None:
+    assert_quiet(classify(short + 20))
+
+
+def test_imbalanced_labels_at_the_priors_entropy_are_quiet(short: int) -> None:
+    assert_quiet(classify(short + 20, priors=[0.8, 0.15, 0.05], signal=0.0))
+
+
+def test_label_smoothing_to_the_max_is_quiet(short: int) -> None:
+    def smoothed(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(out, y, label_smoothing=1.0)
+
+    assert_quiet(classify(short + 20, loss=smoothed))
+
+
+def test_a_summed_loss_is_not_compared_with_ln_c(short: int) -> None:
+    def summed(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(out, y, reduction="sum") / len(y)
+
+    assert_quiet(classify(short + 20, apart=True, loss=summed))
+
+
+def test_smoothing_floor_is_the_entropy_of_the_smoothed_target() -> None:
+    assert smoothing_floor(10, 0.0) == 0.0
+    assert smoothing_floor(10, 1.0) == pytest.approx(math.log(10))
+    top, rest = 0.91, 0.01
+    assert smoothing_floor(10, 0.1) == pytest.approx(
+        -top * math.log(top) - 9 * rest * math.log(rest)
+    )
+
+
+def test_loss_kind_compares_only_one_class_count_of_mean_hard_label_losses() -> None:
+    kind = LossKind()
+    assert kind.level is None
+    kind.note(10, 0.1, True, False)
+    assert kind.level == pytest.approx(math.log(10))
+    kind.note(10, 0.99, True, False)  # floor within twice the band of ln C
+    assert smoothing_floor(10, 0.99) >= (1 - 2 * BAND) * math.log(10) and kind.level is None
+    for facts in [(10, 0.0, False, False), (10, 0.0, True, True), (1, 0.0, True, False)]:
+        other = LossKind()
+        other.note(*facts)
+        assert other.level is None, facts
+    mixed = LossKind()
+    mixed.note(10, 0.0, True, False)
+    mixed.note(5, 0.0, True, False)
+    assert mixed.level is None

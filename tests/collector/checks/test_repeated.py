@@ -1,0 +1,184 @@
+"""``repeated-batch``: the same input batch on consecutive steps, told apart from
+full-batch training by how the program uses its DataLoaders — each bug in a real training
+loop, and its correct twins."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import gradwatch
+from gradwatch.checks.repeated import REPEAT_STEPS, IteratorRecord, LoaderLog
+from gradwatch.session.handle import Run
+from tests.collector.checks.common import assert_quiet, first, mlp, mse, of
+
+N, BATCH = 128, 16  # 8 batches per pass
+Batches = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
+
+
+def dataset() -> TensorDataset:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(N, 6, generator=g)
+    return TensorDataset(x, x @ torch.ones(6, 3))
+
+
+def loop(make: Callable[[], Batches], steps: int = 20) -> Run:
+    """Watch a fresh MLP, then run ``steps`` steps on the batches ``make()`` hands out
+    (``make`` runs after ``watch``, as a loop's setup does)."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    run = gradwatch.watch(model, opt)
+    try:
+        batches = make()
+        for i in range(steps):
+            x, y = batches(i)
+            opt.zero_grad()
+            mse(model(x), y).backward()
+            opt.step()
+    finally:
+        run.close()
+    return run
+
+
+def test_a_new_iterator_every_step_is_found_at_the_fifth_step() -> None:
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=False)
+    run = loop(lambda: lambda i: next(iter(loader)))
+    f = first(run, "repeated-batch")
+    assert (f.step, f.severity, f.optimizer) == (REPEAT_STEPS, "warning", 0)
+    assert f.details["why"] == "new-iterator" and f.details["loader_batches"] == N // BATCH
+    assert "5 consecutive steps" in f.message and "new DataLoader iterator" in f.message
+    assert len(of(run, "repeated-batch")) == 1  # one finding while the batch repeats
+
+
+def test_a_batch_drawn_once_before_the_loop_is_found() -> None:
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=True)
+
+    def make() -> Batches:
+        x, y = next(iter(loader))
+        return lambda i: (x, y)
+
+    f = first(loop(make), "repeated-batch")
+    assert f.step == REPEAT_STEPS and f.details["why"] == "drawn-once"
+
+
+def test_full_batch_training_on_a_fixed_tensor_is_quiet() -> None:
+    x, y = dataset().tensors
+    assert_quiet(loop(lambda: lambda i: (x, y), 30))
+
+
+def test_an_epoch_of_one_batch_is_quiet() -> None:
+    loader = DataLoader(dataset(), batch_size=N, shuffle=False)
+
+    def make() -> Batches:
+        def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+            while True:
+                yield from loader
+
+        it = batches()
+        return lambda i: next(it)
+
+    assert_quiet(loop(make, 30))
+
+
+def test_a_loader_concatenated_into_one_tensor_is_quiet() -> None:
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=False)
+
+    def make() -> Batches:
+        pairs = list(loader)
+        x, y = torch.cat([a for a, _ in pairs]), torch.cat([b for _, b in pairs])
+        return lambda i: (x, y)
+
+    assert_quiet(loop(make, 30))
+
+
+def test_equal_batches_walked_in_order_are_quiet() -> None:
+    same = TensorDataset(torch.ones(N, 6), torch.zeros(N, 3))  # every batch alike
+    loader = DataLoader(same, batch_size=BATCH, shuffle=False)
+
+    def make() -> Batches:
+        def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+            while True:
+                yield from loader
+
+        it = batches()
+        return lambda i: next(it)
+
+    assert_quiet(loop(make, 30))
+
+
+def test_a_full_batch_with_a_partial_validation_pass_under_no_grad_is_quiet() -> None:
+    x, y = dataset().tensors
+    val = DataLoader(dataset(), batch_size=BATCH)
+
+    def batches(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            next(iter(val))  # a glance at validation each step, gradients off
+        return x, y
+
+    assert_quiet(loop(lambda: batches, 30))
+
+
+def test_a_new_batch_ends_the_episode_and_a_later_repeat_is_a_new_finding() -> None:
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=False)
+    moving = iter(DataLoader(dataset(), batch_size=BATCH, shuffle=True))
+
+    def batches(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return next(moving) if i == 10 else next(iter(loader))
+
+    found = of(loop(lambda: batches, 20), "repeated-batch")
+    assert [f.step for f in found] == [REPEAT_STEPS, 11 + REPEAT_STEPS]
+
+
+# -- the verdict on the loaders' log -------------------------------------------------------------
+def log(*records: IteratorRecord) -> LoaderLog:
+    out = LoaderLog()
+    for r in records:
+        out.add(r)
+    return out
+
+
+def test_verdict_without_loaders_is_none() -> None:
+    assert LoaderLog().verdict(1, 5) is None
+
+
+def test_verdict_new_iterator_needs_about_one_per_step() -> None:
+    fresh = [IteratorRecord(8, s, s, yielded=1) for s in range(1, 6)]
+    assert log(*fresh).verdict(1, 5) == ("new-iterator", fresh[-1])
+    assert log(*fresh[:2]).verdict(1, 5) is None  # two iterators in five steps: epochs
+
+
+def test_verdict_ignores_exhausted_iterators_and_loaders_of_one_batch() -> None:
+    walked = [IteratorRecord(8, s, s, yielded=8, exhausted=True) for s in range(1, 6)]
+    single = [IteratorRecord(1, s, s, yielded=1) for s in range(1, 6)]
+    assert log(*walked).verdict(1, 5) is None
+    assert log(*single).verdict(1, 5) is None
+
+
+def test_verdict_drawn_once_only_when_nothing_was_drawn_since() -> None:
+    once = IteratorRecord(8, 1, 1, yielded=1)
+    assert log(once).verdict(1, 5) == ("drawn-once", once)
+    walking = IteratorRecord(8, 1, 4, yielded=4)
+    assert log(walking).verdict(1, 5) is None
+
+
+def test_begin_run_keeps_only_what_was_drawn_before_any_run() -> None:
+    before = IteratorRecord(8, 1, 1, yielded=1, before_run=True)
+    during = IteratorRecord(8, 3, 9, yielded=7)
+    kept = log(before, during)
+    kept.begin_run()
+    assert kept.snapshot() == [before] and not before.before_run
+
+
+def test_with_the_check_off_the_loaders_are_left_alone() -> None:
+    from torch.utils.data import dataloader
+
+    model = mlp()
+    run = gradwatch.watch(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), checks={"repeated-batch": "off"}
+    )
+    try:
+        assert not hasattr(dataloader._BaseDataLoaderIter.__next__, "__gradwatch_original__")
+    finally:
+        run.close()
