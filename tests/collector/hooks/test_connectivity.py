@@ -4,7 +4,6 @@ the trained model that feeds the same loss (a target network) is said as what it
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 import gradwatch
@@ -17,7 +16,7 @@ class Qnet(nn.Module):
         self.fc2 = nn.Linear(8, 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(F.relu(self.fc1(x)))
+        return self.fc2(torch.relu(self.fc1(x)))
 
 
 def loose(both: bool) -> list[gradwatch.Finding]:
