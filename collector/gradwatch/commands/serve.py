@@ -40,8 +40,9 @@ def run(args: argparse.Namespace) -> int:
             **({"allow_private_webhooks": True} if args.allow_private_webhooks else {}),
             **({"require_tokens": True} if args.require_tokens else {}),
         )
-        if args.create_token or args.list_tokens or args.convert_pages or args.revoke_token:
-            check_database(settings.db_url)  # `serve` itself checks it as it starts
+        if args.create_token or args.list_tokens or args.revoke_token:
+            check_database(settings.db_url)  # serving checks it as it starts; convert_pages
+            # makes checks of its own
         if args.create_token:
             secret = new_token(settings, args.create_token, args.scope)
             print(f"{args.scope} token for project {args.create_token!r} (shown once):")
