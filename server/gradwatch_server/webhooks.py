@@ -2,11 +2,15 @@
 
 The body is ``{"text": one line, "allowed_mentions": ..., "gradwatch": the Alert object}``
 (Slack's incoming webhooks read ``text`` and ignore the rest; user text in ``text`` is
-escaped, see ``chat_text``). With a rule secret, the header
-``X-Gradwatch-Signature: sha256=<hex>`` is the HMAC-SHA256 of the raw body with that
-secret. A 2xx answer delivers; anything else (another status, a timeout, a refused
-target) is retried after ``backoff × 2^(attempt-1)`` seconds, up to ``attempts`` tries,
-then the delivery is ``failed``. Every attempt is appended to the delivery's log.
+escaped, see ``chat_text``). Every attempt carries ``X-Gradwatch-Timestamp``, the Unix time
+of the attempt in whole seconds; with a rule secret, ``X-Gradwatch-Signature:
+sha256=<hex>`` is the HMAC-SHA256, with that secret, of the timestamp, a ``.`` and the raw
+body (``f"{timestamp}.".encode() + body``), as the common webhook schemes sign. A receiver
+that checks the signature and rejects timestamps older than a few minutes cannot be fed a
+captured delivery again later (docs/drift.md shows the check in Python). A 2xx answer
+delivers; anything else (another status, a timeout, a refused target) is retried after
+``backoff × 2^(attempt-1)`` seconds, up to ``attempts`` tries, then the delivery is
+``failed``. Every attempt is appended to the delivery's log.
 
 Targets (see :mod:`gradwatch_server.targets`): only http(s); a host that resolves to a
 non-global address is refused (at rule creation and again at every send, since DNS may
@@ -36,6 +40,7 @@ from gradwatch_server.targets import Target, TargetRefusedError, check_target, c
 
 log = logging.getLogger("gradwatch_server")
 SIGNATURE_HEADER = "X-Gradwatch-Signature"
+TIMESTAMP_HEADER = "X-Gradwatch-Timestamp"
 DELIVERY_HEADER = "X-Gradwatch-Delivery"
 LEASE_S = 60.0  # a claimed delivery is retried by another process after this
 
@@ -50,9 +55,10 @@ class WebhookPolicy:
     timeout: float = 5.0
 
 
-def signature(secret: str, body: bytes) -> str:
-    """The value of the signature header for ``body``."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def signature(secret: str, timestamp: int, body: bytes) -> str:
+    """The value of the signature header for ``body`` sent at ``timestamp``."""
+    signed = f"{timestamp}.".encode() + body
+    return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
 def body_of(alert: dict[str, Any]) -> bytes:
@@ -153,9 +159,14 @@ def _attempt(
             return
         alert = public_alerts(session, [(row[0], str(row[1]), row[2])])[0]
     body = body_of(alert)
-    headers = {"Content-Type": "application/json", DELIVERY_HEADER: str(delivery_id)}
+    timestamp = int(time.time())
+    headers = {
+        "Content-Type": "application/json",
+        DELIVERY_HEADER: str(delivery_id),
+        TIMESTAMP_HEADER: str(timestamp),
+    }
     if rule is not None and rule.secret:
-        headers[SIGNATURE_HEADER] = signature(rule.secret, body)
+        headers[SIGNATURE_HEADER] = signature(rule.secret, timestamp, body)
     status, error = None, None
     try:
         status = send(url, body, headers, policy)

@@ -1,14 +1,15 @@
 """A real HTTP webhook receiver on 127.0.0.1 (random port) that records what it gets.
 
 Paths choose the answer: ``/flaky`` answers 500 to the first request and 200 after,
-``/down`` always 503, anything else 200.
+``/down`` always 503, anything else 200. With ``check``, a request that ``check(headers,
+body)`` refuses is answered 401 (a receiver that verifies signatures).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,7 +43,7 @@ class Receiver:
 
 
 @contextmanager
-def receiver() -> Iterator[Receiver]:
+def receiver(check: Callable[[dict[str, str], bytes], bool] | None = None) -> Iterator[Receiver]:
     """Serve until the block ends."""
     seen: list[Received] = []
     lock = threading.Lock()
@@ -53,6 +54,8 @@ def receiver() -> Iterator[Receiver]:
             with lock:
                 earlier = sum(1 for r in seen if r.path == self.path)
                 status = {"/flaky": 500 if earlier == 0 else 200, "/down": 503}.get(self.path, 200)
+                if check is not None and not check(dict(self.headers.items()), body):
+                    status = 401
                 seen.append(Received(self.path, dict(self.headers.items()), body, status))
             self.send_response(status)
             self.send_header("Content-Length", "2")

@@ -26,7 +26,7 @@ from gradwatch_server.live_drift import drift_pass
 from gradwatch_server.migrate import migrate
 from gradwatch_server.settings import Settings
 from gradwatch_server.spool_import import import_run
-from gradwatch_server.webhooks import SIGNATURE_HEADER, deliver_pass
+from gradwatch_server.webhooks import SIGNATURE_HEADER, TIMESTAMP_HEADER, deliver_pass
 from tests.collector.drift_runs import SCRIPT
 from tests.server.live import LOCAL, live_server, sqlite_with, wait_for
 from tests.server.receiver import receiver
@@ -104,7 +104,8 @@ def migrated(url: str, request: pytest.FixtureRequest) -> Engine:
 
 
 def _signed(request_headers: dict[str, str], body: bytes, secret: str) -> bool:
-    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    signed = request_headers[TIMESTAMP_HEADER].encode() + b"." + body
+    expected = "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
     return hmac.compare_digest(request_headers.get(SIGNATURE_HEADER, ""), expected)
 
 

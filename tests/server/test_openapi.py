@@ -21,8 +21,12 @@ schemathesis.serializer.alias(FRAME_CONTENT_TYPE, "application/octet-stream")
 
 @pytest.fixture
 def api_schema(db_url: str, data_dir: Path) -> Any:
-    """The app's own spec, with a run in the database for the routes to find."""
-    app = create_app(Settings(db_url=db_url, data_dir=data_dir, import_interval=None))
+    """The app's own spec, with a run in the database for the routes to find (schemathesis's
+    ASGI client names the host ``testserver``: served like a name given to --allowed-host)."""
+    settings = Settings(
+        db_url=db_url, data_dir=data_dir, import_interval=None, allowed_hosts=("testserver",)
+    )
+    app = create_app(settings)
     with TestClient(app, base_url=LOCAL) as client:
         client.post("/api/v1/ingest", content=b"".join(f.simple_run("r1")), headers=f.headers("r1"))
     return schemathesis.openapi.from_asgi("/openapi.json", app)

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def serve(
-    db: str, tmp_path: Path, *, prefix: tuple[str, ...] = ()
+    db: str, tmp_path: Path, *, prefix: tuple[str, ...] = (), args: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
@@ -45,6 +45,7 @@ def serve(
         db,
         "--port",
         str(_free_port()),
+        *args,
     ]
     return subprocess.run(
         command, capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path
@@ -129,6 +130,13 @@ def test_an_unusable_file_is_named_and_left_as_it_is(case: str, tmp_path: Path) 
     before = _state(folder)
     line = _refused(serve(f"sqlite:///{path}", tmp_path), str(path), *words)
     assert _state(folder) == before, line
+    if case != "damaged-header":
+        return
+    # the token commands of `serve` say the same
+    for args in (("--create-token", "p"), ("--list-tokens",)):
+        again = _refused(serve(f"sqlite:///{path}", tmp_path, args=args), str(path), *words)
+        assert again == line
+    assert _state(folder) == before
 
 
 @contextmanager

@@ -22,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
         from gradwatch_server.db import convert_pages
         from gradwatch_server.exceptions import ServerError
         from gradwatch_server.settings import Settings
+        from gradwatch_server.startup import check_database
     except ImportError as e:
         print(
             f"gradwatch serve: the server is not installed ({e}); pip install 'gradwatch[server]'",
@@ -39,6 +40,9 @@ def run(args: argparse.Namespace) -> int:
             **({"allow_private_webhooks": True} if args.allow_private_webhooks else {}),
             **({"require_tokens": True} if args.require_tokens else {}),
         )
+        if args.create_token or args.list_tokens or args.revoke_token:
+            check_database(settings.db_url)  # serving checks it as it starts; convert_pages
+            # makes checks of its own
         if args.create_token:
             secret = new_token(settings, args.create_token, args.scope)
             print(f"{args.scope} token for project {args.create_token!r} (shown once):")
