@@ -42,6 +42,8 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from gradwatch.checks.findings import finding
+from gradwatch.checks.fmt import counted
 from gradwatch.errors import ConfigError
 from gradwatch.hooks import backward as backward_tap
 from gradwatch.hooks import classloss, clipgrad, loaders
@@ -130,6 +132,9 @@ class _State:
         self.backward_listening = False
         self.early_taps = False  # gradwatch.hooks loaders, clipgrad, classloss held from start
         self.runs: list[Run] = []
+        #: optimizers that hold parameters of no live module (the model built again after
+        #: them?): kept for the by-hand run, which says so if its model is in none
+        self.orphans: list[weakref.ref[torch.optim.Optimizer]] = []
 
 
 _state = _State()
@@ -217,6 +222,36 @@ def _attach_by_hand(root: torch.Tensor | None, took: float, tensor: torch.Tensor
         w.forget_grads()  # this pass's gradients are new to the run
     run._backward_listener(root, took, tensor)  # the tap called its listeners before this run's
     _announce(run, roots, [])
+    _orphaned(run, roots)
+
+
+def _orphaned(run: Run, roots: list[torch.nn.Module]) -> None:
+    """``param-not-in-optimizer`` when an optimizer of the script holds tensors of no live
+    module while the models the loss reaches are in no optimizer: the model was built
+    again after the optimizer was made, so the optimizer steps tensors nothing uses and the
+    model the loop trains never changes."""
+    orphans = [o for o in (ref() for ref in _state.orphans) if o is not None]
+    if not orphans or not run._sink.enabled("param-not-in-optimizer"):
+        return
+    trained = [p for r in roots for p in r.parameters() if p.requires_grad]
+    held = [p for o in orphans for p in _params(o)]
+    same = sorted(tuple(p.shape) for p in trained) == sorted(tuple(p.shape) for p in held)
+    names = ", ".join(type(r).__name__ for r in roots)
+    kinds = ", ".join(sorted({type(o).__name__ for o in orphans}))
+    run._sink.report(
+        finding(
+            "param-not-in-optimizer",
+            run.step + 1,
+            f"{counted(len(trained), 'tensor')} of {names}, which the loss reaches, are in no "
+            f"optimizer, while {kinds} holds {counted(len(held), 'tensor')} of no live module"
+            + (" with the same shapes" if same else "")
+            + ": the model was built again after the optimizer was made, so it never trains.",
+            "build the optimizer from the model the loop trains, after its last re-creation.",
+            param=f"model {names}",
+            details={"orphan_tensors": len(held), "model_tensors": len(trained), "same": same},
+        )
+    )
+    run._sink.flush()
 
 
 def _say(message: str) -> None:
@@ -299,6 +334,7 @@ def _attach(
     kept = [o for o in optimizers if any(id(p) in owned for p in _params(o))]
     for o in optimizers:
         if o not in kept:
+            _state.orphans.append(weakref.ref(o))
             _say(
                 f"{type(o).__name__} optimizer holds parameters of no nn.Module; not watched "
                 "(call gradwatch.watch(model, optimizer) yourself for such a script)"
