@@ -58,19 +58,24 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "clears inside `step(closure)` (LBFGS, Lightning); gradients another optimizer applied "
        "(GANs); iterations a GradScaler skipped; correct accumulation"),
     _C("param-no-grad", "Parameter coverage", "warning",
-       "A trainable parameter of the watched model has no gradient at `step()` (a graph "
-       "break: `detach`, `.item()`, `torch.tensor(t)`, `no_grad`, or an unused branch). A "
-       "`backward()` that reached no watched parameter at all is one `error` finding saying "
-       "the loss is not connected to the model and naming the break (a leaf loss whose "
-       "`requires_grad` was set by hand, or the tensors the graph ends at). A gradient that "
-       "exists but is exactly zero is reported too, and its message names both causes (cut "
-       "off, or nothing flows back: dead activations, a zero layer after it, underflow in a "
-       "deep stack). One finding per episode lists the tensors (count and the first names, "
-       "in forward order); tensors that join while it lasts add none.",
-       "missing or all-zero for {coverage.PERSIST_STEPS} steps in a row; the episode ends "
-       "after {coverage.EPISODE_CALM} steps without any",
-       "parameters that get a gradient at least once every {coverage.PERSIST_STEPS} steps "
-       "(branches used in turn); frozen parameters"),
+       "A trainable parameter is cut off from the loss: its module runs in the training "
+       "forward, yet it has never had a non-zero gradient (a graph break: `detach`, "
+       "`.item()`, `torch.tensor(t)`, `no_grad`). A gradient that exists but is exactly "
+       "zero is named with both causes (cut off, or nothing flows back: dead activations, a "
+       "zero layer after it, underflow). A parameter whose module never ran is unused: "
+       "`info` once. Every gradient of an optimizer present but exactly zero (a clip value of "
+       "0, a mask that zeroes everything) is an `error`: nothing trains. A `backward()` that "
+       "reached no watched parameter at all is one `error` finding naming the break. One "
+       "finding per episode lists the tensors (count and the first names, in forward "
+       "order).",
+       "never a non-zero gradient while its module ran (or its gradient existed) "
+       "{coverage.PERSIST_STEPS} steps in a row; unused: none for {coverage.UNUSED_STEPS} "
+       "steps; all zero: every gradient exactly zero {coverage.PERSIST_STEPS} steps in a row "
+       "after a backward; the episode ends after {coverage.EPISODE_CALM} steps without any",
+       "conditional computation — a parameter that has had a gradient before (experts a "
+       "top-1 router leaves idle, task heads used in turn, layers frozen by `no_grad` after "
+       "warm-up); modules that do not run (info at most); some tensors with exactly zero "
+       "gradients while others train; frozen parameters"),
     _C("param-not-in-optimizer", "Parameter coverage", "error",
        "A trainable parameter of the watched model is in no optimizer param group (a layer "
        "replaced after the optimizer was built); also an `nn.Parameter` the loss reaches "

@@ -286,6 +286,8 @@ class CheckEngine:
             for check in ("nonfinite-grad", "exploding-grad", "param-no-grad"):
                 if self.on(check):
                     self.sink.settle(check, o, set())
+            if self.on("param-no-grad"):
+                self.coverage.all_had_grad(o)
         if self.on("update-ratio"):
             self.numerics.update_ratio_rows(o, win, start, stop, w.names, w.group_of)
         if self.on("loss-diverging") or self.on("loss-plateau"):

@@ -131,6 +131,8 @@ def calm(state: State, value: float) -> bool:
     if state.filled < MIN_HISTORY:
         n = max(state.filled, 1)
         return value <= CALM_FACTOR * math.exp(float(state.totals[:n].median()))
+    if value <= 0.0:  # every gradient exactly zero: calm (param-no-grad says it)
+        return True
     return math.log(value) <= state.center + max(math.log(CALM_FACTOR), CALM_MADS * state.scale)
 
 
