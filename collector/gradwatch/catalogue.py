@@ -210,12 +210,13 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "{loss.PLATEAU_STEPS} steps",
        "losses that still move"),
     _C("eval-mode-training", "Loss and data", "warning",
-       "Modules whose behaviour depends on mode (dropout, batch norm) are in `eval()` while "
-       "backward and step run.",
-       "any relevant module in eval mode at a step",
-       "frozen norm layers without trainable parameters, and parameter-free norm/dropout "
-       "layers before every trainable parameter of their parent (a frozen backbone kept in "
-       "eval() for feature extraction)"),
+       "The model, or a dropout layer on the gradient's path, is in `eval()` while backward "
+       "and step run: dropout is off. Normalisation layers alone in eval under a training "
+       "model (frozen running statistics, a common fine-tuning choice) are `info`, named so.",
+       "the root module in eval, or a relevant dropout layer in eval, at a step",
+       "BatchNorm kept in eval while the rest trains (info); frozen norm layers without "
+       "trainable parameters, and parameter-free norm/dropout layers before every trainable "
+       "parameter of their parent (a frozen backbone kept in eval() for feature extraction)"),
     _C("nondeterminism-risk", "Reproducibility", "info",
        "The fingerprint shows settings that make replicates differ (determinism off on an "
        "accelerator, cuDNN benchmark, unseeded DataLoader workers, no seed).",
