@@ -181,10 +181,13 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "a param group's rate far above the typical size of its weights overwrites them within "
        "a few steps, which gradient clipping and Adam's normalisation hide from the other "
        "checks. The finding names the group, the rate (or the peak its scheduler was built "
-       "for), the weights' size and the optimizer.",
+       "for), the weights' size and the optimizer. When the loss then diverges "
+       "(`loss-diverging`) or turns non-finite, the rate is shown to break training: the "
+       "finding is repeated as an `error` (same incident), so `--fail-on error` fails the run.",
        "rate > {lrscale.FACTOR:g}× the median RMS, before the first update, of the group's "
        "non-zero trainable weight matrices; checked at every collected step and against the "
-       "scheduler's `initial_lr`/`max_lr` at the first; one finding per optimizer",
+       "scheduler's `initial_lr`/`max_lr` at the first; one finding per optimizer; error: a "
+       "divergence or non-finite loss after it",
        "from-scratch rates (1e-4…1e-2 on usual initialisations), fine-tuning rates, warm-up, "
        "zero-initialised matrices, biases and norm weights (no size to compare with), SGD and "
        "other optimizers whose step scales with the gradient (a large SGD rate on a small net "

@@ -80,6 +80,7 @@ class CheckEngine:
         self.losses = loss_checks.LossChecks(sink)
         self.lr = LrChecks(sink)
         self.coverage.stalled = self.lr.stalled  # a collapsed LR is named before its effect
+        self.losses.diverged = self.lr.diverged  # a divergence makes a too-large LR an error
         #: outlier input batches, named in the symptoms they cause (see checks.batchscale)
         self.batches = BatchScales()
         sink.annotate = self.batches.annotate
@@ -196,6 +197,8 @@ class CheckEngine:
         actions: list[Action] = []
         if self.on("nonfinite-loss"):
             actions.append(self.numerics.loss(v))
+        if v.loss is not None and not math.isfinite(v.loss):
+            self.lr.diverged(v.optimizer, v.step, f"the loss became {v.loss}")
         if self.on("nonfinite-grad") or self.on("exploding-grad"):
             actions += self.numerics.grads(v)
         if self.on("param-no-grad"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from torch import nn
 
@@ -52,6 +52,9 @@ class LossChecks:
         self._rising: dict[int, tuple[int, int]] = {}  # optimizer -> (first step, losses)
         self._calm: dict[int, int] = {}  # open loss-diverging episodes: calm steps so far
         self._flat: set[int] = set()  # open loss-plateau episodes
+        #: told when the loss diverges, with the step and the words (set by the check engine:
+        #: :meth:`gradwatch.checks.lr.LrChecks.diverged` escalates a too-large rate)
+        self.diverged: Callable[[int, int, str], None] | None = None
 
     def observe(self, v: StepView) -> None:
         """Feed one finite loss value."""
@@ -94,6 +97,13 @@ class LossChecks:
             self._rising.pop(o, None)
         if self._count[o] >= DIVERGE_MIN_STEPS and (blown or held + 1 >= DIVERGE_PERSIST):
             self._calm[o] = 0
+            if self.diverged is not None:
+                grew = (
+                    f"{times(smoothed / first)} the first loss"
+                    if blown
+                    else f"{times(smoothed / best)} its best"
+                )
+                self.diverged(o, step, f"the loss diverged ({grew})")
             self.sink.report(
                 finding(
                     "loss-diverging",
