@@ -132,15 +132,20 @@ CATALOGUE: Final[tuple[Check, ...]] = (
     _C("exploding-grad", "Numerics", "warning",
        "The whole gradient norm (all tensors together) jumped far above its own recent "
        "level, or is absurdly large (also a norm that overflows float32 while every element "
-       "is finite); one finding per episode lists the tensors that jumped.",
+       "is finite); one finding per episode lists the tensors that jumped. Growth is judged "
+       "from at least a floor tied to the model's own scale (1% of ‖θ‖ before the first "
+       "update): a gradient below 10× that floor (10% of ‖θ‖) would move the weights by under a tenth of their size even at a "
+       "learning rate of 1, so no relative rise of it is an explosion.",
        "after {explode.MIN_HISTORY} steps: > {explode.EXPLODE_FACTOR:g}× its rolling median, "
        "> {explode.EXPLODE_MADS:g} robust deviations of the log-norm above it and > "
        "{explode.SUDDEN:g}× the median of the last {explode.RECENT} steps; before that "
        "> {explode.EARLY_FACTOR:g}× the median so far; or > {explode.GROWTH:g}× the previous "
-       "step's at {explode.GROWTH_STEPS} steps in a row; or RMS > {explode.RMS_EXPLODE:g}; the "
-       "episode ends after {explode.CALM_STEPS} calm steps",
+       "step's at {explode.GROWTH_STEPS} steps in a row — each only above the floor; or RMS > "
+       "{explode.RMS_EXPLODE:g}; the episode ends after {explode.CALM_STEPS} calm steps",
        "noisy mini-batches; tiny layers, biases before BatchNorm and LayerNorm gradients "
-       "growing to a new normal level (a slow drift is not a jump); clipped runs"),
+       "growing to a new normal level (a slow drift is not a jump); clipped runs; a tiny "
+       "gradient rising many-fold while small against the weights (REINFORCE's early "
+       "policy gradient, a GAN's oscillation)"),
     _C("vanishing-grad", "Numerics", "warning",
        "Gradients too small to train: a tensor's RMS, or the first layer's norm against the "
        "last's; one finding per episode lists the tensors.",
