@@ -134,8 +134,9 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "level, or is absurdly large (also a norm that overflows float32 while every element "
        "is finite); one finding per episode lists the tensors that jumped. Growth is judged "
        "from at least a floor tied to the model's own scale (1% of ‖θ‖ before the first "
-       "update): a gradient below 10× that floor (10% of ‖θ‖) would move the weights by under a tenth of their size even at a "
-       "learning rate of 1, so no relative rise of it is an explosion.",
+       "update): a gradient below 10× that floor (10% of ‖θ‖) would move the weights by "
+       "under a tenth of their size even at a learning rate of 1, so no relative rise of it "
+       "is an explosion.",
        "after {explode.MIN_HISTORY} steps: > {explode.EXPLODE_FACTOR:g}× its rolling median, "
        "> {explode.EXPLODE_MADS:g} robust deviations of the log-norm above it and > "
        "{explode.SUDDEN:g}× the median of the last {explode.RECENT} steps; before that "

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 MAX_SHAPES = 64  # graph shapes remembered; past that, new shapes are no longer walked
 Shape = tuple[str, tuple[int, ...]]
 _REGISTERED = frozenset({"_modules", "_parameters", "_buffers"})  # nn.Module's own dicts
+_COPY = "a second copy of the model"
 
 
 def _spelled(t: torch.Tensor) -> str:
@@ -83,6 +84,10 @@ class GraphWatch:
             return "" if any(reached) else cut_description(tensor, None)
         graph = walk(node) if node is not None else None
         cut = "" if any(reached) else cut_description(tensor, graph)
+        if cut and graph is not None and graph.leaves:
+            copy = self._second_copy(graph.leaves)
+            if copy:
+                cut = f"the loss's graph ends at {copy}"
         self._shapes[shape] = cut
         if graph is not None:
             self._learn_order(graph, reached)
@@ -134,10 +139,13 @@ class GraphWatch:
                     f"module and no optimizer holds {'it' if len(tensors) == 1 else 'them'} "
                     f"({where}), so "
                     f"{'it never trains' if len(tensors) == 1 else 'they never train'}.",
-                    "register submodules with nn.ModuleList/nn.ModuleDict (not a plain list or "
-                    "dict), create parameters in __init__ rather than forward, and build the "
+                    "build the optimizer over the parameters of the model that runs in "
+                    "forward() and update the copy from it after each step."
+                    if _COPY in where
+                    else "register submodules with nn.ModuleList/nn.ModuleDict (not a plain list "
+                    "or dict), create parameters in __init__ rather than forward, and build the "
                     "optimizer after the model is complete.",
-                    param=f"unregistered: {where}",
+                    param=f"unregistered: {where.split(', the model')[0]}",
                     details={
                         "shapes": [list(t.shape) for t in tensors],
                         "dtypes": [str(t.dtype).removeprefix("torch.") for t in tensors],
@@ -159,7 +167,43 @@ class GraphWatch:
                     if found is not None:
                         at = f"{prefix}{path}.{attr}" if path else f"{prefix}{attr}"
                         return f"{found} in the plain {type(value).__name__} `{at}`"
-        return "no module holds them: made in forward()?"
+        return self._second_copy([tensor]) or "no module holds them: made in forward()?"
+
+    def _second_copy(self, tensors: list[torch.Tensor]) -> str:
+        """When ``tensors`` are the parameters of a live module that is not watched — the
+        model trained in forward() while the optimizer holds another copy of it (an EMA or
+        a deepcopy) — that, in words; else ``""``. Scans the heap: only for a finding."""
+        from gradwatch.session.autowatch import root_names
+
+        wanted = {id(t) for t in tensors}
+        modules = [o for o in gc.get_objects() if issubclass(type(o), nn.Module)]
+        children = {id(c) for m in modules for c in m.children()}
+        watched = self.run._model_hooks.models
+        ids = {id(m) for m in watched.values()}
+        owners = [
+            m
+            for m in modules
+            if id(m) not in children
+            and id(m) not in ids
+            and any(id(p) in wanted for p in m.parameters())
+        ]
+        if not owners:
+            return ""
+        owner = owners[0]
+        shapes = [p.shape for p in owner.parameters()]
+        name = root_names([owner])[0]
+        for key, model in watched.items():
+            if type(model) is type(owner) and [p.shape for p in model.parameters()] == shapes:
+                mine = {id(p) for p in model.parameters()}
+                held = sum(1 for w in self.run._watches for p in w.params if id(p) in mine)
+                copy = f"`{key or root_names([model])[0]}`"
+                return (
+                    f"the parameters of `{name}` ({type(owner).__name__}), the model trained in "
+                    f"forward(), which no optimizer holds; the optimizer's {held} tensors belong "
+                    f"to {_COPY} ({copy}, not the one trained in forward()): "
+                    "an optimizer built over an EMA copy or a deepcopy?"
+                )
+        return f"the parameters of `{name}` ({type(owner).__name__}), a module that is not watched"
 
 
 def _in_container(value: Any, tensor: torch.Tensor) -> str | None:

@@ -261,7 +261,7 @@ def root_names(roots: Sequence[torch.nn.Module], frame: Any = None) -> list[str]
     first), else its class name; made unique."""
     found: dict[int, str] = {}
     frame = frame if frame is not None else sys._getframe(1)
-    while frame is not None and len(found) < len(roots):
+    while frame is not None and not all(id(r) in found for r in roots):
         if str(frame.f_globals.get("__name__", "")).startswith(_LIBRARIES):
             frame = frame.f_back
             continue
