@@ -431,3 +431,25 @@ def test_param_mutated_outside_step_correct_twin_is_quiet() -> None:
     run = train(model, sgd(model), 30)
     assert of(run, "param-mutated-outside-step") == []
     assert_quiet(run)
+
+
+def test_findings_name_an_optimizer_by_the_scripts_variable() -> None:
+    """Two optimizers (a GAN's): the variable names found once at watch() replace
+    ``optimizer N`` in the findings' words."""
+    g, d = mlp(0), mlp(1)
+    optimizerG, optimizerD = sgd(g), sgd(d)  # noqa: N806 - the names a DCGAN script uses
+    run = gradwatch.watch({"g": g, "d": d}, [optimizerG, optimizerD])
+    try:
+        for i in range(4):
+            x, y = batch(i)
+            for opt, model in ((optimizerD, d), (optimizerG, g)):
+                opt.zero_grad()
+                mse(model(x), y).backward()
+                if opt is optimizerD:
+                    nn.utils.clip_grad_value_(d.parameters(), clip_value=0.0)
+                opt.step()
+    finally:
+        run.close()
+    (f,) = [f for f in of(run, "param-no-grad") if f.severity == "error"]
+    assert f.optimizer == 1
+    assert f.message.startswith("every gradient of `optimizerD` has been exactly zero")
