@@ -55,7 +55,8 @@ class ModuleRuns:
         where = {id(p): (o, i) for o, w in enumerate(watches) for i, p in enumerate(w.params)}
         self._modules: list[tuple[nn.Module, _Followed]] = []
         for model in models.values():
-            if getattr(model, "_compiled_call_impl", None) is not None:
+            compiled = getattr(model, "_compiled_call_impl", None) is not None
+            if compiled or hasattr(model, "_orig_mod"):  # model.compile(), torch.compile(m)
                 continue
             for module in model.modules():
                 keys = {
