@@ -67,19 +67,24 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "clears inside `step(closure)` (LBFGS, Lightning); gradients another optimizer applied "
        "(GANs); iterations a GradScaler skipped; correct accumulation"),
     _C("param-no-grad", "Parameter coverage", "warning",
-       "A trainable parameter of the watched model has no gradient at `step()` (a graph "
-       "break: `detach`, `.item()`, `torch.tensor(t)`, `no_grad`, or an unused branch). A "
-       "`backward()` that reached no watched parameter at all is one `error` finding saying "
-       "the loss is not connected to the model and naming the break (a leaf loss whose "
-       "`requires_grad` was set by hand, or the tensors the graph ends at). A gradient that "
-       "exists but is exactly zero is reported too, and its message names both causes (cut "
-       "off, or nothing flows back: dead activations, a zero layer after it, underflow in a "
-       "deep stack). One finding per episode lists the tensors (count and the first names, "
-       "in forward order); tensors that join while it lasts add none.",
-       "missing or all-zero for {coverage.PERSIST_STEPS} steps in a row; the episode ends "
-       "after {coverage.EPISODE_CALM} steps without any",
-       "parameters that get a gradient at least once every {coverage.PERSIST_STEPS} steps "
-       "(branches used in turn); frozen parameters"),
+       "A trainable parameter is cut off from the loss: its module runs in the training "
+       "forward, yet it has never had a non-zero gradient (a graph break: `detach`, "
+       "`.item()`, `torch.tensor(t)`, `no_grad`). A gradient that exists but is exactly "
+       "zero is named with both causes (cut off, or nothing flows back: dead activations, a "
+       "zero layer after it, underflow). A parameter whose module never ran is unused: "
+       "`info` once. Every gradient of an optimizer present but exactly zero (a clip value of "
+       "0, a mask that zeroes everything) is an `error`: nothing trains. A `backward()` that "
+       "reached no watched parameter at all is one `error` finding naming the break. One "
+       "finding per episode lists the tensors (count and the first names, in forward "
+       "order).",
+       "never a non-zero gradient while its module ran (or its gradient existed) "
+       "{coverage.PERSIST_STEPS} steps in a row; unused: none for {coverage.UNUSED_STEPS} "
+       "steps; all zero: every gradient exactly zero {coverage.PERSIST_STEPS} steps in a row "
+       "after a backward; the episode ends after {coverage.EPISODE_CALM} steps without any",
+       "conditional computation — a parameter that has had a gradient before (experts a "
+       "top-1 router leaves idle, task heads used in turn, layers frozen by `no_grad` after "
+       "warm-up); modules that do not run (info at most); some tensors with exactly zero "
+       "gradients while others train; frozen parameters"),
     _C("param-not-in-optimizer", "Parameter coverage", "error",
        "A trainable parameter of the watched model is in no optimizer param group (a layer "
        "replaced after the optimizer was built); also an `nn.Parameter` the loss reaches "
@@ -138,15 +143,21 @@ CATALOGUE: Final[tuple[Check, ...]] = (
     _C("exploding-grad", "Numerics", "warning",
        "The whole gradient norm (all tensors together) jumped far above its own recent "
        "level, or is absurdly large (also a norm that overflows float32 while every element "
-       "is finite); one finding per episode lists the tensors that jumped.",
+       "is finite); one finding per episode lists the tensors that jumped. Growth is judged "
+       "from at least a floor tied to the model's own scale (1% of ‖θ‖ before the first "
+       "update): a gradient below 10× that floor (10% of ‖θ‖) would move the weights by "
+       "under a tenth of their size even at a learning rate of 1, so no relative rise of it "
+       "is an explosion.",
        "after {explode.MIN_HISTORY} steps: > {explode.EXPLODE_FACTOR:g}× its rolling median, "
        "> {explode.EXPLODE_MADS:g} robust deviations of the log-norm above it and > "
        "{explode.SUDDEN:g}× the median of the last {explode.RECENT} steps; before that "
        "> {explode.EARLY_FACTOR:g}× the median so far; or > {explode.GROWTH:g}× the previous "
-       "step's at {explode.GROWTH_STEPS} steps in a row; or RMS > {explode.RMS_EXPLODE:g}; the "
-       "episode ends after {explode.CALM_STEPS} calm steps",
+       "step's at {explode.GROWTH_STEPS} steps in a row — each only above the floor; or RMS > "
+       "{explode.RMS_EXPLODE:g}; the episode ends after {explode.CALM_STEPS} calm steps",
        "noisy mini-batches; tiny layers, biases before BatchNorm and LayerNorm gradients "
-       "growing to a new normal level (a slow drift is not a jump); clipped runs"),
+       "growing to a new normal level (a slow drift is not a jump); clipped runs; a tiny "
+       "gradient rising many-fold while small against the weights (REINFORCE's early "
+       "policy gradient, a GAN's oscillation)"),
     _C("vanishing-grad", "Numerics", "warning",
        "Gradients too small to train: a tensor's RMS, or the first layer's norm against the "
        "last's; one finding per episode lists the tensors.",
@@ -187,10 +198,13 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "a param group's rate far above the typical size of its weights overwrites them within "
        "a few steps, which gradient clipping and Adam's normalisation hide from the other "
        "checks. The finding names the group, the rate (or the peak its scheduler was built "
-       "for), the weights' size and the optimizer.",
+       "for), the weights' size and the optimizer. When the loss then diverges "
+       "(`loss-diverging`) or turns non-finite, the rate is shown to break training: the "
+       "finding is repeated as an `error` (same incident), so `--fail-on error` fails the run.",
        "rate > {lrscale.FACTOR:g}× the median RMS, before the first update, of the group's "
        "non-zero trainable weight matrices; checked at every collected step and against the "
-       "scheduler's `initial_lr`/`max_lr` at the first; one finding per optimizer",
+       "scheduler's `initial_lr`/`max_lr` at the first; one finding per optimizer; error: a "
+       "divergence or non-finite loss after it",
        "from-scratch rates (1e-4…1e-2 on usual initialisations), fine-tuning rates, warm-up, "
        "zero-initialised matrices, biases and norm weights (no size to compare with), SGD and "
        "other optimizers whose step scales with the gradient (a large SGD rate on a small net "
@@ -241,12 +255,13 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "{loss.PLATEAU_STEPS} steps",
        "losses that still move"),
     _C("eval-mode-training", "Loss and data", "warning",
-       "Modules whose behaviour depends on mode (dropout, batch norm) are in `eval()` while "
-       "backward and step run.",
-       "any relevant module in eval mode at a step",
-       "frozen norm layers without trainable parameters, and parameter-free norm/dropout "
-       "layers before every trainable parameter of their parent (a frozen backbone kept in "
-       "eval() for feature extraction)"),
+       "The model, or a dropout layer on the gradient's path, is in `eval()` while backward "
+       "and step run: dropout is off. Normalisation layers alone in eval under a training "
+       "model (frozen running statistics, a common fine-tuning choice) are `info`, named so.",
+       "the root module in eval, or a relevant dropout layer in eval, at a step",
+       "BatchNorm kept in eval while the rest trains (info); frozen norm layers without "
+       "trainable parameters, and parameter-free norm/dropout layers before every trainable "
+       "parameter of their parent (a frozen backbone kept in eval() for feature extraction)"),
     _C("nondeterminism-risk", "Reproducibility", "info",
        "The fingerprint shows settings that make replicates differ (determinism off on an "
        "accelerator, cuDNN benchmark, unseeded DataLoader workers, no seed).",

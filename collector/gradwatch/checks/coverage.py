@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from fnmatch import fnmatch
+from typing import Protocol
 
 import torch
 
@@ -13,10 +14,23 @@ from gradwatch.checks.findings import Action, FindingSink, finding, listing
 from gradwatch.checks.view import StepView, held_for
 
 PERSIST_STEPS = 3  # param-no-grad and param-not-updated must hold this many steps in a row
+#: optimizer steps a never-used parameter (its module did not run in a training forward)
+#: waits before ``param-no-grad`` says so, as info
+UNUSED_STEPS = 20
 FROZEN_HORIZON = 1000  # steps a tensor may stay frozen in an optimizer before a warning
 #: steps in a row with no tensor in the condition before an episode of ``param-no-grad`` or
 #: ``param-not-updated`` ends (tensors that flicker in and out of it are one episode)
 EPISODE_CALM = 20
+
+
+class ModuleRuns(Protocol):
+    """Whether the module that owns a parameter ran in a training forward, followed only
+    for the parameters a check asks about (:class:`gradwatch.hooks.module_runs.ModuleRuns`)."""
+
+    def ran(self, optimizer: int, index: int, step: int) -> bool | None:
+        """Whether the module of tensor ``index`` ran in a training forward of ``step``;
+        ``None`` when there is no such evidence."""
+        ...
 
 
 class CoverageChecks:
@@ -26,6 +40,18 @@ class CoverageChecks:
         self.sink = sink
         self.allow_mutation = tuple(allow_mutation)
         self._no_grad: dict[int, torch.Tensor] = {}
+        #: per optimizer: tensors that have had a non-zero gradient at least once (until all
+        #: have: then the optimizer is in ``_all_trained``); a tensor that has is conditional
+        #: computation when it misses one
+        self._ever: dict[int, torch.Tensor] = {}
+        self._all_trained: set[int] = set()
+        #: per optimizer: steps in a row each never-trained tensor's module ran in forward
+        self._ran: dict[int, torch.Tensor] = {}
+        self._unused: dict[int, set[int]] = {}  # tensors reported unused (info), per optimizer
+        self._all_zero: dict[int, int] = {}  # steps in a row with every gradient exactly zero
+        #: which modules ran in forward (set by the run; None: no such evidence, as in a
+        #: replay of rows, and a never-trained tensor is then only ever called unused)
+        self.runs: ModuleRuns | None = None
         self._not_updated: dict[int, torch.Tensor] = {}
         self._frozen_since: dict[tuple[int, int], int] = {}
         self._trained: set[tuple[int, int]] = set()
@@ -113,7 +139,19 @@ class CoverageChecks:
 
     def no_grad_streak(self, optimizer: int) -> bool:
         """Whether a ``param-no-grad`` streak or episode of ``optimizer`` is running."""
-        return optimizer in self._no_grad or ("param-no-grad", optimizer) in self._calm
+        return (
+            optimizer in self._no_grad
+            or optimizer in self._all_zero
+            or optimizer in self._ever
+            or ("param-no-grad", optimizer) in self._calm
+        )
+
+    def all_had_grad(self, optimizer: int) -> None:
+        """Rows taken at once (every tensor had a non-zero gradient on each): nothing to
+        check, only the history of which tensors ever had a gradient to keep."""
+        self._all_trained.add(optimizer)
+        self._ever.pop(optimizer, None)
+        self._all_zero.pop(optimizer, None)
 
     def not_updated_streak(self, optimizer: int) -> bool:
         """Whether a ``param-not-updated`` streak or episode of ``optimizer`` is running."""
@@ -138,22 +176,47 @@ class CoverageChecks:
 
     # -- values ---------------------------------------------------------------------------
     def no_grad(self, v: StepView) -> list[Action]:
-        """``param-no-grad``: a trainable tensor got no (or an all-zero) gradient 3 steps in
-        a row while others did."""
+        """``param-no-grad``. Invariant: a trainable tensor whose module runs in the
+        training forward gets a gradient. Evidence, per tensor: it has never had a non-zero
+        gradient, and its module ran in a training forward on ``PERSIST_STEPS`` steps in a
+        row (a tensor that had a gradient before and misses some is conditional
+        computation: routed experts, task heads used in turn — quiet; one whose module never
+        ran is unused: info after ``UNUSED_STEPS``). Per optimizer: every gradient present
+        but exactly zero ``PERSIST_STEPS`` steps in a row is an error (nothing trains)."""
         assert v.grad_norm is not None
-        streak = self._no_grad.get(v.optimizer)
+        o = v.optimizer
+        streak = self._no_grad.get(o)
         if streak is None and all(v.has_grad) and bool((v.grad_norm != 0).all()):
-            self._episode("param-no-grad", v.optimizer, [])
+            self.all_had_grad(o)
+            self._episode("param-no-grad", o, [])
             return []  # the common case: every tensor got a gradient
+        if self._all_zero_now(v):
+            return self._all_zero_report(v)
+        self._all_zero.pop(o, None)
         has = v.has_grad_t & (v.grad_norm != 0)
-        missing = v.trainable_t & ~has & bool(has.any())
-        streak = held_for(streak, missing)
-        if bool(streak.any()):
-            self._no_grad[v.optimizer] = streak
+        ever = self._ever.get(o)
+        if o in self._all_trained:
+            ever = torch.ones_like(has)
+        elif ever is None or ever.shape != has.shape:
+            ever = has
         else:
-            self._no_grad.pop(v.optimizer, None)
-        bad = _in_order(torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist(), v.order)
-        key = self._episode("param-no-grad", v.optimizer, [v.names[i] for i in bad])
+            ever = ever | has
+        if bool((ever | ~v.trainable_t).all()):
+            self.all_had_grad(o)
+        else:
+            self._ever[o] = ever
+        never = v.trainable_t & ~ever & bool(has.any())
+        streak = held_for(streak, never)
+        # a gradient tensor (even all zero) says the backward pass reached it: it was used
+        ran = held_for(self._ran.get(o), never & (v.has_grad_t | self._ran_now(v, never)))
+        for held, store in ((streak, self._no_grad), (ran, self._ran)):
+            if bool(held.any()):
+                store[o] = held
+            else:
+                store.pop(o, None)
+        self._unused_report(v, streak, ran)
+        bad = _in_order(torch.nonzero(ran >= PERSIST_STEPS).flatten().tolist(), v.order)
+        key = self._episode("param-no-grad", o, [v.names[i] for i in bad])
         if key is None:
             return []
         zero = [i for i in bad if v.has_grad[i]]
@@ -163,17 +226,98 @@ class CoverageChecks:
                     "param-no-grad",
                     v.step,
                     *_no_grad_text(
-                        [v.names[i] for i in bad], int(streak[bad[0]]), len(zero), len(bad)
+                        [v.names[i] for i in bad], int(ran[bad[0]]), len(zero), len(bad)
                     ),
                     param=key,
-                    optimizer=v.optimizer,
+                    optimizer=o,
                     details={
-                        "steps_without_grad": int(streak[bad[0]]),
+                        "steps_without_grad": int(ran[bad[0]]),
                         "has_grad": v.has_grad[bad[0]],
                         "count": len(bad),
                         "tensors": [v.names[i] for i in bad],
                         "zero_grad": [v.names[i] for i in zero],
                     },
+                )
+            )
+        ]
+
+    def _ran_now(self, v: StepView, never: torch.Tensor) -> torch.Tensor:
+        """Per tensor: whether its module ran in a training forward of this step (asked
+        only for the never-trained tensors)."""
+        ran = torch.zeros_like(never)
+        if self.runs is None or not bool(never.any()):
+            return ran
+        for i in torch.nonzero(never).flatten().tolist():
+            ran[i] = bool(self.runs.ran(v.optimizer, i, v.step))
+        return ran
+
+    def _unused_report(self, v: StepView, streak: torch.Tensor, ran: torch.Tensor) -> None:
+        """Info, once per tensor: no gradient for ``UNUSED_STEPS`` steps while its module
+        did not run in a training forward ``PERSIST_STEPS`` steps in a row."""
+        done = self._unused.setdefault(v.optimizer, set())
+        late = (streak >= UNUSED_STEPS) & (ran < PERSIST_STEPS)
+        new = [i for i in torch.nonzero(late).flatten().tolist() if i not in done]
+        if not new:
+            return
+        done.update(new)
+        new = _in_order(new, v.order)
+        names = [v.names[i] for i in new]
+        one = len(names) == 1
+        who = "this trainable parameter" if one else f"{len(names)} trainable parameters"
+        self.sink.report(
+            finding(
+                "param-no-grad",
+                v.step,
+                f"{who}{'' if one else f' ({listing(names)})'} "
+                f"{'has' if one else 'have'} had no gradient for {UNUSED_STEPS} steps and "
+                f"{'its' if one else 'their'} module did not run in the training forward: "
+                "unused (fine if meant to be).",
+                "if it should train, call its module in forward(); otherwise leave it out of "
+                "the model or the optimizer.",
+                severity="info",
+                param=names[0],
+                optimizer=v.optimizer,
+                details={
+                    "steps_without_grad": int(streak[new[0]]),
+                    "count": len(names),
+                    "tensors": names,
+                },
+            )
+        )
+
+    def _all_zero_now(self, v: StepView) -> bool:
+        """Every trainable tensor has a gradient and each is exactly zero, after a backward
+        pass (a clear between the backward and the step is ``grad-zeroed-before-step``)."""
+        assert v.grad_norm is not None
+        trainable = v.trainable_t
+        if v.n_backward == 0 or not bool(trainable.any()):
+            return False
+        if not bool(v.has_grad_t[trainable].all()) or bool((v.grad_norm[trainable] != 0).any()):
+            return False
+        after = [e[0] for e in v.events if e[0] in ("backward", "zero_grad")]
+        return not after or after[-1] == "backward"
+
+    def _all_zero_report(self, v: StepView) -> list[Action]:
+        o = v.optimizer
+        held = self._all_zero[o] = self._all_zero.get(o, 0) + 1
+        if held < PERSIST_STEPS:
+            return []
+        names = [v.names[i] for i in v.order if v.requires_grad[i]]
+        return [
+            self.sink.report(
+                finding(
+                    "param-no-grad",
+                    v.step,
+                    f"every gradient of optimizer {o} has been exactly zero for {held} "
+                    "steps; the parameters do not change — a clip value of 0 or a mask that "
+                    "zeroes everything?",
+                    "look at what edits the gradients between backward() and step() "
+                    "(clip_grad_value_ with clip_value=0, a gradient mask, a loss multiplied "
+                    "by 0).",
+                    severity="error",
+                    param=names[0],
+                    optimizer=o,
+                    details={"steps_all_zero": held, "count": len(names), "tensors": names},
                 )
             )
         ]

@@ -83,6 +83,7 @@ class CheckEngine:
         self.losses = loss_checks.LossChecks(sink)
         self.lr = LrChecks(sink)
         self.coverage.stalled = self.lr.stalled  # a collapsed LR is named before its effect
+        self.losses.diverged = self.lr.diverged  # a divergence makes a too-large LR an error
         #: outlier input batches, named in the symptoms they cause (see checks.batchscale)
         self.batches = BatchScales()
         sink.annotate = self.batches.annotate
@@ -206,6 +207,8 @@ class CheckEngine:
         actions: list[Action] = []
         if self.on("nonfinite-loss"):
             actions.append(self.numerics.loss(v))
+        if v.loss is not None and not math.isfinite(v.loss):
+            self.lr.diverged(v.optimizer, v.step, f"the loss became {v.loss}")
         if self.on("nonfinite-grad") or self.on("exploding-grad"):
             actions += self.numerics.grads(v)
         if self.on("param-no-grad"):
@@ -296,6 +299,8 @@ class CheckEngine:
             for check in ("nonfinite-grad", "exploding-grad", "param-no-grad"):
                 if self.on(check):
                     self.sink.settle(check, o, set())
+            if self.on("param-no-grad"):
+                self.coverage.all_had_grad(o)
         if self.on("update-ratio"):
             self.numerics.update_ratio_rows(o, win, start, stop, w.names, w.group_of)
         if self.on("loss-diverging") or self.on("loss-plateau"):

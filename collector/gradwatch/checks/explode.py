@@ -14,6 +14,14 @@ whole norm is
 * more than ``GROWTH`` times the previous step's at ``GROWTH_STEPS`` steps in a row;
 * or its RMS per element is above ``RMS_EXPLODE``.
 
+The first three are relative, and a relative change says nothing about a gradient that is
+tiny against the weights it updates (a REINFORCE policy's gradient rising from 0.003 to
+0.08, a GAN discriminator's oscillation): growth is judged from at least a floor tied to
+the model's own scale, ``FLOOR_SHARE`` × ‖θ‖ before the first update. So no step whose
+whole norm is below ``EXPLODE_FACTOR × FLOOR_SHARE`` = 10% of ‖θ‖ explodes: at a learning
+rate of 1, such a gradient would move the weights by under a tenth of their size. Without
+the parameter norms (``stats="grad-norms"``) there is no floor.
+
 One finding per episode, naming the tensors whose own norm jumped most; the episode ends
 after ``CALM_STEPS`` steps back near the median (hysteresis), so it never toggles.
 """
@@ -37,6 +45,7 @@ EARLY_FACTOR = 1e3
 GROWTH, GROWTH_STEPS = 2.0, 5
 RMS_EXPLODE = 1e6
 CALM_FACTOR, CALM_MADS, CALM_STEPS = 3.0, 3.0, 5
+FLOOR_SHARE = 1e-2  # growth is judged from at least this share of ‖θ‖ (see above)
 STRUCTURAL_ZERO = 1e-4  # RMS below this fraction of the largest one: zero up to rounding
 LISTED = 4  # tensors named in a message
 _MAD_TO_SD = 1.4826
@@ -47,6 +56,21 @@ Reason = tuple[str, float]  # (what flagged the step, the baseline whole norm)
 def totals(grad_norm: torch.Tensor) -> torch.Tensor:
     """The whole gradient norm of each row (rows × tensors)."""
     return grad_norm.square().sum(dim=1).sqrt()
+
+
+def floor_of(param_norm: torch.Tensor | None) -> float:
+    """The log floor of the whole gradient norm that can explode, from the per-tensor
+    ‖θ‖ before the first update (``-inf`` when unknown or not finite)."""
+    if param_norm is None:
+        return -math.inf
+    whole = float(param_norm.to("cpu", torch.float64).square().sum().sqrt())
+    if not math.isfinite(whole) or whole <= 0:
+        return -math.inf
+    return math.log(EXPLODE_FACTOR * FLOOR_SHARE * whole)
+
+
+def _floor(state: State) -> float:
+    return -math.inf if state.floor is None else state.floor
 
 
 def refresh(state: State) -> None:
@@ -71,7 +95,8 @@ def _recent(state: State) -> torch.Tensor:
 
 def _high(state: State, logs: torch.Tensor) -> torch.Tensor:
     """Log norms far above the rolling median."""
-    return logs > state.center + max(math.log(EXPLODE_FACTOR), EXPLODE_MADS * state.scale)
+    high = state.center + max(math.log(EXPLODE_FACTOR), EXPLODE_MADS * state.scale)
+    return logs > max(high, _floor(state))
 
 
 def _above(state: State, logs: torch.Tensor, recent: torch.Tensor) -> torch.Tensor:
@@ -97,6 +122,8 @@ def flag(state: State, total: torch.Tensor) -> Reason | None:
         return None  # nonfinite-grad's finding, or no gradient at all
     if value / state.sqrt_total > RMS_EXPLODE:
         return "rms", value
+    if math.log(value) <= _floor(state):
+        return None  # small against the weights: no growth makes it explode
     if state.last is not None and value > GROWTH * state.last and state.growth + 1 >= GROWTH_STEPS:
         return "growth", state.last
     if state.filled == 0:
@@ -131,6 +158,8 @@ def calm(state: State, value: float) -> bool:
     if state.filled < MIN_HISTORY:
         n = max(state.filled, 1)
         return value <= CALM_FACTOR * math.exp(float(state.totals[:n].median()))
+    if value <= 0.0:  # every gradient exactly zero: calm (param-no-grad says it)
+        return True
     return math.log(value) <= state.center + max(math.log(CALM_FACTOR), CALM_MADS * state.scale)
 
 
@@ -146,7 +175,7 @@ def take_rows(state: State, g: torch.Tensor) -> int:
     streak: torch.Tensor | None = None  # None: no growth streak in these rows (the usual)
     if state.growth or bool(grew.any()):
         streak = held_for_rows(torch.tensor([state.growth]), grew.unsqueeze(1))[:, 0]
-        bad |= streak >= GROWTH_STEPS
+        bad |= (streak >= GROWTH_STEPS) & (tot.log() > _floor(state))
     if bool(bad.any()):
         stop = int(bad.nonzero()[0])
     j = 0

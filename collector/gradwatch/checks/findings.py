@@ -12,6 +12,7 @@ the finding.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 import threading
 import time
@@ -133,6 +134,9 @@ class FindingSink:
         self.findings: list[Finding] = []
         #: policy ``checkpoint``: saves the last good state, returns where (set by the run)
         self.checkpoint: Callable[[Finding], str] | None = None
+        #: optimizer index -> the script's variable for it (set at attach): a stored
+        #: finding says ```optimizerG``` where it said ``optimizer 1``
+        self.optimizer_names: dict[int, str] = {}
         #: adds what is known about the finding's step (the outlier input batch of
         #: :mod:`gradwatch.checks.batchscale`) before it is stored (set by the check engine)
         self.annotate: Callable[[Finding], Finding] | None = None
@@ -159,6 +163,8 @@ class FindingSink:
             onset = key not in self._active
             if onset:
                 self._active.add(key)
+                if self.optimizer_names:
+                    f = _named(f, self.optimizer_names)
                 f = self._store(f)
                 if policy != "record":
                     self._print(f)
@@ -251,3 +257,18 @@ class FindingSink:
             )
             # sys.stderr is looked up now, not at import: it may have been redirected since
             (self._write or sys.stderr.write)(f.line() + suffix + "\n")
+
+
+_OPTIMIZER = re.compile(r"\boptimizer (\d+)\b")
+
+
+def _named(f: Finding, names: dict[int, str]) -> Finding:
+    """``f`` with ``optimizer N`` in its words replaced by the script's variable for it."""
+
+    def name(m: re.Match[str]) -> str:
+        found = names.get(int(m.group(1)))
+        return m.group(0) if found is None else f"`{found}`"
+
+    return dataclasses.replace(
+        f, message=_OPTIMIZER.sub(name, f.message), hint=_OPTIMIZER.sub(name, f.hint)
+    )

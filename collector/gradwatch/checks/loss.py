@@ -5,12 +5,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from torch import nn
 
-from gradwatch.checks.findings import Action, FindingSink, finding
-from gradwatch.checks.fmt import num, times
+from gradwatch.checks.findings import Action, FindingSink, finding, listing
+from gradwatch.checks.fmt import counted, num, times
 from gradwatch.checks.view import StepView
 
 SMOOTH = 10  # losses per median when comparing with the running minimum
@@ -31,6 +31,7 @@ FIRST_SHARE = 0.1
 DIVERGE_PERSIST = 3 * SMOOTH
 CALM_FACTOR, CALM_STEPS = 3.0, 20  # an episode ends after CALM_STEPS steps below 3x the best
 PLATEAU_STEPS, PLATEAU_RANGE = 20, 1e-8
+_DROPOUT = nn.modules.dropout._DropoutNd
 _MODE_DEPENDENT = (
     nn.modules.dropout._DropoutNd,
     nn.modules.batchnorm._BatchNorm,
@@ -51,6 +52,9 @@ class LossChecks:
         self._rising: dict[int, tuple[int, int]] = {}  # optimizer -> (first step, losses)
         self._calm: dict[int, int] = {}  # open loss-diverging episodes: calm steps so far
         self._flat: set[int] = set()  # open loss-plateau episodes
+        #: told when the loss diverges, with the step and the words (set by the check engine:
+        #: :meth:`gradwatch.checks.lr.LrChecks.diverged` escalates a too-large rate)
+        self.diverged: Callable[[int, int, str], None] | None = None
 
     def observe(self, v: StepView) -> None:
         """Feed one finite loss value."""
@@ -93,6 +97,13 @@ class LossChecks:
             self._rising.pop(o, None)
         if self._count[o] >= DIVERGE_MIN_STEPS and (blown or held + 1 >= DIVERGE_PERSIST):
             self._calm[o] = 0
+            if self.diverged is not None:
+                grew = (
+                    f"{times(smoothed / first)} the first loss"
+                    if blown
+                    else f"{times(smoothed / best)} its best"
+                )
+                self.diverged(o, step, f"the loss diverged ({grew})")
             self.sink.report(
                 finding(
                     "loss-diverging",
@@ -199,22 +210,49 @@ def all_training(root: nn.Module, modules: list[tuple[str, nn.Module]]) -> bool:
 def eval_mode(
     sink: FindingSink, step: int, root: nn.Module, modules: list[tuple[str, nn.Module]]
 ) -> Action:
-    """``eval-mode-training``: the model or a relevant dropout/norm layer is in eval()."""
-    in_eval = [name for name, mod in modules if not mod.training]
+    """``eval-mode-training``. Invariant: what trains runs as it will be trained — a model
+    (or a dropout layer on the gradient's path) in eval() while it trains has dropout off:
+    a warning. Normalisation layers alone in eval() under a training model keep their
+    running statistics frozen, a common fine-tuning choice: info, named as such."""
+    in_eval = [(name, mod) for name, mod in modules if not mod.training]
+    if root.training and in_eval and not any(isinstance(m, _DROPOUT) for _, m in in_eval):
+        names = [name for name, _ in in_eval]
+        batch = all(isinstance(m, nn.modules.batchnorm._BatchNorm) for _, m in in_eval)
+        return sink.report(
+            finding(
+                "eval-mode-training",
+                step,
+                f"{'BatchNorm' if batch else 'normalisation'} "
+                f"{'layer' if len(names) == 1 else 'layers'} {listing(names)} "
+                f"{'is' if len(names) == 1 else 'are'} in eval mode while the model trains: "
+                f"{'its' if len(names) == 1 else 'their'} running statistics are frozen (a "
+                "common fine-tuning choice).",
+                "nothing to do if meant; otherwise call model.train() after any .eval() on "
+                "these layers.",
+                severity="info",
+                details={"modules_in_eval": names[:20], "root_training": True},
+            )
+        )
     if not root.training or in_eval:
+        dropout = [name for name, m in in_eval if isinstance(m, _DROPOUT)]
         return sink.report(
             finding(
                 "eval-mode-training",
                 step,
                 (
-                    "the model is in eval() mode"
+                    "the model is in eval() mode while it trains, so dropout is off and "
+                    "batch-norm statistics are frozen."
                     if not root.training
-                    else f"{len(in_eval)} dropout/normalisation layers are in eval() mode"
-                )
-                + " while it trains, so dropout is off and batch-norm statistics are frozen.",
+                    else f"{counted(len(dropout), 'dropout layer')} ({listing(dropout)}) "
+                    f"{'is' if len(dropout) == 1 else 'are'} in eval() mode while the model "
+                    "trains, so dropout is off there."
+                ),
                 "call model.train() before the training loop (and after every validation that "
                 "calls model.eval()).",
-                details={"modules_in_eval": in_eval[:20], "root_training": root.training},
+                details={
+                    "modules_in_eval": [name for name, _ in in_eval][:20],
+                    "root_training": root.training,
+                },
             )
         )
     sink.clear("eval-mode-training")

@@ -19,6 +19,7 @@ which no group rises or falls to these levels costs a few tensor ops.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
 from collections.abc import Sequence
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from gradwatch.checks import lrscale
-from gradwatch.checks.findings import FindingSink, finding
+from gradwatch.checks.findings import Finding, FindingSink, finding
 from gradwatch.checks.fmt import counted, num, times
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ class LrChecks:
         self.watches: Sequence[WatchedOptimizer] = ()  # set at start: names the scheduler
         self._scheduler: dict[int, str | None] = {}
         self._limits: dict[int, lrscale.Limits] = {}  # lr-too-large, per optimizer
+        #: lr-too-large found, per optimizer (escalated to an error once the loss diverges)
+        self._flagged: dict[int, Finding] = {}
 
     def arm(self, w: WatchedOptimizer, step: int, lr: list[float]) -> None:
         """``lr-too-large`` at optimizer ``w``'s first step, before its update: measure the
@@ -110,7 +113,27 @@ class LrChecks:
         limits = self._limits[o]
         limits.done = True  # one finding per optimizer: the rate is a setting, not an episode
         scheduler = self.scheduler(o)
-        self.sink.report(lrscale.report(o, step, limits, lr, groups, scheduler, planned))
+        found = lrscale.report(o, step, limits, lr, groups, scheduler, planned)
+        self._flagged[o] = found
+        self.sink.report(found)
+
+    def diverged(self, o: int, step: int, how: str) -> None:
+        """The loss of optimizer ``o`` diverged (``how``, in words) after ``lr-too-large``
+        named its rate: that is the evidence the rate breaks training, so the finding is
+        raised to an error, once (``--fail-on error`` then fails the run)."""
+        found = self._flagged.pop(o, None)
+        if found is None or step < (found.step or 0):
+            return
+        # at the rate's own step: the same incident, whose cause the rate stays
+        self.sink.report(
+            dataclasses.replace(
+                found,
+                severity="error",
+                message=f"{how} at step {step}, after the learning rate was found too large "
+                f"at step {found.step}: {found.message[0].lower()}{found.message[1:]}",
+                details={**found.details, "diverged_at_step": step, "diverged": how},
+            )
+        )
 
     def _of(self, o: int, step: int, lr: list[float]) -> _Groups:
         state = self._groups.get(o)

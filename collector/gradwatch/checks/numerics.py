@@ -141,6 +141,7 @@ class NumericsChecks:
         """One step of :mod:`~gradwatch.checks.explode` (the reference path)."""
         assert v.grad_norm is not None
         total = explode.totals(v.grad_norm.unsqueeze(0))
+        self._floor(v.optimizer, state)
         reason = explode.flag(state, total)
         if reason is None and float(total[0]) == math.inf and not _any_nonfinite(v):
             reason = ("overflow", math.inf)  # finite elements whose norm overflows: huge
@@ -270,7 +271,14 @@ class NumericsChecks:
         """``exploding-grad`` over rows ``start:end`` that :meth:`quiet_rows` passed: adds
         them to the history, up to the first row that it flags; returns how many rows
         were taken."""
-        return explode.take_rows(self._state[optimizer], win.grad_norm[start:end])
+        state = self._state[optimizer]
+        self._floor(optimizer, state)
+        return explode.take_rows(state, win.grad_norm[start:end])
+
+    def _floor(self, optimizer: int, state: State) -> None:
+        """Read exploding-grad's floor once, from ‖θ‖ before the first update."""
+        if state.floor is None:
+            state.floor = explode.floor_of(self.initial.get(optimizer))
 
     def set_initial(self, optimizer: int, param_norm: torch.Tensor) -> None:
         """‖θ‖ of ``optimizer``'s tensors before its first update (any device)."""

@@ -36,6 +36,9 @@ class State:
     #: open update-ratio episodes: level -> (tensor named, steps since any was out of range)
     ratio_open: dict[str, tuple[str, int]] = field(default_factory=dict)
     previous_param_norm: torch.Tensor | None = None
+    #: log of the smallest whole gradient norm that can explode (exploding-grad's floor,
+    #: from ‖θ‖ before the first update; -inf when not measured); None: not read yet
+    floor: float | None = None
     ends: tuple[int, int] | None = None  # first and last weight matrix in forward order
 
     @classmethod

@@ -35,6 +35,7 @@ MAX_SHAPES = 64  # graph shapes remembered; past that, new shapes are no longer 
 Shape = tuple[str, tuple[int, ...]]
 NO_HOLDER = "no module holds them: made in forward()?"
 _REGISTERED = frozenset({"_modules", "_parameters", "_buffers"})  # nn.Module's own dicts
+_COPY = "a second copy of the model"
 
 
 def _spelled(t: torch.Tensor) -> str:
@@ -84,6 +85,10 @@ class GraphWatch:
             return "" if any(reached) else cut_description(tensor, None)
         graph = walk(node) if node is not None else None
         cut = "" if any(reached) else cut_description(tensor, graph)
+        if cut and graph is not None and graph.leaves:
+            copy = self._second_copy(graph.leaves)
+            if copy:
+                cut = f"the loss's graph ends at {copy}"
         self._shapes[shape] = cut
         if graph is not None:
             self._learn_order(graph, reached)
@@ -127,7 +132,9 @@ class GraphWatch:
         step = self.run.step + 1
         for where, tensors in groups.items():
             self._reported.update(id(t) for t in tensors)
-            twin = _twin_of(tensors, models) if trains and where == NO_HOLDER else None
+            # a copy kept in a watched model's plain list is a layer cut off, never a twin
+            plain = " in the plain " in where
+            twin = _twin_of(tensors, models) if trains and not plain else None
             if twin is not None:
                 self.run._sink.report(_twin_finding(step, tensors, *twin))
                 continue
@@ -142,10 +149,13 @@ class GraphWatch:
                     f"module and no optimizer holds {'it' if len(tensors) == 1 else 'them'} "
                     f"({where}), so "
                     f"{'it never trains' if len(tensors) == 1 else 'they never train'}.",
-                    "register submodules with nn.ModuleList/nn.ModuleDict (not a plain list or "
-                    "dict), create parameters in __init__ rather than forward, and build the "
+                    "build the optimizer over the parameters of the model that runs in "
+                    "forward() and update the copy from it after each step."
+                    if _COPY in where
+                    else "register submodules with nn.ModuleList/nn.ModuleDict (not a plain list "
+                    "or dict), create parameters in __init__ rather than forward, and build the "
                     "optimizer after the model is complete.",
-                    param=f"unregistered: {where}",
+                    param=f"unregistered: {where.split(', the model')[0]}",
                     details={
                         "shapes": [list(t.shape) for t in tensors],
                         "dtypes": [str(t.dtype).removeprefix("torch.") for t in tensors],
@@ -167,7 +177,43 @@ class GraphWatch:
                     if found is not None:
                         at = f"{prefix}{path}.{attr}" if path else f"{prefix}{attr}"
                         return f"{found} in the plain {type(value).__name__} `{at}`"
-        return NO_HOLDER
+        return self._second_copy([tensor]) or NO_HOLDER
+
+    def _second_copy(self, tensors: list[torch.Tensor]) -> str:
+        """When ``tensors`` are the parameters of a live module that is not watched — the
+        model trained in forward() while the optimizer holds another copy of it (an EMA or
+        a deepcopy) — that, in words; else ``""``. Scans the heap: only for a finding."""
+        from gradwatch.session.autowatch import root_names
+
+        wanted = {id(t) for t in tensors}
+        modules = [o for o in gc.get_objects() if issubclass(type(o), nn.Module)]
+        children = {id(c) for m in modules for c in m.children()}
+        watched = self.run._model_hooks.models
+        ids = {id(m) for m in watched.values()}
+        owners = [
+            m
+            for m in modules
+            if id(m) not in children
+            and id(m) not in ids
+            and any(id(p) in wanted for p in m.parameters())
+        ]
+        if not owners:
+            return ""
+        owner = owners[0]
+        shapes = [p.shape for p in owner.parameters()]
+        name = root_names([owner])[0]
+        for key, model in watched.items():
+            if type(model) is type(owner) and [p.shape for p in model.parameters()] == shapes:
+                mine = {id(p) for p in model.parameters()}
+                held = sum(1 for w in self.run._watches for p in w.params if id(p) in mine)
+                copy = f"`{key or root_names([model])[0]}`"
+                return (
+                    f"the parameters of `{name}` ({type(owner).__name__}), the model trained in "
+                    f"forward(), which no optimizer holds; the optimizer's {held} tensors belong "
+                    f"to {_COPY} ({copy}, not the one trained in forward()): "
+                    "an optimizer built over an EMA copy or a deepcopy?"
+                )
+        return f"the parameters of `{name}` ({type(owner).__name__}), a module that is not watched"
 
 
 def _owner(tensors: list[torch.Tensor]) -> nn.Module | None:

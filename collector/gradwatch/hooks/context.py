@@ -55,6 +55,9 @@ class WatchedModels(Protocol):
 
     @property
     def models(self) -> Mapping[str, torch.nn.Module]: ...
+    def reached(self, optimizer: int) -> None:
+        """A backward pass reached ``optimizer``'s tensors."""
+        ...
 
 
 class HookContext(Protocol[W]):

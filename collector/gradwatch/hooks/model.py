@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from gradwatch.hooks.module_runs import ModuleRuns
 from gradwatch.session import portable
 from gradwatch.stats import batch_checksum as batch
 
@@ -38,6 +39,8 @@ class ModelHooks:
             ids = {id(p) for p in model.parameters()}
             self.owners[key] = [w for w in watches if any(id(p) in ids for p in w.params)]
         self._started: dict[str, tuple[float, torch.Tensor | batch.Deferred | None, list[str]]] = {}
+        #: which modules ran in forward, for param-no-grad (gradwatch.hooks.module_runs)
+        self.runs = ModuleRuns(self.models, watches)
 
     def attach(self) -> None:
         """Register the hooks on every model."""
@@ -54,12 +57,18 @@ class ModelHooks:
             self.handles.append(portable.forward_pre_hook(model, pre))
             self.handles.append(portable.forward_hook(model, post))
             self._wrap_zero_grad(model, owners)
+        self.runs.attach()
+
+    def reached(self, optimizer: int) -> None:
+        """A backward pass reached ``optimizer``'s tensors (see :class:`ModuleRuns`)."""
+        self.runs.after_backward(optimizer)
 
     def detach(self) -> None:
         """Remove every hook and restore ``zero_grad``."""
         for handle in self.handles:
             handle.remove()
         self.handles.clear()
+        self.runs.detach()
         for model in self._wrapped:
             portable.unwatch_zero_grad(model)
         self._wrapped.clear()

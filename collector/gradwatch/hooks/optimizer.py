@@ -228,6 +228,7 @@ class OptimizerWatch:
             grads[i] = (weakref.ref(g), g._version)
         if reached:
             self._count_backward(root, took, by_hand)
+            self.run._model_hooks.reached(self.index)
         return reached
 
     def _count_backward(self, root: torch.Tensor | None, took: float, by_hand: str) -> None:

@@ -119,8 +119,9 @@ class StepChecker:
 
     def _initial_norms(self) -> None:
         """‖θ‖ before the first update, for the first step's update ratio (every later
-        step divides by the previous step's ‖θ‖ after its update)."""
-        if self.engine.on("update-ratio"):
+        step divides by the previous step's ‖θ‖ after its update) and exploding-grad's
+        floor."""
+        if self.engine.on("update-ratio") or self.engine.on("exploding-grad"):
             self.engine.numerics.set_initial(self.w.index, self.w.stats.param_norms())
 
     def _mutation(self, v: StepView) -> None:

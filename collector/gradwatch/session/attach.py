@@ -106,6 +106,18 @@ def _names(
     return names
 
 
+def _optimizer_names(optimizers: list[torch.optim.Optimizer]) -> dict[int, str]:
+    """Optimizer index -> the script's variable for it (``optimizerG``), where one is found
+    and it is unique: findings then name it instead of ``optimizer 0``."""
+    from gradwatch.session.autowatch import variable_names
+
+    if len(optimizers) < 2:
+        return {}  # one optimizer: "optimizer 0" is unambiguous, no frame walk
+    found = variable_names(optimizers, sys._getframe(1))
+    unique = [n for n in found if n is not None and found.count(n) == 1]
+    return {i: n for i, n in enumerate(found) if n in unique}
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, bool | int | float | str) or value is None:
         return value
@@ -310,6 +322,7 @@ def watch(
         names=names,
         device=device,
     )
+    run._sink.optimizer_names = _optimizer_names(optimizers)
     if rank is not None:
         run._ranks = ddp.RankSync(run, rank, opts.ddp_every, fast)
     if no_ranks:

@@ -303,12 +303,27 @@ def _roots_owning(wanted: set[int]) -> list[torch.nn.Module]:
     ]
 
 
+def variable_names(objects: Sequence[object], frame: Any) -> list[str | None]:
+    """The variable that holds each of ``objects`` in the calling code (nearest frame
+    first, library frames skipped), or ``None``; read once, at attach time."""
+    found: dict[int, str] = {}
+    wanted = {id(o) for o in objects}
+    while frame is not None and not wanted <= found.keys():
+        if not str(frame.f_globals.get("__name__", "")).startswith(_LIBRARIES):
+            for scope in (frame.f_locals, frame.f_globals):
+                for var, value in list(scope.items()):
+                    if id(value) in wanted and not var.startswith("_") and var != "self":
+                        found.setdefault(id(value), var)
+        frame = frame.f_back
+    return [found.get(id(o)) for o in objects]
+
+
 def root_names(roots: Sequence[torch.nn.Module], frame: Any = None) -> list[str]:
     """A name per root module: the variable that holds it in the calling code (nearest frame
     first), else its class name; made unique."""
     found: dict[int, str] = {}
     frame = frame if frame is not None else sys._getframe(1)
-    while frame is not None and len(found) < len(roots):
+    while frame is not None and not all(id(r) in found for r in roots):
         if str(frame.f_globals.get("__name__", "")).startswith(_LIBRARIES):
             frame = frame.f_back
             continue

@@ -136,6 +136,7 @@ class Run:
         self._watches = [OptimizerWatch(self, i, opt, device) for i, opt in enumerate(optimizers)]
         self._graph = GraphWatch(self)
         self._model_hooks = ModelHooks(self, models, self._watches)
+        self._checks.coverage.runs = self._model_hooks.runs
         for key, owners in self._model_hooks.owners.items():
             for watch in owners:
                 watch.model_keys.append(key)

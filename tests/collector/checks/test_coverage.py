@@ -56,8 +56,9 @@ def sgd(model: nn.Module, **kw: Any) -> torch.optim.Optimizer:
 
 
 # -- param-no-grad ---------------------------------------------------------------------------
-@pytest.mark.parametrize("cut", ["detach", "no_grad", "torch.tensor", "unused"])
+@pytest.mark.parametrize("cut", ["detach", "no_grad", "torch.tensor"])
 def test_param_no_grad_names_the_cut_off_tensors_at_the_third_step(cut: str) -> None:
+    """Cut off: branch ``b`` runs in every training forward and never gets a gradient."""
     model = TwoBranch(cut)
     run = train(model, sgd(model), 10)
     found = of(run, "param-no-grad")
@@ -66,6 +67,80 @@ def test_param_no_grad_names_the_cut_off_tensors_at_the_third_step(cut: str) -> 
     assert (found[0].step, found[0].severity, found[0].param) == (3, "warning", "b.weight")
     assert found[0].details["steps_without_grad"] == 3
     assert "2 trainable parameters (b.weight, b.bias)" in found[0].message
+
+
+def test_param_no_grad_a_branch_that_never_runs_is_unused_info_after_20_steps() -> None:
+    """Branch ``b`` is never called in forward: unused, not cut off (its module never
+    ran), so one info finding once it has had no gradient for UNUSED_STEPS steps."""
+    model = TwoBranch("unused")
+    found = of(train(model, sgd(model), 25), "param-no-grad")
+    assert [(f.step, f.severity) for f in found] == [(coverage.UNUSED_STEPS, "info")]
+    assert found[0].details["tensors"] == ["b.weight", "b.bias"]
+    assert "module did not run" in found[0].message
+    short = TwoBranch("unused")
+    assert not of(train(short, sgd(short), 10), "param-no-grad")
+
+
+class TopOneExperts(nn.Module):
+    """Top-1 mixture of experts: each batch goes to the expert its mean input picks; an
+    expert runs only for the batches routed to it (some get none for several steps)."""
+
+    def __init__(self, n: int = 4) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.experts = nn.ModuleList(nn.Linear(D_IN, D_OUT) for _ in range(n))
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        k = 0 if self.calls <= 1 else (self.calls // 5) % len(self.experts)
+        return self.experts[k](x)
+
+
+def test_param_no_grad_is_quiet_for_experts_routed_no_tokens_for_a_while() -> None:
+    """Conditional computation: an expert without batches for several steps (its module
+    does not run) is not cut off; those that have trained before are not even unused."""
+    model = TopOneExperts()
+    assert_quiet(train(model, sgd(model), 19))
+
+
+def test_param_no_grad_is_quiet_for_task_heads_used_in_turn() -> None:
+    class Heads(TwoBranch):
+        calls = 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1  # head a for 4 steps, then head b for 4 steps, ...
+            return self.a(x) if (self.calls // 4) % 2 == 0 else self.b(x)
+
+    model = Heads()
+    assert_quiet(train(model, sgd(model), 30))
+
+
+def test_param_no_grad_every_gradient_zero_is_an_error() -> None:
+    """clip_grad_value_(…, 0): every gradient exists and is exactly zero, nothing trains."""
+
+    def clipped(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        mse(model(x), y).backward()
+        nn.utils.clip_grad_value_(model.parameters(), clip_value=0.0)
+        opt.step()
+
+    found = of(train(model := mlp(), sgd(model), 6, clipped), "param-no-grad")
+    assert [(f.step, f.severity) for f in found] == [(coverage.PERSIST_STEPS, "error")]
+    assert found[0].message.startswith(
+        "every gradient of optimizer 0 has been exactly zero for 3 steps; the parameters do "
+        "not change"
+    )
+
+
+def test_param_no_grad_some_exactly_zero_gradients_are_not_the_all_zero_error() -> None:
+    """Twin: a zero layer's input gradients vanish, the rest train — no error."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(D_IN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, D_OUT))
+    with torch.no_grad():
+        model[0].bias.fill_(-100.0)  # every ReLU unit dead: layer 0 gets zero gradients
+    found = of(train(model, sgd(model), 6), "param-no-grad")
+    assert all(f.severity != "error" for f in found), [f.line() for f in found]
 
 
 def test_param_no_grad_an_all_zero_gradient_is_not_called_cut_off() -> None:
@@ -84,8 +159,8 @@ def test_param_no_grad_an_all_zero_gradient_is_not_called_cut_off() -> None:
 
 
 class Branches(nn.Module):
-    """``Σ branch_k(x)``; from step ``3k`` on, branch ``k`` is detached (a cut that spreads
-    across the model one tensor pair at a time)."""
+    """``Σ branch_k(x)``; branch ``k`` is used from step ``3k`` on, detached (a cut that
+    spreads across the model one tensor pair at a time)."""
 
     def __init__(self, n: int) -> None:
         super().__init__()
@@ -97,8 +172,8 @@ class Branches(nn.Module):
         self.calls += 1
         out = self.branches[0](x)
         for k, branch in enumerate(self.branches[1:], start=1):
-            y = branch(x)
-            out = out + (y.detach() if self.calls >= 3 * k else y)
+            if self.calls >= 3 * k:
+                out = out + branch(x).detach()
         return out
 
 
@@ -113,7 +188,11 @@ def test_param_no_grad_a_cascade_across_tensors_is_one_finding() -> None:
     assert found[0].details["tensors"] == ["branches.1.weight", "branches.1.bias"]
 
 
-def test_param_no_grad_a_new_episode_after_recovery_is_a_new_finding() -> None:
+def test_param_no_grad_a_tensor_that_trained_before_is_conditional_when_cut_later() -> None:
+    """``b`` is cut for steps 1-5 (never trained: a finding at step 3), then trains; cut
+    again later it has had gradients, so its misses are conditional computation (a layer
+    frozen by no_grad/detach after warm-up is a common choice): no second finding."""
+
     class OnOff(TwoBranch):
         calls = 0
 
@@ -124,11 +203,8 @@ def test_param_no_grad_a_new_episode_after_recovery_is_a_new_finding() -> None:
 
     model = OnOff()
     found = of(train(model, sgd(model), 50), "param-no-grad")
-    # steps 6-15 connected are fewer than EPISODE_CALM: 16-20 continue the first episode;
-    # 21-45 connected end it, so the cut from step 46 on is a second one
-    assert [f.step for f in found] == [3, 48]
-    assert coverage.EPISODE_CALM == 20
-    assert all(f.details["tensors"] == ["b.weight", "b.bias"] for f in found)
+    assert [f.step for f in found] == [3]
+    assert found[0].details["tensors"] == ["b.weight", "b.bias"]
 
 
 def test_param_no_grad_is_quiet_for_a_branch_used_every_other_step() -> None:
@@ -355,3 +431,25 @@ def test_param_mutated_outside_step_correct_twin_is_quiet() -> None:
     run = train(model, sgd(model), 30)
     assert of(run, "param-mutated-outside-step") == []
     assert_quiet(run)
+
+
+def test_findings_name_an_optimizer_by_the_scripts_variable() -> None:
+    """Two optimizers (a GAN's): the variable names found once at watch() replace
+    ``optimizer N`` in the findings' words."""
+    g, d = mlp(0), mlp(1)
+    optimizerG, optimizerD = sgd(g), sgd(d)  # noqa: N806 - the names a DCGAN script uses
+    run = gradwatch.watch({"g": g, "d": d}, [optimizerG, optimizerD])
+    try:
+        for i in range(4):
+            x, y = batch(i)
+            for opt, model in ((optimizerD, d), (optimizerG, g)):
+                opt.zero_grad()
+                mse(model(x), y).backward()
+                if opt is optimizerD:
+                    nn.utils.clip_grad_value_(d.parameters(), clip_value=0.0)
+                opt.step()
+    finally:
+        run.close()
+    (f,) = [f for f in of(run, "param-no-grad") if f.severity == "error"]
+    assert f.optimizer == 1
+    assert f.message.startswith("every gradient of `optimizerD` has been exactly zero")

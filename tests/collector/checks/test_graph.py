@@ -5,6 +5,7 @@ order comes from the forward pass, not the distance from the loss."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -115,6 +116,30 @@ def test_a_parameter_made_in_forward_is_found() -> None:
         "dtypes": ["float32"],
         "held_by": "no module holds them: made in forward()?",
     }
+
+
+def test_an_optimizer_over_the_ema_copy_is_said_to_hold_a_second_copy() -> None:
+    """The optimizer holds the parameters of an EMA copy (watched), the loss reaches the
+    model trained in forward(): its tensors belong to a live module, not to forward()."""
+    model = mlp()
+    ema = copy.deepcopy(model)
+    opt = torch.optim.SGD(ema.parameters(), lr=0.05)
+
+    def step(i: int, _: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        mse(model(x), y).backward()
+        opt.step()
+
+    run = train(ema, opt, 3, step)
+    f = first(run, "param-not-in-optimizer")
+    # the copy is named as the nearest frame names it (``train``'s ``model`` here; ``ema``
+    # in a script: tests/collector/corpus/cases/coverage_bug_optimizer_over_ema_copy.py)
+    assert "the optimizer's 4 tensors belong to a second copy of the model (`" in f.message
+    assert "not the one trained in forward()): an optimizer built over an EMA" in f.message
+    assert "the parameters of `model` (Sequential)" in f.message
+    assert "made in forward()" not in f.message
+    cut = first(run, "param-no-grad")
+    assert "a second copy of the model" in cut.message
 
 
 def test_a_model_trained_by_an_optimizer_of_its_own_is_not_reported() -> None:

@@ -232,6 +232,36 @@ def test_eval_mode_training_a_dropout_between_trainable_layers_in_eval_still_war
     assert f.details["modules_in_eval"] == ["1"]
 
 
+def _finetune_with_frozen_bn(dropout_eval: bool) -> Any:
+    """Fine-tune: every layer trains, the model is in train(), but its BatchNorm layers are
+    kept in eval() on purpose (frozen running statistics); ``dropout_eval`` also leaves the
+    dropout in eval()."""
+    model = bn_dropout_net()
+    model.train()
+    model[1].eval()
+    if dropout_eval:
+        model[3].eval()
+    return train(model, sgd(model), 8)
+
+
+def test_eval_mode_training_batchnorm_alone_in_eval_is_info_named_as_a_choice() -> None:
+    run = _finetune_with_frozen_bn(dropout_eval=False)
+    found = of(run, "eval-mode-training")
+    assert [(f.step, f.severity) for f in found] == [(1, "info")]
+    assert found[0].message == (
+        "BatchNorm layer 1 is in eval mode while the model trains: its running statistics "
+        "are frozen (a common fine-tuning choice)."
+    )
+    assert "dropout is off" not in found[0].message
+    assert_quiet(run)
+
+
+def test_eval_mode_training_batchnorm_and_dropout_in_eval_still_warns() -> None:
+    f = first(_finetune_with_frozen_bn(dropout_eval=True), "eval-mode-training")
+    assert f.severity == "warning"
+    assert f.message.startswith("1 dropout layer (3) is in eval() mode while the model trains")
+
+
 # -- nondeterminism-risk ---------------------------------------------------------------------
 def test_nondeterminism_risk_no_seed_set_is_info_at_start() -> None:
     torch.seed()  # a random 64-bit seed, as at start-up without manual_seed

@@ -150,3 +150,29 @@ def test_which_optimizers_take_steps_of_about_the_learning_rate() -> None:
 
     assert lrscale.scale_free(DAdaptAdam(p)) is None
     assert lrscale.scale_free(Wrapper(torch.optim.AdamW(p))) == "AdamW"
+
+
+def test_a_too_large_rate_that_makes_the_loss_diverge_becomes_an_error() -> None:
+    """The divergence is the evidence that the rate breaks training: the finding is raised
+    to an error (once), so ``gradwatch findings --fail-on error`` fails such a run."""
+    model = gpt_like()
+    opt = torch.optim.Adam(model.parameters(), lr=1e3)
+    run = train(model, opt, 60)
+    found = of(run, "lr-too-large")
+    assert [f.severity for f in found] == ["warning", "error"], [f.line() for f in found]
+    diverged = [f for f in run.findings if f.check in ("loss-diverging", "nonfinite-loss")]
+    onset = min(f.step or 0 for f in diverged)
+    assert found[1].step == 1 and found[1].details["diverged_at_step"] == onset
+    assert f"at step {onset}, after the learning rate was found too large at step 1" in (
+        found[1].message
+    )
+    roles = group([f.to_meta() for f in found])
+    assert roles == [(roles[0][0], "cause"), (roles[0][0], "consequence")]
+
+
+def test_a_too_large_rate_whose_loss_does_not_diverge_stays_a_warning() -> None:
+    model = gpt_like()
+    opt = torch.optim.AdamW(model.parameters(), lr=1.0)
+    run = train(model, opt, 20)
+    assert [f.severity for f in of(run, "lr-too-large")] == ["warning"]
+    assert not [f for f in run.findings if f.check in ("loss-diverging", "nonfinite-loss")]

@@ -4,11 +4,14 @@ and its correct twin."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import pytest
 import torch
 from torch import nn
 
+from gradwatch.checks import explode
 from tests.collector.checks.common import (
     D_IN,
     D_OUT,
@@ -236,6 +239,35 @@ def test_exploding_grad_a_norm_that_overflows_with_finite_elements_is_found() ->
     assert f.step == 11 and f.details["reason"] == "overflow"
     assert "beyond what float32 can hold" in f.message
     assert of(run, "nonfinite-grad") == []
+
+
+def _jump_30x(base: float) -> Any:
+    """A loss (a REINFORCE return, say) scaled by ``base``, then 30× that from step 21 on."""
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        (mse(model(x), y) * base * (30.0 if i >= 20 else 1.0)).backward()
+        opt.step()
+
+    return step
+
+
+def test_exploding_grad_quiet_on_a_tiny_gradient_rising_30x_that_stays_small() -> None:
+    """A policy gradient rising 30× from a tiny level (0.0027 -> 0.08 in REINFORCE) stays
+    far below the weights' own scale: judged from exploding-grad's floor (1% of ‖θ‖), it
+    does not explode."""
+    model = mlp()
+    run = train(model, torch.optim.SGD(model.parameters(), lr=0.0), 30, _jump_30x(1e-3))
+    assert of(run, "exploding-grad") == []
+    state = run._checks.numerics._state[0]
+    theta = math.sqrt(sum(float(p.detach().square().sum()) for p in model.parameters()))
+    assert state.floor == pytest.approx(math.log(explode.EXPLODE_FACTOR * 1e-2 * theta))
+
+
+def test_exploding_grad_the_same_30x_jump_large_against_the_weights_is_found() -> None:
+    model = mlp()
+    run = train(model, torch.optim.SGD(model.parameters(), lr=0.0), 30, _jump_30x(1.0))
+    assert [f.step for f in of(run, "exploding-grad")] == [21]
 
 
 def test_exploding_grad_correct_twin_is_quiet() -> None:

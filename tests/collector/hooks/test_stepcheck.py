@@ -71,7 +71,9 @@ def scenario(seed: int, n: int = 700) -> tuple[torch.Tensor, list[StepMeta]]:
         i, t = at(1), rng.randrange(T)
         grad[i, t] = rng.choice([NAN, INF, -INF])
         nonfinite[i, t] = rng.randrange(1, 5)
-    for k in (4, rng.randrange(1, 6)):  # a tensor cut off from the loss for a few steps
+    grad[:5, T - 1] = 0.0  # a tensor that has never trained: zero gradients from step 1
+    grad[6:9] = 0.0  # every gradient exactly zero for 3 steps (clip value 0)
+    for k in (4, rng.randrange(1, 6)):  # a tensor that trained, then misses a few steps
         i, t = at(6), rng.randrange(T)
         for j in range(i, i + k):
             grad[j, t] = 0.0
