@@ -37,6 +37,8 @@ FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12}
 
 
 AXIS = {"gridcolor": "#eceef1", "zerolinecolor": "#d0d4d9", "linecolor": "#d0d4d9"}
+# every chart's legend: one row above the plot, right-aligned (the title sits at the left)
+LEGEND = {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom"}
 
 
 def label(text: str) -> str:
@@ -83,7 +85,8 @@ def line(x: Sequence[int], y: Sequence[float | None], name: str, **kw: Any) -> g
     2,000-point loss) and sends them as binary typed arrays."""
     cls = go.Scattergl if len(x) > WEBGL_LINES_FROM else go.Scatter
     xs, ys = np.asarray(x), np.asarray(y, dtype=np.float64)  # None -> NaN
-    trace: go.Scatter = cls(x=xs, y=ys, name=label(name), mode="lines", **kw)
+    mode = kw.pop("mode", "lines")
+    trace: go.Scatter = cls(x=xs, y=ys, name=label(name), mode=mode, **kw)
     return trace
 
 
@@ -381,3 +384,45 @@ def lifecycle_figure(
     fig.update_xaxes(title_text="step (events in order within each step)")
     mark_step(fig, focus, f"step {focus}", "#555")
     return fig
+
+
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+UNGROUPED = "metrics"  # the group of keys logged without a ``prefix/``
+
+
+def metric_group(key: str) -> str:
+    """The chart a user metric is drawn in: its prefix up to the first ``/`` (``train/loss``
+    → ``train``), ``metrics`` for a key without one."""
+    return key.split("/", 1)[0] if "/" in key.strip("/") else UNGROUPED
+
+
+def user_metrics(
+    series: Sequence[tuple[str, Sequence[int], Sequence[float]]],
+    *,
+    focus: int | None = None,
+) -> list[tuple[str, go.Figure]]:
+    """The scalars a run logged with ``run.log`` against step, one chart per prefix (in the
+    order the keys were first logged), every line and mark named in the chart's legend."""
+    groups: dict[str, list[tuple[str, Sequence[int], Sequence[float]]]] = {}
+    for key, steps, values in series:
+        groups.setdefault(metric_group(key), []).append((key, steps, values))
+    out = []
+    for group, members in groups.items():
+        fig = base(group if group == UNGROUPED else f"{group}/…", 280)
+        top = _finite_top([values for _, _, values in members])
+        for i, (key, steps, values) in enumerate(members):
+            short = key[len(group) + 1 :] if group != UNGROUPED else key
+            finite = [v if math.isfinite(v) else None for v in values]
+            mode = "lines+markers" if len(steps) <= 30 else "lines"
+            color = COLORS[i % len(COLORS)]
+            fig.add_trace(
+                line(steps, finite, short or key, mode=mode, line={"color": color}),
+            )
+            for trace in nonfinite_markers(steps, values, top, legendgroup=key, showlegend=True):
+                trace.name = f"{short or key}: {trace.name}"
+                fig.add_trace(trace)
+        fig.update_layout(showlegend=True, legend=LEGEND)
+        fig.update_xaxes(title_text="step")
+        mark_step(fig, focus, f"step {focus}", "#555")
+        out.append((group, fig))
+    return out

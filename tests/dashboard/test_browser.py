@@ -63,12 +63,14 @@ def test_run_page_of_the_nan_onset(
     explain = open_page(browser, f"{demo_url}/runs/{demo_ids['nan-onset']}", "run-explain")
     first = int(re.search(r"First NaN/Inf at step (\d+) in 0\.weight", explain).group(1))  # type: ignore[union-attr]
     assert first >= DEMO_STEPS // 2
-    drawn(browser, 5)
+    drawn(browser, 7)
     titles = browser.execute_script(
         "return [...document.querySelectorAll('.js-plotly-plot')].map(g => g.layout.title.text)"
     )
     assert titles == [
         "Loss and learning rate",
+        "train/…",  # the run's own metrics (run.log), one chart per prefix
+        "val/…",
         "Gradient norm per tensor",
         "Update ratio ‖Δθ‖/‖θ‖ per tensor",
         "Non-finite timeline",
@@ -91,12 +93,35 @@ def test_run_page_of_the_nan_onset(
     assert scripted == [] and browser.execute_script("return typeof regeneratorRuntime") == "object"
     findings = text(browser, "run-findings")
     assert "nonfinite-grad" in findings and "0.weight" in findings
-    assert "init_params_hash" in text(browser, "run-fingerprint")
+    # the user's metrics are drawn, every line and mark named in its chart's legend
+    metrics = browser.execute_script(USER_METRICS)
+    assert [m["title"] for m in metrics] == ["train/…", "val/…"]
+    train, val = metrics
+    assert train["drawn"] == {"loss": DEMO_STEPS, "lr": DEMO_STEPS}
+    assert val["drawn"] == {"loss": DEMO_STEPS // 10, "mae": DEMO_STEPS // 10}
+    assert all(m["legend"] == m["traces"] for m in metrics)
+    assert "loss: NaN" in train["names"]  # the NaN marks say what they are
+    # the config as the user wrote it; the fingerprint's internals behind "details"
+    config = text(browser, "run-fingerprint")
+    assert "script nan-onset" in config and "lr 0.01" in config
+    assert "init_params_hash" not in config and "details: " in config
     # a finding's step link focuses the page on that step
     browser.find_element(By.PARTIAL_LINK_TEXT, f"step {first}").click()
     wait(browser, lambda: f"step={first}" in browser.current_url, "the step link")
-    drawn(browser, 5)
+    drawn(browser, 7)
     assert page_problems(browser) == []
+
+
+USER_METRICS = """
+return [...document.querySelectorAll('#run-metrics .js-plotly-plot')].map(g => ({
+  title: g.layout.title.text,
+  drawn: Object.fromEntries(g._fullData.filter(t => t.mode.startsWith('lines'))
+    .map(t => [t.name, [...t.x].length])),
+  names: g._fullData.map(t => t.name),
+  traces: g._fullData.length,
+  legend: g.querySelectorAll('.legend .traces').length,
+}));
+"""
 
 
 NOT_NATIVE = """

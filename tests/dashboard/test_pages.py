@@ -85,6 +85,31 @@ def test_run_page_of_the_nan_onset(demo_api: Api, demo_ids: dict[str, str]) -> N
     )
 
 
+def test_run_page_draws_the_users_own_metrics_by_prefix_and_its_config(
+    demo_api: Api, demo_ids: dict[str, str]
+) -> None:
+    parts = run.view(run.fetch(demo_api, demo_ids["nan-onset"], None))
+    charts = {
+        c.to_plotly_json()["props"]["data-group"]: c.children[0].figure
+        for c in parts[ids.RUN_METRICS]
+    }
+    assert list(charts) == ["train", "val"]  # one chart per prefix, first logged first
+    train, val = charts["train"], charts["val"]
+    lines = {t.name: t for t in train.data if t.mode == "lines"}
+    assert set(lines) == {"loss", "lr"} and len(lines["loss"].x) == DEMO_STEPS
+    assert list(val.data[0].x) == list(range(10, DEMO_STEPS + 1, 10))  # every VAL_EVERY steps
+    assert {t.name for t in val.data if t.mode != "markers"} == {"loss", "mae"}
+    # the blown-up loss: its NaN steps marked, and named in the legend
+    marks = [t for t in train.data if t.mode == "markers"]
+    assert marks and all(t.showlegend and t.name.startswith("loss: ") for t in marks)
+    assert train.layout.showlegend and val.layout.showlegend
+    config = parts[ids.RUN_FINGERPRINT].children[0]
+    assert config.id == "run-config"
+    rows = dict(zip(texts(config)[2::2], texts(config)[3::2], strict=True))
+    assert rows["lr"] == "0.01" and rows["script"] == "nan-onset"
+    assert texts(parts[ids.RUN_FINGERPRINT].children[1])[0].startswith("details: ")
+
+
 def test_a_gradient_norms_only_run_says_its_update_ratio_was_not_recorded(
     demo_api: Api, demo_ids: dict[str, str]
 ) -> None:

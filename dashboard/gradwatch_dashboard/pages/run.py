@@ -42,7 +42,8 @@ POINTS = 2000
 WINDOW = 120
 REFRESH_MS = 1000
 GRAPHS = (ids.RUN_LOSS, ids.RUN_HEATMAP, ids.RUN_RATIO, ids.RUN_NONFINITE, ids.RUN_LIFECYCLE)
-OUTPUTS = (ids.RUN_HEADER, *GRAPHS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT)
+OUTPUTS = (ids.RUN_HEADER, *GRAPHS, ids.RUN_METRICS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT)
+MAX_SCALARS = 64  # user metrics drawn (the first logged); the API's reply budget bounds them
 INITIAL = "initial"  # the pending token of the drawing the page was laid out with
 
 
@@ -68,6 +69,7 @@ def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
             html.Div(id=ids.RUN_LIVE, className="gw-muted gw-live"),
             slot(ids.RUN_HEADER),
             card(slot(ids.RUN_LOSS)),
+            slot(ids.RUN_METRICS),
             card(slot(ids.RUN_HEATMAP)),
             html.Div(
                 [card(slot(ids.RUN_RATIO)), card(slot(ids.RUN_NONFINITE))],
@@ -75,7 +77,7 @@ def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
             ),
             card(slot(ids.RUN_LIFECYCLE)),
             card(html.H3("Findings"), slot(ids.RUN_FINDINGS)),
-            card(html.H3("Fingerprint"), slot(ids.RUN_FINGERPRINT)),
+            card(html.H3("Config"), slot(ids.RUN_FINGERPRINT)),
         ]
     )
 
@@ -84,10 +86,12 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
     """Everything the page shows, requested concurrently; raises ``ApiError``."""
     # the findings with the run, not after it: the lifecycle window opens at the first
     # lifecycle finding, and a live page should not wait one more round trip for that
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(3) as pool:
         asked = pool.submit(api.get, f"/runs/{run_id}/findings", limit=1000)
+        logged = pool.submit(api.get, f"/runs/{run_id}/scalars")
         detail = api.get(f"/runs/{run_id}")
         findings = asked.result()
+        keys = [str(k) for k in logged.result()["data"]][:MAX_SCALARS]
     last = int(detail["steps"])
     start = lifecycle_start(last, focus, lifecycle_anomalies(findings["data"]))
     tensors = tensor_names(detail)
@@ -96,6 +100,8 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
         "series": (f"/runs/{run_id}/series", {"metric": ["loss", "lr"], "points": POINTS}),
         "lifecycle": (f"/runs/{run_id}/lifecycle", {"start": start, "limit": WINDOW}),
     }
+    if keys:  # the user's own metrics (``run.log``)
+        calls["scalars"] = (f"/runs/{run_id}/series", {"scalar": keys, "points": POINTS})
     if fine:
         calls |= {
             s: (f"/runs/{run_id}/series", {"tensor": tensors, "stat": s, "points": last + 1})
@@ -116,6 +122,7 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
         data |= {s: as_grid(data[s]["data"]) for s in STATS}
     else:
         data |= split(data.pop("overview"))
+    data.setdefault("scalars", {"data": []})
     return {"detail": detail, "focus": focus, "findings": findings, **data}
 
 
@@ -215,9 +222,21 @@ def view(data: dict[str, Any]) -> dict[str, Any]:
         ids.RUN_LIFECYCLE: figures.lifecycle_figure(
             data["lifecycle"]["data"], lifecycle_anomalies(findings), focus=focus
         ),
+        ids.RUN_METRICS: metrics_cards(data["scalars"]["data"], focus),
         ids.RUN_FINDINGS: findings_list(detail["id"], findings),
         ids.RUN_FINGERPRINT: fingerprint_panel(detail.get("fingerprint") or {}),
     }
+
+
+def metrics_cards(series: list[dict[str, Any]], focus: int | None) -> list[html.Div]:
+    """One card per group of the user's metrics (``train/…``, ``val/…``), each a chart."""
+    drawn = figures.user_metrics(
+        [(s["name"], s["steps"], floats(s["values"])) for s in series], focus=focus
+    )
+    return [
+        card(graph(f"{ids.RUN_METRICS}-{i}", fig), **{"data-group": group})
+        for i, (group, fig) in enumerate(drawn)
+    ]
 
 
 def grads_only(detail: dict[str, Any]) -> bool:
@@ -431,6 +450,7 @@ def drawing(
         return {i: None for i in OUTPUTS} | {
             ids.RUN_HEADER: missing,
             ids.RUN_FINDINGS: "",
+            ids.RUN_METRICS: None,
             ids.RUN_FINGERPRINT: "",
             ids.RUN_VERSION: None,
         }
