@@ -151,7 +151,7 @@ def test_compare_page_of_the_replicate_group(
     group = f"{run['config_hash']}:{run['code_hash']}"
     words = open_page(browser, f"{demo_url}/compare?group={group}", "cmp-words")
     assert re.search(r"Reference: (replicate-a|replicate-b|drifting)\n", words)
-    drawn(browser, 2)
+    drawn(browser, 3)
     names = browser.execute_script(
         "return document.getElementById('cmp-curves').querySelector('.js-plotly-plot')"
         ".data.map(t => t.name)"
@@ -162,7 +162,56 @@ def test_compare_page_of_the_replicate_group(
     assert "Cause: data-order." in words or "loss first differs from" in words
     assert f"at step {split}" in words
     assert browser.find_elements(By.ID, "fingerprint-diff")
+    # the address now holds the runs compared: opened again, it reproduces the comparison
+    members = {demo_ids[n] for n in ("replicate-a", "replicate-b", "drifting")}
+    search = wait(browser, lambda: browser.execute_script("return location.search"), "?runs=")
+    assert search.startswith("?runs=") and set(search[6:].split(",")) == members
+    picked = search[6:].split(",")
+    again = open_page(browser, f"{demo_url}/compare{search}", "cmp-words")
+    drawn(browser, 3)
+    assert again.split("\n")[0] == f"Reference: {names_of(demo_ids, picked[0])}"
+    header = browser.find_element(By.CSS_SELECTOR, "#fingerprint-diff thead").text.split()
+    assert header == ["field", *(names_of(demo_ids, r) for r in picked)]  # every member
     assert page_problems(browser) == []
+
+
+def names_of(ids: dict[str, str], run_id: str) -> str:
+    """The demo run's name of ``run_id``."""
+    return next(name for name, i in ids.items() if i == run_id)
+
+
+def test_compare_page_says_identical_replicates_are_identical_and_shows_only_differences(
+    browser: webdriver.Chrome, demo_url: str, demo_ids: dict[str, str]
+) -> None:
+    a, b = demo_ids["replicate-a"], demo_ids["replicate-b"]
+    words = open_page(browser, f"{demo_url}/compare?runs={a},{b}", "cmp-words")
+    assert "replicate-b matches replicate-a bit for bit" in words or "identical" in words
+    drawn(browser, 3)
+    said = browser.execute_script(GRAPH_WORDS)
+    assert said["cmp-diff"] == [
+        f"replicate-b: identical to replicate-a on all {DEMO_STEPS} shared steps"
+    ]
+    assert said["cmp-tensors"][0].startswith("identical: every tensor's gradient norm")
+    # only the fields that differ (the process's own: pid, RNG-state hashes), one line each
+    table = browser.find_element(By.ID, "fingerprint-diff")
+    rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+    assert 0 < len(rows) < 12
+    for row in rows:
+        assert row.size["height"] < 40, row.text  # no value wrapped over lines
+    hashes = table.find_elements(By.CLASS_NAME, "gw-hash")
+    assert all(len(h.text) == 13 and len(h.get_attribute("title")) > 13 for h in hashes)
+    assert not browser.find_element(By.ID, "fingerprint-all").get_attribute("open")
+    assert page_problems(browser) == []
+
+
+GRAPH_WORDS = """
+const out = {};
+for (const id of ['cmp-diff', 'cmp-tensors']) {
+  const g = document.getElementById(id).querySelector('.js-plotly-plot');
+  out[id] = (g.layout.annotations || []).map(a => a.text);
+}
+return out;
+"""
 
 
 def test_alerts_page(browser: webdriver.Chrome, demo_url: str) -> None:

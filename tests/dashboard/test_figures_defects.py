@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from dash import dcc, html
 
 from gradwatch_dashboard import compare_figures as cf
@@ -95,15 +96,17 @@ def test_health_counts_every_severity_and_a_nan_run_is_not_a_green_finish() -> N
     assert status_badge("running", counts).children == "running"
 
 
-def test_the_compare_heatmap_is_short_titled_and_labelled_on_top() -> None:
-    rows = [
-        {"name": f"{i}.weight", "first_step": 101, "max_rel": {"grad_norm": 0.1}} for i in range(6)
-    ]
-    fig = cf.per_tensor(rows, title="Per-tensor difference, drifting vs replicate-a")
-    assert fig.layout.height <= 280 and fig.layout.xaxis.side == "top"
-    assert "drifting vs replicate-a" in fig.layout.title.text
-    many = cf.per_tensor(rows * 100)
-    assert many.layout.height <= 560
+def test_the_compare_heatmap_has_a_step_axis_and_a_short_title() -> None:
+    a = np.ones((6, 4))
+    b = a.copy()
+    b[:, 2:] = 2.0
+    fig = cf.tensor_difference([f"{i}.weight" for i in range(6)], [1, 2, 3, 4], a, b, ("r", "d"))
+    assert fig.layout.height <= 280 and fig.layout.xaxis.title.text == "step"
+    assert "d vs r" in fig.layout.title.text
+    many = cf.tensor_difference(
+        [f"{i}" for i in range(600)], [1], np.ones((600, 1)), 2 * np.ones((600, 1)), ("r", "d")
+    )
+    assert many.layout.height <= 700
 
 
 def test_the_fingerprint_table_highlights_only_what_explains_a_difference() -> None:
@@ -113,8 +116,8 @@ def test_the_fingerprint_table_highlights_only_what_explains_a_difference() -> N
         {"field": "device.num_threads", "section": "environment", "a": 1, "b": 2},
         {"field": "seeds.python_random_state_sha256", "section": "seeds", "a": "a", "b": "b"},
     ]
-    table = cf.fingerprint_diff(fa, fb, listed, ("replicate-a", "drifting"))
-    rows = [n for n in walk(table) if isinstance(n, html.Tr)]
+    shown = cf.fingerprint_diff([fa, fb], ["replicate-a", "drifting"], listed)
+    rows = [n for n in walk(shown.children[0]) if isinstance(n, html.Tr)]
     assert [text(c) for c in rows[0].children] == ["field", "replicate-a", "drifting"]
     by_class = {text(r.children[0]): r.className for r in rows[1:]}
     assert by_class == {

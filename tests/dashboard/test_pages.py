@@ -315,7 +315,25 @@ def test_compare_view_of_the_replicate_group(demo_api: Api, demo_ids: dict[str, 
     assert set(got["runs"]) == {demo_ids[n] for n in ("replicate-a", "replicate-b", "drifting")}
     curves = got[ids.CMP_CURVES]
     assert {t.name for t in curves.data} == {"replicate-a", "replicate-b", "drifting"}
-    assert got[ids.CMP_FINGERPRINT].id == "fingerprint-diff"
+    assert got[ids.CMP_FINGERPRINT].children[0].id == "fingerprint-diff"
+    picked = [demo_ids[n] for n in ("replicate-a", "replicate-b", "drifting")]
+    got = compare.compare_view(demo_api, None, picked)
+    assert got["runs"] == picked
+    diff = got[ids.CMP_DIFF]  # the difference, not overlaid curves: identical in words
+    split = DEMO_STEPS // 3 + 1
+    assert [t.name for t in diff.data] == [f"drifting (identical before step {split})"]
+    assert diff.layout.yaxis.type == "log" and min(diff.data[0].x) == split
+    words = [a.text for a in diff.layout.annotations]
+    assert words == [f"replicate-b: identical to replicate-a on all {DEMO_STEPS} shared steps"]
+    heat = got[ids.CMP_TENSORS]  # drifting vs replicate-a, tensors × steps
+    assert heat.data[0].type == "heatmap" and "drifting vs replicate-a" in heat.layout.title.text
+    assert f"first differs: step {split}" in [a.text for a in heat.layout.annotations]
+    table = got[ids.CMP_FINGERPRINT].children[0]
+    header = [th.children for th in table.children[0].children.children]
+    assert header == ["field", "replicate-a", "replicate-b", "drifting"]  # every run a column
+    same = compare.compare_view(demo_api, None, picked[:2])
+    assert "identical" in same[ids.CMP_DIFF].layout.annotations[0].text
+    assert "identical" in same[ids.CMP_TENSORS].layout.annotations[0].text
     empty = compare.compare_view(demo_api, None, [demo_ids["replicate-a"]])
     assert texts(empty[ids.CMP_VERDICT]) == ["Pick a replicate group, or two or more runs."]
 

@@ -61,6 +61,13 @@ def group_of(run: dict[str, Any]) -> str | None:
     return f"{run['config_hash']}:{run.get('code_hash') or 'none'}"
 
 
+def group_name(names: list[str], shown: int = 3) -> str:
+    """A replicate group by its runs' names, oldest first: ``replicate-a, replicate-b,
+    drifting`` (``+ 2 more`` past ``shown``)."""
+    more = f" + {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def runs_view(
     api: Api, project: str | None, status: str | None, search: str | None
 ) -> tuple[Any, list[dict[str, str]]]:
