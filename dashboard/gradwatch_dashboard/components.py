@@ -40,6 +40,22 @@ def worst(counts: dict[str, int]) -> str:
     return next((s for s in SEVERITY_ORDER if counts.get(s)), "ok")
 
 
+def named(text: str, names: dict[str, str]) -> str:
+    """``text`` with every run id in ``names`` replaced by that run's name (a drift message
+    names "its replicate 20261206T044718-ee97aa56": the reader knows it as replicate-a)."""
+    for run_id, name in names.items():
+        if run_id and run_id in text and name:
+            text = text.replace(run_id, name)
+    return text
+
+
+def renamed(findings: Sequence[dict[str, Any]], names: dict[str, str]) -> list[dict[str, Any]]:
+    """Copies of ``findings`` whose messages name runs by their names (``named``)."""
+    if not names:
+        return list(findings)
+    return [f | {"message": named(str(f.get("message", "")), names)} for f in findings]
+
+
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]], **kw: Any) -> html.Table:
     """A plain table; cells may be text or components."""
     return html.Table(

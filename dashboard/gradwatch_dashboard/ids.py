@@ -10,6 +10,7 @@ ROUTED = "routed"  # the layout came with the page of the URL already laid out
 RUNS_PROJECT = "runs-project"
 RUNS_STATUS = "runs-status"
 RUNS_SEARCH = "runs-search"
+RUNS_FINDINGS = "runs-findings"
 RUNS_TABLE = "runs-table"
 RUNS_TICK = "runs-tick"
 RUNS_MORE = "runs-more"

@@ -41,7 +41,25 @@ def test_runs_table_lists_every_run_with_health_and_group(demo_api: Api) -> None
     # the replicates are healthy; the drifting run is too until the server's live
     # comparison stores its repro-drift finding (a warning), which may already have happened
     assert words.count("ok") in (2, 3) and "1 error" in words
-    assert sum("3 runs" in w for w in words) == 3  # the replicate group, linked on each run
+    # the replicate group by its runs' names, on each of its runs
+    groups = [w for w in words if w.count(", ") == 2]
+    assert len(groups) == 3 and set(groups[0].split(", ")) == {
+        "replicate-a",
+        "replicate-b",
+        "drifting",
+    }
+    rows = table.children[1].children  # project, run, status, steps, duration, final loss, …
+    header = texts(table.children[0])
+    assert header[4:6] == ["duration", "final loss"]
+    by_name = {texts(r.children[1])[0]: texts(r) for r in rows}
+    assert by_name["nan-onset"][5] == "NaN"  # its last loss: blown up
+    assert float(by_name["replicate-a"][5]) < 1 and by_name["replicate-a"][4].endswith(" s")
+    errors, _ = runs.runs_view(demo_api, None, None, None, "error")
+    names = {w for w in texts(errors) if w in DEMO_NAMES}
+    assert names == {"stale-grad", "nan-onset"}
+    warned, _ = runs.runs_view(demo_api, None, None, None, "warning")
+    assert {"stale-grad", "nan-onset"} <= {w for w in texts(warned) if w in DEMO_NAMES}
+    assert "replicate-a" not in texts(warned)
     filtered, _ = runs.runs_view(demo_api, "demo", "finished", "nan")
     assert "nan-onset" in texts(filtered) and "stale-grad" not in texts(filtered)
     none, _ = runs.runs_view(demo_api, "nope", None, None)

@@ -29,6 +29,7 @@ from gradwatch_dashboard.components import (
     fingerprint_panel,
     graph,
     health,
+    renamed,
     status_badge,
 )
 from gradwatch_dashboard.explain import explain, first_nonfinite, lifecycle_anomalies
@@ -92,6 +93,7 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
         detail = api.get(f"/runs/{run_id}")
         findings = asked.result()
         keys = [str(k) for k in logged.result()["data"]][:MAX_SCALARS]
+    findings["names"] = referenced(api, findings["data"])
     last = int(detail["steps"])
     start = lifecycle_start(last, focus, lifecycle_anomalies(findings["data"]))
     tensors = tensor_names(detail)
@@ -124,6 +126,23 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
         data |= split(data.pop("overview"))
     data.setdefault("scalars", {"data": []})
     return {"detail": detail, "focus": focus, "findings": findings, **data}
+
+
+def referenced(api: Api, findings: list[dict[str, Any]]) -> dict[str, str]:
+    """Run id → name of the runs the findings refer to (a drifting run's replicate), so
+    that the page names them as the reader knows them."""
+    refs = {
+        str(f["details"]["reference"])
+        for f in findings
+        if isinstance(f.get("details"), dict) and f["details"].get("reference")
+    }
+    names = {}
+    for ref in sorted(refs)[:8]:
+        try:
+            names[ref] = str(api.get(f"/runs/{ref}")["name"])
+        except ApiError:
+            continue  # a reference since deleted keeps its id
+    return names
 
 
 def split(overview: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -178,7 +197,7 @@ def version(detail: dict[str, Any]) -> list[Any]:
 def view(data: dict[str, Any]) -> dict[str, Any]:
     """Header, figures, findings and fingerprint from what ``fetch`` returned."""
     detail, focus = data["detail"], data["focus"]
-    findings = data["findings"]["data"]
+    findings = renamed(data["findings"]["data"], data["findings"].get("names") or {})
     ov = data["grad_norm"]
     tensors, steps = ov["tensors"], ov["steps"]
     series = data["series"]["data"]
