@@ -112,6 +112,57 @@ def test_run_page_of_the_nan_onset(
     assert page_problems(browser) == []
 
 
+def test_run_page_charts_read_without_hovering(
+    browser: webdriver.Chrome, demo_url: str, demo_ids: dict[str, str]
+) -> None:
+    run_id = demo_ids["nan-onset"]
+    explain = open_page(browser, f"{demo_url}/runs/{run_id}", "run-explain")
+    first = int(re.search(r"First NaN/Inf at step (\d+)", explain).group(1))  # type: ignore[union-attr]
+    drawn(browser, 7)
+    charts = browser.execute_script(CHARTS)
+    for c in charts:  # every line and mark is named in its chart's legend
+        assert c["legend"] == c["named"], c["title"]
+    # the loss before the incident spans a readable part of the plot's height
+    loss = browser.execute_script(LOSS_SPAN, first)
+    assert loss["type"] == "linear" and loss["span"] > 0.5, loss
+    # the panels share one step axis, pixel for pixel
+    axes = [c for c in charts if c["x"] and c["title"] != "Optimizer lifecycle"]
+    assert len({tuple(c["x"]) for c in axes}) == 1 and len({c["left"] for c in axes}) == 1
+    assert len({round(c["width"]) for c in axes}) == 1, [(c["title"], c["width"]) for c in axes]
+    live = wait(browser, lambda: text(browser, "run-live"), "the live line")
+    assert live.startswith("finished with errors at ") and "ago" not in live
+    # ?step=N: every chart zooms to a window around N
+    open_page(browser, f"{demo_url}/runs/{run_id}?step={first}", "run-explain")
+    drawn(browser, 7)
+    for c in browser.execute_script(CHARTS):
+        if c["x"]:
+            low, high = c["x"]
+            assert low < first < high and high - low <= 2 * 10 + 1, (c["title"], c["x"])
+    assert page_problems(browser) == []
+
+
+CHARTS = """
+return [...document.querySelectorAll('.js-plotly-plot')].map(g => {
+  const xa = g._fullLayout.xaxis;
+  return {
+    title: g.layout.title.text,
+    named: g._fullData.filter(t => t.type !== 'heatmap' && t.showlegend !== false).length,
+    legend: g.querySelectorAll('.legend .traces').length,
+    x: xa && xa.visible ? xa.range.map(Number) : null,
+    left: Math.round(xa._offset), width: xa._length,
+  };
+});
+"""
+
+LOSS_SPAN = """
+const g = document.getElementById('run-loss').querySelector('.js-plotly-plot');
+const t = g._fullData[0], ya = g._fullLayout.yaxis;
+const before = [...t.y].filter((y, i) => t.x[i] < arguments[0] && Number.isFinite(y));
+const [lo, hi] = ya.range;
+return {type: ya.type, span: (Math.max(...before) - Math.min(...before)) / (hi - lo)};
+"""
+
+
 USER_METRICS = """
 return [...document.querySelectorAll('#run-metrics .js-plotly-plot')].map(g => ({
   title: g.layout.title.text,

@@ -104,8 +104,17 @@ def test_lifecycle_lanes_and_anomalies() -> None:
         rows, lifecycle_anomalies([{"check": "stale-grad", "step": 2, "severity": "error"}])
     )
     lanes = {t.name: list(t.x) for t in fig.data}
-    assert lanes["zero_grad"] == [0.25] and lanes["backward"] == [0.5, 1 + 1 / 3]
-    assert lanes["finding"] == [1.5]
+    # step N's events sit around N, in order: step 1's three at 1 − ⅓ + ⅔·(1, 2, 3)/4
+    assert lanes["zero_grad"] == pytest.approx([1 - 1 / 3 + 2 / 3 / 4])
+    assert lanes["backward"] == pytest.approx([1, 2 - 1 / 3 + 2 / 3 / 3])
+    assert all(abs(x - round(x)) < 0.5 for xs in lanes.values() for x in xs)
+    assert lanes["finding"] == [2]  # at the step it concerns
+    # an empty lane is said in words, and named in the legend
+    assert "grad_modified: none" in lanes
+    words = [a.text for a in fig.layout.annotations]
+    assert "no gradient edited between backward and step" in words
+    stale = figures.lifecycle_figure([{"step": 2, "events": [["backward", 0.1, ""]]}], {})
+    assert any("evidence of stale gradients" in a.text for a in stale.layout.annotations)
 
 
 def test_first_nonfinite_prefers_findings_then_data() -> None:

@@ -38,17 +38,28 @@ def test_a_constant_learning_rate_sits_mid_axis() -> None:
     assert low == 0.005 and high == 0.015  # not lr = 0.01 at the bottom of a -1..1 axis
 
 
-def test_a_loss_that_explodes_gets_a_log_axis_and_a_healthy_one_does_not() -> None:
+def test_the_loss_axis_spans_the_losses_before_the_incident_and_marks_the_rest() -> None:
     steps = list(range(1, 161))
-    exploding = [2.0 - s / 200 for s in range(150)] + [10.0 ** (3 * k) for k in range(10)]
-    assert figures.loss_figure((steps, exploding), []).layout.yaxis.type == "log"
     healthy = [2.0 - s / 200 for s in range(160)]
-    assert figures.loss_figure((steps, healthy), []).layout.yaxis.type == "linear"
+    fig = figures.loss_figure((steps, healthy), [])
+    assert fig.layout.yaxis.type == "linear"
+    # a loss that blows up to 1e27 then NaN: the axis spans the steps before (not 1e27 on
+    # a log axis that flattens them); the blown-up steps are marked at the top edge
     with_nan = [*healthy[:150], float("nan"), float("inf"), *[1e27] * 8]
     fig = figures.loss_figure((steps, with_nan), [])
-    assert fig.layout.yaxis.type == "log"
-    marks = [t for t in fig.data if t.name == "NaN"]
-    assert marks and marks[0].y[0] == 1e27  # drawn at the finite top, valid on a log axis
+    low, high = fig.layout.yaxis.range
+    assert fig.layout.yaxis.type == "linear" and low < min(healthy[:150]) and high < 3
+    pre = (max(healthy[:150]) - min(healthy[:150])) / (high - low)
+    assert pre > 0.8  # the healthy losses span most of the plot's height
+    names = {t.name: t for t in fig.data}
+    assert list(names["loss above the axis"].x) == list(range(153, 161))
+    assert names["loss above the axis"].y[0] == high and names["NaN"].y[0] == high
+    assert list(names["NaN"].x) == [151] and list(names["+Inf"].x) == [152]
+    # the run's first non-finite step elsewhere (a gradient) bounds the range as well
+    fig = figures.loss_figure((steps, with_nan), [], before=100)
+    assert fig.layout.yaxis.range[1] < max(healthy[:150]) + 0.1
+    # every trace named in the legend
+    assert fig.layout.showlegend and all(t.name for t in fig.data)
 
 
 def test_the_lifecycle_window_opens_at_the_first_lifecycle_finding() -> None:
