@@ -22,6 +22,7 @@ from dash import html
 
 from gradwatch_dashboard.components import flatten, short, table
 from gradwatch_dashboard.figures import (
+    COLORBAR,
     COLORS,
     LEGEND,
     base,
@@ -186,7 +187,7 @@ def tensor_difference(
             y=names_y,
             z=z,
             colorscale="Reds",
-            colorbar={"title": {"text": "log₁₀ |Δ|/|ref|"}, "thickness": 12},
+            colorbar={"title": {"text": "log₁₀ |Δ|/|ref|"}, **COLORBAR},
             hovertemplate="%{y}<br>from step %{x}<br>log₁₀ rel = %{z:.2f}<extra></extra>",
             hoverongaps=False,
         )

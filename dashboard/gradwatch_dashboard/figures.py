@@ -39,8 +39,16 @@ FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12}
 AXIS = {"gridcolor": "#eceef1", "zerolinecolor": "#d0d4d9", "linecolor": "#d0d4d9"}
 # one number format on every value axis (0.001, 12.5, 1e+27: not 1T next to 10³⁰)
 YAXIS = {**AXIS, "tickformat": "~g"}
-# every chart's legend: one row above the plot, right-aligned (the title sits at the left)
-LEGEND = {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom"}
+# every chart's legend: a column right of the plot, from its top (a colour bar sits under it)
+LEGEND = {
+    "orientation": "v",
+    "x": 1.02,
+    "xanchor": "left",
+    "y": 1.0,
+    "yanchor": "top",
+    "font": {"size": 11},
+}
+COLORBAR = {"thickness": 12, "len": 0.55, "y": 0, "yanchor": "bottom"}  # under the legend
 
 
 def label(text: str) -> str:
@@ -277,7 +285,7 @@ def tensor_heatmap(
             y=list(tensors),
             z=log_grid(grid),
             colorscale="Viridis",
-            colorbar={"title": {"text": f"log₁₀ {unit}".strip()}, "thickness": 12},
+            colorbar={"title": {"text": f"log₁₀ {unit}".strip()}, **COLORBAR},
             hovertemplate="%{y}<br>from step %{x}<br>log₁₀ = %{z:.2f}<extra></extra>",
             hoverongaps=False,
             showlegend=False,  # the colour bar is its key
@@ -355,7 +363,7 @@ def nonfinite_figure(
         go.Bar(
             x=list(steps),
             y=list(counts),
-            name="tensors with NaN/Inf grads",
+            name="NaN/Inf gradients",
             marker={"color": "#d62728"},
             hovertemplate="from step %{x}: %{y} tensors<extra></extra>",
         )

@@ -97,7 +97,7 @@ def test_run_page_of_the_nan_onset(
     metrics = browser.execute_script(USER_METRICS)
     assert [m["title"] for m in metrics] == ["train/…", "val/…"]
     train, val = metrics
-    assert train["drawn"] == {"loss": DEMO_STEPS, "lr": DEMO_STEPS}
+    assert train["drawn"] == {"loss": DEMO_STEPS, "mae": DEMO_STEPS}
     assert val["drawn"] == {"loss": DEMO_STEPS // 10, "mae": DEMO_STEPS // 10}
     assert all(m["legend"] == m["traces"] for m in metrics)
     assert "loss: NaN" in train["names"]  # the NaN marks say what they are

@@ -12,7 +12,7 @@ repeated) in one of these ways:
 * ``nan-onset``: at step ``steps // 2`` a learning-rate schedule bug multiplies the
   learning rate by 1e6; the loss and gradients overflow to Inf and NaN within a few steps.
 
-Every run logs its own metrics with ``run.log``: ``train/loss`` and ``train/lr`` each step,
+Every run logs its own metrics with ``run.log``: ``train/loss`` and ``train/mae`` each step,
 ``val/loss`` and ``val/mae`` on a held-out batch every ``VAL_EVERY`` steps.
 
 ``gradwatch demo`` runs all five in subprocesses. Standard library and torch only.
@@ -88,15 +88,19 @@ def train(variant: str, steps: int, server: str | None, delay: float) -> str:
                 for group in opt.param_groups:
                     group["lr"] *= 1e6
             rows = slice(b * BATCH, (b + 1) * BATCH)
-            loss = nn.functional.mse_loss(model(x[rows]), y[rows])
+            guess = model(x[rows])
+            loss = nn.functional.mse_loss(guess, y[rows])
             loss.backward()  # type: ignore[no-untyped-call]
             opt.step()
-            out = {"train/loss": loss.detach(), "train/lr": opt.param_groups[0]["lr"]}
+            out = {
+                "train/loss": loss.detach(),
+                "train/mae": (guess.detach() - y[rows]).abs().mean(),
+            }
             if step % VAL_EVERY == 0 or step == steps:
                 with torch.no_grad():  # not a training forward: gradwatch leaves it alone
-                    guess = model(held_x)
-                out["val/loss"] = nn.functional.mse_loss(guess, held_y)
-                out["val/mae"] = (guess - held_y).abs().mean()
+                    held = model(held_x)
+                out["val/loss"] = nn.functional.mse_loss(held, held_y)
+                out["val/mae"] = (held - held_y).abs().mean()
             run.log(out)  # the user's own metrics, drawn on the run page by prefix
             if delay:
                 time.sleep(delay)

@@ -165,6 +165,10 @@ def compare_view(api: Api, group: str | None, picked: list[str]) -> dict[str, An
             listed,
         ),
     }
+    steps = [s for _, xs, _ in curves for s in xs]
+    if steps:  # one step axis for the three charts, so a step lines up
+        for key in FIGURES:
+            out[key].update_xaxes(range=[min(steps) - 0.5, max(steps) + 0.5], autorange=False)
     return out
 
 

@@ -284,7 +284,7 @@ def incident_start(
 
 
 ZOOM = 10  # ``?step=N`` shows at least N ± 10 steps (a twentieth of a long run each side)
-MARGIN = {"l": 110, "r": 160}  # the same plot width in every panel (colour bars sit right)
+MARGIN = {"l": 110, "r": 210}  # the same plot width in every panel (colour bars sit right)
 
 
 def x_window(last: int, focus: int | None) -> list[float]:
