@@ -499,7 +499,6 @@ def lifecycle_figure(
     fig.update_xaxes(
         title_text="step (events in order within each step)",
         range=[shown[0] - 0.5, shown[-1] + 0.5],
-        dtick=max(1, (shown[-1] - shown[0]) // 12 or 1),
     )
     mark_step(fig, focus, f"step {focus}", "#555")
     return fig

@@ -99,6 +99,7 @@ def _incident_row(group: list[dict[str, Any]], names: dict[str, str]) -> list[An
             names.get(cause["run"], cause["run"]),
             href=f"/runs/{cause['run']}" + (f"?step={step}" if step is not None else ""),
             title=cause["run"],
+            className="gw-nowrap",
         ),
         badge(worst, worst),
         html.Span([html.Code(c, className="gw-nowrap") for c in checks], className="gw-checks"),
