@@ -48,7 +48,7 @@ def shoot(driver, url: str, path: Path, graphs: int, ready: str) -> None:  # typ
     if graphs:
         drawn(driver, graphs)
     height = driver.execute_script("return document.body.scrollHeight")
-    driver.set_window_size(WIDTH, min(max(int(height) + 40, 900), 4000))
+    driver.set_window_size(WIDTH, min(max(int(height) + 40, 900), 5000))
     time.sleep(1.5)  # let Plotly resize to the new window
     driver.save_screenshot(str(path))
     print(f"wrote {path}")
@@ -78,13 +78,13 @@ def main() -> None:
             runs = {r["name"]: r for r in get(f"{url}/api/v1/runs")["data"]}
             group = f"{runs['drifting']['config_hash']}:{runs['drifting']['code_hash']}"
             shoot(driver, f"{url}/", out / "runs.png", 0, "runs-list")
-            shoot(driver, f"{url}/runs/{runs['nan-onset']['id']}", out / "run-nan-onset.png", 5,
+            shoot(driver, f"{url}/runs/{runs['nan-onset']['id']}", out / "run-nan-onset.png", 7,
                   "run-explain")  # fmt: skip
             shoot(driver, f"{url}/runs/{runs['stale-grad']['id']}?step=2",
-                  out / "run-stale-grad.png", 5, "run-explain")  # fmt: skip
-            shoot(driver, f"{url}/runs/{runs['drifting']['id']}", out / "run-drifting.png", 5,
+                  out / "run-stale-grad.png", 7, "run-explain")  # fmt: skip
+            shoot(driver, f"{url}/runs/{runs['drifting']['id']}", out / "run-drifting.png", 7,
                   "run-explain")  # fmt: skip
-            shoot(driver, f"{url}/compare?group={group}", out / "compare.png", 2, "cmp-words")
+            shoot(driver, f"{url}/compare?group={group}", out / "compare.png", 3, "cmp-words")
             shoot(driver, f"{url}/alerts", out / "alerts.png", 0, "alerts-table")
         finally:
             driver.quit()

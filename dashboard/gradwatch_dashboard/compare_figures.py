@@ -12,18 +12,28 @@ Example::
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 from dash import html
 
 from gradwatch_dashboard.components import flatten, short, table
-from gradwatch_dashboard.figures import base, empty, label, line, mark_step, nonfinite_markers
-from gradwatch_dashboard.values import kind, log10, to_float
+from gradwatch_dashboard.figures import (
+    COLORBAR,
+    COLORS,
+    LEGEND,
+    base,
+    empty,
+    label,
+    line,
+    mark_step,
+    nonfinite_markers,
+)
 
-COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
-METRICS = ("grad_norm", "update_norm", "param_norm")
+DASHES = ("solid", "dash", "dot", "dashdot")  # overlaid replicates stay visible under each other
 
 
 def overlay(
@@ -44,67 +54,161 @@ def overlay(
                 steps,
                 [v if math.isfinite(v) else None for v in values],
                 name,
-                line={"color": color, "width": 1.5},
+                line={"color": color, "width": 2.5 - 0.5 * min(i, 3), "dash": DASHES[i % 4]},
             )
         )
-        for trace in nonfinite_markers(steps, values, top):
+        for trace in nonfinite_markers(steps, values, top, legendgroup=name):
+            trace.name = f"{label(name)}: {trace.name}"
             fig.add_trace(trace)
     for step, text in marks:
         mark_step(fig, step, text)
-    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.2})
+    fig.update_layout(showlegend=True, legend=LEGEND)
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(title_text="loss")
     return fig
 
 
-def per_tensor(rows: Sequence[dict[str, Any]], *, title: str = "") -> go.Figure:
-    """Tensors × metrics of the largest relative difference (log scale); exact zeros blank."""
-    title = title or "Per-tensor difference (max relative, log₁₀)"
-    if not rows:
-        return empty(title, "no per-tensor differences to show")
-    names = [label(r["name"]) for r in rows]
-    values = [[to_float((r.get("max_rel") or {}).get(m, math.nan)) for m in METRICS] for r in rows]
-    z = [[log10(v) for v in row] for row in values]
-    text = [
-        [
-            f"{m}: {v:.3g}"
-            + (f", first at step {r['first_step']}" if r.get("first_step") is not None else "")
-            for m, v in zip(METRICS, row, strict=True)
-        ]
-        for r, row in zip(rows, values, strict=True)
-    ]
-    fig = base(title, min(560, 140 + 22 * len(rows)))  # every label shows up to ~19 tensors
-    fig.add_trace(
-        go.Heatmap(
-            x=list(METRICS),
-            y=names,
-            z=z,
-            text=text,
-            colorscale="Reds",
-            hovertemplate="%{y}<br>%{text}<extra></extra>",
-            hoverongaps=False,
-            colorbar={"title": {"text": "log₁₀ rel"}, "thickness": 12},
-        )
-    )
-    bad = [
-        (m, label(r["name"]))
-        for r, row in zip(rows, values, strict=True)
-        for m, v in zip(METRICS, row, strict=True)
-        if kind(v) != "finite"
-    ]
-    if bad:
+def same(a: float, b: float) -> bool:
+    """Bit-equal as the drift check sees it: NaN equals NaN, ``0.0`` equals ``-0.0``."""
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def loss_difference(
+    ref: tuple[str, Sequence[int], Sequence[float]],
+    others: Sequence[tuple[str, Sequence[int], Sequence[float]]],
+) -> go.Figure:
+    """``|loss − reference loss|`` against step, log scale, one line per other run (named
+    with the step where it first differs); a run equal to the reference on every shared
+    step is said "identical" in words (a log axis cannot draw its zeros), and a step where
+    one loss is finite and the other not is marked at the top."""
+    ref_name, ref_steps, ref_values = ref
+    title = f"Loss difference from {ref_name} (|Δ loss|, log scale)"
+    by_step = dict(zip(ref_steps, ref_values, strict=False))
+    fig = base(title, 300)
+    identical: list[str] = []
+    for i, (name, steps, values) in enumerate(others):
+        shared = [(s, v, by_step[s]) for s, v in zip(steps, values, strict=False) if s in by_step]
+        differ = [(s, v, r) for s, v, r in shared if not same(v, r)]
+        if not differ:
+            identical.append(
+                f"{label(name)}: identical to {label(ref_name)} on all {len(shared):,} shared steps"
+            )
+            continue
+        first = differ[0][0]
+        finite = [(s, abs(v - r)) for s, v, r in differ if math.isfinite(v) and math.isfinite(r)]
+        color = COLORS[(i + 1) % len(COLORS)]
+        before = f" (identical before step {first})" if shared and first > shared[0][0] else ""
         fig.add_trace(
-            go.Scatter(
-                x=[b[0] for b in bad],
-                y=[b[1] for b in bad],
-                mode="markers",
-                marker={"symbol": "x", "color": "#111", "size": 8},
-                hovertemplate="%{y} %{x}: not finite<extra></extra>",
+            line(
+                [s for s, _ in finite],
+                [d for _, d in finite],
+                f"{name}{before}",
+                mode="lines+markers" if len(finite) <= 30 else "lines",
+                line={"color": color, "width": 1.5},
+                hovertemplate=f"{label(name)}, step %{{x}}: |Δ| = %{{y:.3g}}<extra></extra>",
             )
         )
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(side="top")  # the metric names sit where the reader starts
-    fig.update_layout(margin={"t": 90})
+        broken = [s for s, v, r in differ if not (math.isfinite(v) and math.isfinite(r))]
+        if broken:
+            fig.add_trace(
+                go.Scatter(
+                    x=broken,
+                    y=[1.0] * len(broken),
+                    yaxis="y",
+                    mode="markers",
+                    name=f"{label(name)}: NaN/Inf in one run",
+                    marker={"symbol": "x", "color": color, "size": 9},
+                    hovertemplate="step %{x}: not finite in one run<extra></extra>",
+                )
+            )
+    if not fig.data:
+        return empty(title, "; ".join(identical) or "no shared steps to compare", height=140)
+    fig.update_yaxes(type="log", title_text="|Δ loss|", exponentformat="power")
+    fig.update_xaxes(title_text="step")
+    fig.update_layout(showlegend=True, legend=LEGEND)
+    if identical:
+        fig.add_annotation(
+            text="; ".join(identical),
+            showarrow=False,
+            x=0,
+            xanchor="left",
+            y=-0.32,
+            xref="paper",
+            yref="paper",
+            font={"color": "#2da44e"},
+        )
+        fig.update_layout(margin={"b": 70})
+    return fig
+
+
+def relative_difference(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``|b − a| / |a|`` cell by cell: 0 where the two are equal (NaN and NaN too), +Inf
+    where one is finite and the other not, ``|b|`` where ``a`` is 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: np.ndarray[Any, Any] = np.abs(b - a) / np.where(a == 0, 1.0, np.abs(a))
+    out[(a == b) | (np.isnan(a) & np.isnan(b))] = 0.0
+    out[np.isfinite(a) != np.isfinite(b)] = math.inf
+    both_bad = ~np.isfinite(a) & ~np.isfinite(b) & ~((a == b) | (np.isnan(a) & np.isnan(b)))
+    out[both_bad] = math.inf
+    return out
+
+
+def tensor_difference(
+    tensors: Sequence[str],
+    steps: Sequence[int],
+    a: np.ndarray[Any, Any],
+    b: np.ndarray[Any, Any],
+    names: tuple[str, str],
+    *,
+    unit: str = "gradient norm",
+) -> go.Figure:
+    """Tensors × steps of the relative difference of ``unit`` between two runs (log
+    colour; blank where equal), the first differing step marked; "identical" in words when
+    every cell is equal."""
+    ref, other = names
+    title = f"Per-tensor difference, {other} vs {ref}: relative {unit} by step"
+    if not len(tensors) or not len(steps):
+        return empty(title, "no steps to compare")
+    rel = relative_difference(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    if not rel.any():
+        return empty(
+            title,
+            f"identical: every tensor's {unit} in {other} equals {ref}'s at every step",
+            height=140,
+        )
+    fig = base(title, max(260, min(700, 80 + 14 * len(tensors))))
+    names_y = [label(t) for t in tensors]
+    z = np.full(rel.shape, np.nan, dtype=np.float32)
+    good = np.isfinite(rel) & (rel > 0)
+    z[good] = np.log10(rel[good])
+    fig.add_trace(
+        go.Heatmap(
+            x=np.asarray(steps),
+            y=names_y,
+            z=z,
+            colorscale="Reds",
+            colorbar={"title": {"text": "log₁₀ |Δ|/|ref|"}, **COLORBAR},
+            hovertemplate="%{y}<br>from step %{x}<br>log₁₀ rel = %{z:.2f}<extra></extra>",
+            hoverongaps=False,
+        )
+    )
+    rows, cols = np.nonzero(np.isinf(rel))
+    if len(rows):
+        fig.add_trace(
+            go.Scatter(
+                x=[steps[j] for j in cols.tolist()],
+                y=[names_y[i] for i in rows.tolist()],
+                mode="markers",
+                name="NaN/Inf in one run",
+                marker={"symbol": "x", "color": "#111", "size": 7},
+                hovertemplate="%{y}<br>from step %{x}: not finite in one run<extra></extra>",
+            )
+        )
+        fig.update_layout(showlegend=True, legend=LEGEND)
+    first = int(np.nonzero(rel.any(axis=0))[0][0])
+    mark_step(fig, int(steps[first]), f"first differs: step {steps[first]}")
+    fig.update_yaxes(autorange="reversed", type="category", tickfont={"size": 10})
+    fig.update_xaxes(title_text="step")
     return fig
 
 
@@ -126,38 +230,66 @@ def verdict_text(cmp: dict[str, Any], name_a: str, name_b: str) -> str:
     return f"{name_b} diverged from {name_a} {where} ({what}).{cause} {message}"
 
 
+HASH = re.compile(r"[0-9a-f]{16,}")
+HASH_SHOWN = 12
+MISSING = object()  # a field one run's fingerprint does not have
+
+
+def cell(value: Any) -> Any:
+    """A fingerprint value for a table cell: a hash cut to its first 12 characters, the
+    whole of it on hover; anything else on one line (``short``)."""
+    if value is MISSING:
+        return html.Span("—", className="gw-muted")
+    text = short(value)
+    if HASH.fullmatch(str(value)):
+        return html.Span(text[:HASH_SHOWN] + "…", title=str(value), className="gw-hash")
+    return html.Span(text, title=str(value)) if text != str(value) else text
+
+
 def fingerprint_diff(
-    fa: dict[str, Any],
-    fb: dict[str, Any],
+    prints: Sequence[dict[str, Any]],
+    names: Sequence[str],
     listed: Sequence[dict[str, Any]] = (),
-    names: tuple[str, str] = ("A", "B"),
-) -> html.Table:
-    """Fields of two fingerprints side by side, in three bands: the differences the
-    comparison lists as causes or evidence (highlighted), then the fields that differ
-    between any two processes (process id, RNG-state hashes: muted), then the equal ones."""
-    a, b = dict(flatten(fa)), dict(flatten(fb))
+) -> html.Div:
+    """The fingerprints of several runs side by side, one column per run (the first is
+    the reference): only the fields that differ, those the comparison lists as causes or
+    evidence first (highlighted), then those that differ between any two processes
+    (process id, RNG-state hashes: muted); every field behind one "all fields" click."""
+    flat = [dict(flatten(fp or {})) for fp in prints]
+    fields = sorted(set().union(*flat)) if flat else []
+    differ = {k for k in fields if len({repr(f.get(k, MISSING)) for f in flat}) > 1}
     meaningful = {str(d["field"]) for d in listed if not _process_noise(str(d["field"]))}
-    noise = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} - meaningful
-    bands = [
-        (sorted(meaningful), "gw-diff"),
-        (sorted(noise), "gw-diff-noise"),
-        (sorted((a.keys() | b.keys()) - meaningful - noise), ""),
-    ]
-    rows = [
-        html.Tr(
-            [
-                html.Td(html.Code(key)),
-                html.Td(short(a.get(key, "—"))),
-                html.Td(short(b.get(key, "—"))),
-            ],
-            className=cls,
-        )
-        for keys, cls in bands
-        for key in keys
-    ]
-    head = html.Tr([html.Th("field"), html.Th(names[0]), html.Th(names[1])])
-    return html.Table(
-        [html.Thead(head), html.Tbody(rows)], className="gw-table", id="fingerprint-diff"
+    meaningful |= {k for k in differ if not _process_noise(k)}
+    noise = differ - meaningful
+    head = html.Thead(html.Tr([html.Th("field"), *(html.Th(n) for n in names)]))
+
+    def row(key: str, cls: str) -> html.Tr:
+        cells = [html.Td(cell(f.get(key, MISSING))) for f in flat]
+        return html.Tr([html.Td(html.Code(key)), *cells], className=cls)
+
+    rows = [row(k, "gw-diff") for k in sorted(meaningful & differ)]
+    rows += [row(k, "gw-diff-noise") for k in sorted(noise)]
+    if not rows:
+        rows = [
+            html.Tr(
+                html.Td(f"identical: all {len(fields)} fields are equal", colSpan=len(names) + 1),
+                id="fingerprint-identical",
+            )
+        ]
+    everything = html.Table(
+        [head, html.Tbody([row(k, "gw-diff" if k in differ else "") for k in fields])],
+        className="gw-table gw-fp-table",
+    )
+    return html.Div(
+        [
+            html.Table(
+                [head, html.Tbody(rows)], className="gw-table gw-fp-table", id="fingerprint-diff"
+            ),
+            html.Details(
+                [html.Summary(f"all {len(fields)} fields"), everything],
+                id="fingerprint-all",
+            ),
+        ]
     )
 
 

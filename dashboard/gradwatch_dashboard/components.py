@@ -40,6 +40,22 @@ def worst(counts: dict[str, int]) -> str:
     return next((s for s in SEVERITY_ORDER if counts.get(s)), "ok")
 
 
+def named(text: str, names: dict[str, str]) -> str:
+    """``text`` with every run id in ``names`` replaced by that run's name (a drift message
+    names "its replicate 20261206T044718-ee97aa56": the reader knows it as replicate-a)."""
+    for run_id, name in names.items():
+        if run_id and run_id in text and name:
+            text = text.replace(run_id, name)
+    return text
+
+
+def renamed(findings: Sequence[dict[str, Any]], names: dict[str, str]) -> list[dict[str, Any]]:
+    """Copies of ``findings`` whose messages name runs by their names (``named``)."""
+    if not names:
+        return list(findings)
+    return [f | {"message": named(str(f.get("message", "")), names)} for f in findings]
+
+
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]], **kw: Any) -> html.Table:
     """A plain table; cells may be text or components."""
     return html.Table(
@@ -203,20 +219,34 @@ def short(value: Any, width: int = 80) -> str:
 
 
 def fingerprint_panel(fp: dict[str, Any]) -> html.Div:
-    """Key fields first, then every field in a collapsible table."""
+    """The run's config as the user wrote it (``watch(config=...)``), one row per setting;
+    then, behind one "details" disclosure, the fingerprint's key fields (versions, seeds,
+    hashes) and every other field it recorded."""
     if not fp:
         return empty_state("No fingerprint recorded yet.")
-    flat = flatten(fp)
-    lookup = dict(flat)
+    config = fp.get("config")
+    settings = flatten(config) if isinstance(config, dict) and config else []
+    rest = flatten({k: v for k, v in fp.items() if k != "config"})
+    lookup = dict(rest)
     keys = [(k, lookup[k]) for k in KEY_FIELDS if k in lookup]
+    others = [(k, v) for k, v in rest if k not in KEY_FIELDS]
+    user = (
+        table(
+            ["setting", "value"], [[html.Code(k), short(v)] for k, v in settings], id="run-config"
+        )
+        if settings
+        else empty_state("No config recorded: pass watch(..., config=...) to see it here.")
+    )
     return html.Div(
         [
-            table(["field", "value"], [[html.Code(k), short(v)] for k, v in keys]),
+            user,
             html.Details(
                 [
-                    html.Summary(f"all {len(flat)} fields"),
-                    table(["field", "value"], [[html.Code(k), short(v, 160)] for k, v in flat]),
-                ]
+                    html.Summary(f"details: environment, seeds and hashes ({len(rest)} fields)"),
+                    table(["field", "value"], [[html.Code(k), short(v)] for k, v in keys]),
+                    table(["field", "value"], [[html.Code(k), short(v, 160)] for k, v in others]),
+                ],
+                id="run-fingerprint-details",
             ),
         ]
     )

@@ -37,6 +37,18 @@ FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12}
 
 
 AXIS = {"gridcolor": "#eceef1", "zerolinecolor": "#d0d4d9", "linecolor": "#d0d4d9"}
+# one number format on every value axis (0.001, 12.5, 1e+27: not 1T next to 10³⁰)
+YAXIS = {**AXIS, "tickformat": "~g"}
+# every chart's legend: a column right of the plot, from its top (a colour bar sits under it)
+LEGEND = {
+    "orientation": "v",
+    "x": 1.02,
+    "xanchor": "left",
+    "y": 1.0,
+    "yanchor": "top",
+    "font": {"size": 11},
+}
+COLORBAR = {"thickness": 12, "len": 0.55, "y": 0, "yanchor": "bottom"}  # under the legend
 
 
 def label(text: str) -> str:
@@ -59,7 +71,7 @@ def style(title: str, height: int) -> dict[str, Any]:
         "font": FONT,
         "showlegend": False,
         "xaxis": AXIS,
-        "yaxis": AXIS,
+        "yaxis": YAXIS,
     }
 
 
@@ -83,7 +95,8 @@ def line(x: Sequence[int], y: Sequence[float | None], name: str, **kw: Any) -> g
     2,000-point loss) and sends them as binary typed arrays."""
     cls = go.Scattergl if len(x) > WEBGL_LINES_FROM else go.Scatter
     xs, ys = np.asarray(x), np.asarray(y, dtype=np.float64)  # None -> NaN
-    trace: go.Scatter = cls(x=xs, y=ys, name=label(name), mode="lines", **kw)
+    mode = kw.pop("mode", "lines")
+    trace: go.Scatter = cls(x=xs, y=ys, name=label(name), mode=mode, **kw)
     return trace
 
 
@@ -125,9 +138,68 @@ def mark_step(fig: go.Figure, step: int | None, text: str, color: str = "#d62728
     )
 
 
-def _finite_top(series: Sequence[Sequence[float]]) -> float:
-    finite = [v for values in series for v in values if math.isfinite(v)]
-    return max(finite) if finite else 1.0
+def reference_values(
+    steps: Sequence[int], values: Sequence[float], before: int | None = None
+) -> list[float]:
+    """The finite values that set a chart's range: those before the first non-finite value
+    (and before step ``before``, the run's first non-finite step anywhere), so the loss
+    before an incident is readable; every finite value when none comes before it."""
+    cut = next((s for s, v in zip(steps, values, strict=False) if not math.isfinite(v)), None)
+    if before is not None:
+        cut = before if cut is None else min(cut, before)
+    ref = [
+        v
+        for s, v in zip(steps, values, strict=False)
+        if math.isfinite(v) and (cut is None or s < cut)
+    ]
+    return ref or [v for v in values if math.isfinite(v)]
+
+
+def value_range(ref: Sequence[float], kind: str) -> tuple[float, float]:
+    """``(low, high)`` of the axis around ``ref`` with a margin (data units)."""
+    lo, hi = (min(ref), max(ref)) if ref else (0.0, 1.0)
+    if kind == "log":
+        return lo / 10**0.1, hi * 10**0.1
+    pad = (hi - lo) * 0.08 or abs(hi) * 0.1 or 1.0
+    return lo - pad, hi + pad
+
+
+def off_scale(
+    steps: Sequence[int],
+    values: Sequence[float],
+    bounds: tuple[float, float],
+    name: str,
+    color: str,
+    **kw: Any,
+) -> list[go.Scatter]:
+    """Finite values outside ``bounds`` as marks at the edge they passed (△ above, ▽
+    below), each named in the legend, the value on hover."""
+    lo, hi = bounds
+    out = []
+    for where, edge, symbol in (
+        ("above", hi, "triangle-up-open"),
+        ("below", lo, "triangle-down-open"),
+    ):
+        off = [
+            (s, v)
+            for s, v in zip(steps, values, strict=False)
+            if math.isfinite(v) and (v > hi if where == "above" else v < lo)
+        ]
+        if off:
+            out.append(
+                go.Scatter(
+                    x=[s for s, _ in off],
+                    y=[edge] * len(off),
+                    customdata=[v for _, v in off],
+                    mode="markers",
+                    name=label(f"{name} {where} the axis"),
+                    marker={"symbol": symbol, "color": color, "size": 8},
+                    hovertemplate=f"step %{{x}}: {label(name)} %{{customdata:.4~g}}<extra></extra>",
+                    cliponaxis=False,
+                    **kw,
+                )
+            )
+    return out
 
 
 def loss_figure(
@@ -135,37 +207,40 @@ def loss_figure(
     lrs: Sequence[tuple[str, Sequence[int], Sequence[float]]],
     *,
     focus: int | None = None,
+    before: int | None = None,
 ) -> go.Figure:
-    """Loss (top) and learning rate(s) (bottom) over steps; non-finite losses marked."""
+    """Loss (top) and learning rate(s) (bottom) over steps. The loss axis spans the finite
+    losses before the first non-finite step (``reference_values``), so its trend before an
+    incident can be read; losses beyond it are drawn at the edge (△ above, ▽ below) and
+    non-finite ones at the top (✕ NaN, ▲ +Inf), every kind named in the legend."""
     if loss is None or not loss[0]:
         return empty("Loss and learning rate", "no steps recorded yet")
     fig = make_subplots(
         rows=2, cols=1, shared_xaxes=True, row_heights=[0.7, 0.3], vertical_spacing=0.06
     )
-    fig.update_layout(**style("Loss and learning rate", 360), xaxis2=AXIS, yaxis2=AXIS)
+    fig.update_layout(**style("Loss and learning rate", 380), xaxis2=AXIS, yaxis2=YAXIS)
     steps, values = loss
-    fig.add_trace(
-        line(
-            steps,
-            [v if math.isfinite(v) else None for v in values],
-            "loss",
-            line={"color": "#1f77b4"},
-        ),
-        row=1,
-        col=1,
-    )
-    for trace in nonfinite_markers(steps, values, _finite_top([values])):
+    ref = reference_values(steps, values, before)
+    kind = scale([ref])
+    lo, hi = value_range(ref, kind)
+    inside = [v if math.isfinite(v) and lo <= v <= hi else None for v in values]
+    fig.add_trace(line(steps, inside, "loss", line={"color": "#1f77b4"}), row=1, col=1)
+    for trace in off_scale(steps, values, (lo, hi), "loss", "#1f77b4"):
+        fig.add_trace(trace, row=1, col=1)
+    for trace in nonfinite_markers(steps, values, hi, cliponaxis=False):
         fig.add_trace(trace, row=1, col=1)
     for name, x, y in lrs:
         fig.add_trace(line(x, y, name, line={"color": "#2ca02c"}), row=2, col=1)
-    fig.update_yaxes(title_text="loss", row=1, col=1, type=scale([values]))
+    axis_range = [math.log10(lo), math.log10(hi)] if kind == "log" else [lo, hi]
+    fig.update_yaxes(title_text="loss", row=1, col=1, type=kind, range=axis_range)
     lr_values = [ys for _, _, ys in lrs]
     lr_scale = scale(lr_values, spread=100)
-    fig.update_yaxes(title_text="lr", row=2, col=1, type=lr_scale, tickformat=".3~g")
+    fig.update_yaxes(title_text="lr", row=2, col=1, type=lr_scale)
     flat = flat_range(lr_values)
     if flat is not None and lr_scale == "linear":
         fig.update_yaxes(range=flat, row=2, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
+    fig.update_layout(showlegend=True, legend=LEGEND)
     mark_step(fig, focus, f"step {focus}", "#555")
     return fig
 
@@ -210,9 +285,10 @@ def tensor_heatmap(
             y=list(tensors),
             z=log_grid(grid),
             colorscale="Viridis",
-            colorbar={"title": {"text": f"log₁₀ {unit}".strip()}, "thickness": 12},
+            colorbar={"title": {"text": f"log₁₀ {unit}".strip()}, **COLORBAR},
             hovertemplate="%{y}<br>from step %{x}<br>log₁₀ = %{z:.2f}<extra></extra>",
             hoverongaps=False,
+            showlegend=False,  # the colour bar is its key
         )
     )
     masks = {
@@ -236,6 +312,7 @@ def tensor_heatmap(
             )
     fig.update_yaxes(autorange="reversed", type="category", tickfont={"size": 10})
     fig.update_xaxes(title_text="step")
+    fig.update_layout(showlegend=True, legend=LEGEND)
     mark_step(fig, focus, f"step {focus}", "#555")
     return fig
 
@@ -286,7 +363,7 @@ def nonfinite_figure(
         go.Bar(
             x=list(steps),
             y=list(counts),
-            name="tensors with NaN/Inf grads",
+            name="NaN/Inf gradients",
             marker={"color": "#d62728"},
             hovertemplate="from step %{x}: %{y} tensors<extra></extra>",
         )
@@ -299,10 +376,13 @@ def nonfinite_figure(
                 mode="markers",
                 name="non-finite loss",
                 marker={"symbol": "x", "size": 9, "color": "#111"},
+                hovertemplate="step %{x}: the loss is NaN or Inf<extra></extra>",
+                cliponaxis=False,
             )
         )
     fig.update_yaxes(title_text="tensors", rangemode="tozero")
-    fig.update_xaxes(title_text="step", range=[steps[0], max(steps[-1], steps[0] + 1)])
+    fig.update_xaxes(title_text="step", range=[steps[0] - 0.5, max(steps[-1], steps[0] + 1) + 0.5])
+    fig.update_layout(showlegend=True, legend=LEGEND)
     if first is not None:
         step, tensor = first
         mark_step(fig, step, f"first non-finite: step {step}" + (f", {tensor}" if tensor else ""))
@@ -320,24 +400,34 @@ LANE_STYLE = {
 }
 
 
+EMPTY_LANE = {
+    "zero_grad": "no zero_grad in these steps: gradients pile up (the evidence of stale gradients)",
+    "grad_modified": "no gradient edited between backward and step",
+    "skipped": "no step skipped",
+    "dropped": "no events dropped",
+    "backward": "no backward in these steps",
+    "step": "no optimizer step in these steps",
+}
+
+
 def lifecycle_figure(
     rows: Sequence[dict[str, Any]], anomalies: dict[int, list[str]], *, focus: int | None = None
 ) -> go.Figure:
-    """Events per step in order (x = step + position within it), one lane per kind.
-
-    Steps with a lifecycle finding get a red band and the check ids on hover.
-    """
+    """Events per step in order, one lane per kind: step N's events spread over N − ⅓ …
+    N + ⅓ (so the tick N sits among them); an empty lane says in words what its emptiness
+    means. Steps with a lifecycle finding get a red band and the check ids on hover."""
     title = "Optimizer lifecycle"
     if not rows:
         return empty(title, "no steps recorded yet")
-    fig = base(title, 260)
+    fig = base(title, 280)
+    empty_lanes = []
     for lane in LANES:
         xs, texts = [], []
         for row in rows:
             events = row.get("events") or []
             for i, event in enumerate(events):
                 if event and event[0] == lane:
-                    xs.append(row["step"] - 1 + (i + 1) / (len(events) + 1))
+                    xs.append(row["step"] - 1 / 3 + (2 / 3) * (i + 1) / (len(events) + 1))
                     detail = event[2] if len(event) > 2 else ""
                     texts.append(label(f"step {row['step']}: {lane} {detail}"))
         if xs:
@@ -353,6 +443,9 @@ def lifecycle_figure(
                     marker={"symbol": symbol, "color": color, "size": 8},
                 )
             )
+        else:
+            empty_lanes.append(lane)
+    shown = sorted(int(r["step"]) for r in rows)
     if not fig.data:
         fig.add_annotation(
             text="no lifecycle events recorded in these steps",
@@ -362,22 +455,97 @@ def lifecycle_figure(
             xref="paper",
             yref="paper",
         )
-    shown = {int(r["step"]) for r in rows}
-    for step, checks in sorted(anomalies.items()):
-        if step in shown:
-            fig.add_vrect(x0=step - 1, x1=step, fillcolor="#d62728", opacity=0.15, line_width=0)
+    else:
+        for lane in empty_lanes:  # an empty lane is evidence too: said, not left blank
             fig.add_trace(
                 go.Scatter(
-                    x=[step - 0.5],
-                    y=["step"],
-                    mode="markers",
-                    name="finding",
-                    marker={"symbol": "circle-open", "size": 16, "color": "#d62728"},
-                    hovertemplate=f"step {step}: {label(', '.join(checks))}<extra></extra>",
+                    x=[shown[0], shown[-1]],
+                    y=[lane, lane],
+                    mode="lines",
+                    line={"color": "#d0d4d9", "width": 1, "dash": "dot"},
+                    name=f"{lane}: none",
+                    hoverinfo="skip",
                 )
             )
-    fig.update_yaxes(type="category", categoryorder="array", categoryarray=LANES[::-1])
-    fig.update_layout(margin={"l": 100})
-    fig.update_xaxes(title_text="step (events in order within each step)")
+            fig.add_annotation(
+                text=label(EMPTY_LANE.get(lane, f"no {lane}")),
+                x=0.01,
+                xref="paper",
+                y=lane,
+                showarrow=False,
+                xanchor="left",
+                font={"size": 10, "color": "#6a737d"},
+                bgcolor="rgba(255,255,255,0.8)",
+            )
+    flagged = [(step, checks) for step, checks in sorted(anomalies.items()) if step in set(shown)]
+    for step, _ in flagged:
+        fig.add_vrect(x0=step - 0.5, x1=step + 0.5, fillcolor="#d62728", opacity=0.15, line_width=0)
+    if flagged:
+        fig.add_trace(
+            go.Scatter(
+                x=[step for step, _ in flagged],
+                y=["step"] * len(flagged),
+                text=[label(", ".join(checks)) for _, checks in flagged],
+                mode="markers",
+                name="finding",
+                marker={"symbol": "circle-open", "size": 16, "color": "#d62728"},
+                hovertemplate="step %{x}: %{text}<extra></extra>",
+            )
+        )
+    fig.update_yaxes(
+        type="category", categoryorder="array", categoryarray=LANES[::-1], tickformat=""
+    )
+    fig.update_layout(margin={"l": 100}, showlegend=True, legend=LEGEND)
+    fig.update_xaxes(
+        title_text="step (events in order within each step)",
+        range=[shown[0] - 0.5, shown[-1] + 0.5],
+    )
     mark_step(fig, focus, f"step {focus}", "#555")
     return fig
+
+
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+UNGROUPED = "metrics"  # the group of keys logged without a ``prefix/``
+
+
+def metric_group(key: str) -> str:
+    """The chart a user metric is drawn in: its prefix up to the first ``/`` (``train/loss``
+    → ``train``), ``metrics`` for a key without one."""
+    return key.split("/", 1)[0] if "/" in key.strip("/") else UNGROUPED
+
+
+def user_metrics(
+    series: Sequence[tuple[str, Sequence[int], Sequence[float]]],
+    *,
+    focus: int | None = None,
+    before: int | None = None,
+) -> list[tuple[str, go.Figure]]:
+    """The scalars a run logged with ``run.log`` against step, one chart per prefix (in the
+    order the keys were first logged), every line and mark named in the chart's legend."""
+    groups: dict[str, list[tuple[str, Sequence[int], Sequence[float]]]] = {}
+    for key, steps, values in series:
+        groups.setdefault(metric_group(key), []).append((key, steps, values))
+    out = []
+    for group, members in groups.items():
+        fig = base(group if group == UNGROUPED else f"{group}/…", 280)
+        ref = [v for _, steps, values in members for v in reference_values(steps, values, before)]
+        kind = scale([ref])
+        lo, hi = value_range(ref, kind)
+        for i, (key, steps, values) in enumerate(members):
+            short = key[len(group) + 1 :] if group != UNGROUPED else key
+            shown = [v if math.isfinite(v) and lo <= v <= hi else None for v in values]
+            mode = "lines+markers" if len(steps) <= 30 else "lines"
+            color = COLORS[i % len(COLORS)]
+            fig.add_trace(line(steps, shown, short or key, mode=mode, line={"color": color}))
+            for trace in off_scale(steps, values, (lo, hi), short or key, color):
+                fig.add_trace(trace)
+            for trace in nonfinite_markers(steps, values, hi, cliponaxis=False):
+                trace.name = f"{short or key}: {trace.name}"
+                fig.add_trace(trace)
+        axis_range = [math.log10(lo), math.log10(hi)] if kind == "log" else [lo, hi]
+        fig.update_yaxes(type=kind, range=axis_range)
+        fig.update_layout(showlegend=True, legend=LEGEND)
+        fig.update_xaxes(title_text="step")
+        mark_step(fig, focus, f"step {focus}", "#555")
+        out.append((group, fig))
+    return out

@@ -63,12 +63,14 @@ def test_run_page_of_the_nan_onset(
     explain = open_page(browser, f"{demo_url}/runs/{demo_ids['nan-onset']}", "run-explain")
     first = int(re.search(r"First NaN/Inf at step (\d+) in 0\.weight", explain).group(1))  # type: ignore[union-attr]
     assert first >= DEMO_STEPS // 2
-    drawn(browser, 5)
+    drawn(browser, 7)
     titles = browser.execute_script(
         "return [...document.querySelectorAll('.js-plotly-plot')].map(g => g.layout.title.text)"
     )
     assert titles == [
         "Loss and learning rate",
+        "train/…",  # the run's own metrics (run.log), one chart per prefix
+        "val/…",
         "Gradient norm per tensor",
         "Update ratio ‖Δθ‖/‖θ‖ per tensor",
         "Non-finite timeline",
@@ -91,12 +93,86 @@ def test_run_page_of_the_nan_onset(
     assert scripted == [] and browser.execute_script("return typeof regeneratorRuntime") == "object"
     findings = text(browser, "run-findings")
     assert "nonfinite-grad" in findings and "0.weight" in findings
-    assert "init_params_hash" in text(browser, "run-fingerprint")
+    # the user's metrics are drawn, every line and mark named in its chart's legend
+    metrics = browser.execute_script(USER_METRICS)
+    assert [m["title"] for m in metrics] == ["train/…", "val/…"]
+    train, val = metrics
+    assert train["drawn"] == {"loss": DEMO_STEPS, "mae": DEMO_STEPS}
+    assert val["drawn"] == {"loss": DEMO_STEPS // 10, "mae": DEMO_STEPS // 10}
+    assert all(m["legend"] == m["traces"] for m in metrics)
+    assert "loss: NaN" in train["names"]  # the NaN marks say what they are
+    # the config as the user wrote it; the fingerprint's internals behind "details"
+    config = text(browser, "run-fingerprint")
+    assert "script nan-onset" in config and "lr 0.01" in config
+    assert "init_params_hash" not in config and "details: " in config
     # a finding's step link focuses the page on that step
     browser.find_element(By.PARTIAL_LINK_TEXT, f"step {first}").click()
     wait(browser, lambda: f"step={first}" in browser.current_url, "the step link")
-    drawn(browser, 5)
+    drawn(browser, 7)
     assert page_problems(browser) == []
+
+
+def test_run_page_charts_read_without_hovering(
+    browser: webdriver.Chrome, demo_url: str, demo_ids: dict[str, str]
+) -> None:
+    run_id = demo_ids["nan-onset"]
+    explain = open_page(browser, f"{demo_url}/runs/{run_id}", "run-explain")
+    first = int(re.search(r"First NaN/Inf at step (\d+)", explain).group(1))  # type: ignore[union-attr]
+    drawn(browser, 7)
+    charts = browser.execute_script(CHARTS)
+    for c in charts:  # every line and mark is named in its chart's legend
+        assert c["legend"] == c["named"], c["title"]
+    # the loss before the incident spans a readable part of the plot's height
+    loss = browser.execute_script(LOSS_SPAN, first)
+    assert loss["type"] == "linear" and loss["span"] > 0.5, loss
+    # the panels share one step axis, pixel for pixel
+    axes = [c for c in charts if c["x"] and c["title"] != "Optimizer lifecycle"]
+    assert len({tuple(c["x"]) for c in axes}) == 1 and len({c["left"] for c in axes}) == 1
+    assert len({round(c["width"]) for c in axes}) == 1, [(c["title"], c["width"]) for c in axes]
+    live = wait(browser, lambda: text(browser, "run-live"), "the live line")
+    assert live.startswith("finished with errors at ") and "ago" not in live
+    # ?step=N: every chart zooms to a window around N
+    open_page(browser, f"{demo_url}/runs/{run_id}?step={first}", "run-explain")
+    drawn(browser, 7)
+    for c in browser.execute_script(CHARTS):
+        if c["x"]:
+            low, high = c["x"]
+            assert low < first < high and high - low <= 2 * 10 + 1, (c["title"], c["x"])
+    assert page_problems(browser) == []
+
+
+CHARTS = """
+return [...document.querySelectorAll('.js-plotly-plot')].map(g => {
+  const xa = g._fullLayout.xaxis;
+  return {
+    title: g.layout.title.text,
+    named: g._fullData.filter(t => t.type !== 'heatmap' && t.showlegend !== false).length,
+    legend: g.querySelectorAll('.legend .traces').length,
+    x: xa && xa.visible ? xa.range.map(Number) : null,
+    left: Math.round(xa._offset), width: xa._length,
+  };
+});
+"""
+
+LOSS_SPAN = """
+const g = document.getElementById('run-loss').querySelector('.js-plotly-plot');
+const t = g._fullData[0], ya = g._fullLayout.yaxis;
+const before = [...t.y].filter((y, i) => t.x[i] < arguments[0] && Number.isFinite(y));
+const [lo, hi] = ya.range;
+return {type: ya.type, span: (Math.max(...before) - Math.min(...before)) / (hi - lo)};
+"""
+
+
+USER_METRICS = """
+return [...document.querySelectorAll('#run-metrics .js-plotly-plot')].map(g => ({
+  title: g.layout.title.text,
+  drawn: Object.fromEntries(g._fullData.filter(t => t.mode.startsWith('lines'))
+    .map(t => [t.name, [...t.x].length])),
+  names: g._fullData.map(t => t.name),
+  traces: g._fullData.length,
+  legend: g.querySelectorAll('.legend .traces').length,
+}));
+"""
 
 
 NOT_NATIVE = """
@@ -126,7 +202,7 @@ def test_compare_page_of_the_replicate_group(
     group = f"{run['config_hash']}:{run['code_hash']}"
     words = open_page(browser, f"{demo_url}/compare?group={group}", "cmp-words")
     assert re.search(r"Reference: (replicate-a|replicate-b|drifting)\n", words)
-    drawn(browser, 2)
+    drawn(browser, 3)
     names = browser.execute_script(
         "return document.getElementById('cmp-curves').querySelector('.js-plotly-plot')"
         ".data.map(t => t.name)"
@@ -137,7 +213,56 @@ def test_compare_page_of_the_replicate_group(
     assert "Cause: data-order." in words or "loss first differs from" in words
     assert f"at step {split}" in words
     assert browser.find_elements(By.ID, "fingerprint-diff")
+    # the address now holds the runs compared: opened again, it reproduces the comparison
+    members = {demo_ids[n] for n in ("replicate-a", "replicate-b", "drifting")}
+    search = wait(browser, lambda: browser.execute_script("return location.search"), "?runs=")
+    assert search.startswith("?runs=") and set(search[6:].split(",")) == members
+    picked = search[6:].split(",")
+    again = open_page(browser, f"{demo_url}/compare{search}", "cmp-words")
+    drawn(browser, 3)
+    assert again.split("\n")[0] == f"Reference: {names_of(demo_ids, picked[0])}"
+    header = browser.find_element(By.CSS_SELECTOR, "#fingerprint-diff thead").text.split()
+    assert header == ["field", *(names_of(demo_ids, r) for r in picked)]  # every member
     assert page_problems(browser) == []
+
+
+def names_of(ids: dict[str, str], run_id: str) -> str:
+    """The demo run's name of ``run_id``."""
+    return next(name for name, i in ids.items() if i == run_id)
+
+
+def test_compare_page_says_identical_replicates_are_identical_and_shows_only_differences(
+    browser: webdriver.Chrome, demo_url: str, demo_ids: dict[str, str]
+) -> None:
+    a, b = demo_ids["replicate-a"], demo_ids["replicate-b"]
+    words = open_page(browser, f"{demo_url}/compare?runs={a},{b}", "cmp-words")
+    assert "replicate-b matches replicate-a bit for bit" in words or "identical" in words
+    drawn(browser, 3)
+    said = browser.execute_script(GRAPH_WORDS)
+    assert said["cmp-diff"] == [
+        f"replicate-b: identical to replicate-a on all {DEMO_STEPS} shared steps"
+    ]
+    assert said["cmp-tensors"][0].startswith("identical: every tensor's gradient norm")
+    # only the fields that differ (the process's own: pid, RNG-state hashes), one line each
+    table = browser.find_element(By.ID, "fingerprint-diff")
+    rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+    assert 0 < len(rows) < 12
+    for row in rows:
+        assert row.size["height"] < 40, row.text  # no value wrapped over lines
+    hashes = table.find_elements(By.CLASS_NAME, "gw-hash")
+    assert all(len(h.text) == 13 and len(h.get_attribute("title")) > 13 for h in hashes)
+    assert not browser.find_element(By.ID, "fingerprint-all").get_attribute("open")
+    assert page_problems(browser) == []
+
+
+GRAPH_WORDS = """
+const out = {};
+for (const id of ['cmp-diff', 'cmp-tensors']) {
+  const g = document.getElementById(id).querySelector('.js-plotly-plot');
+  out[id] = (g.layout.annotations || []).map(a => a.text);
+}
+return out;
+"""
 
 
 def test_alerts_page(browser: webdriver.Chrome, demo_url: str) -> None:

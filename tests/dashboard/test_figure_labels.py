@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from gradwatch_dashboard import compare_figures, figures
 
 LINK = '<a href="https://evil.example">w</a>'
@@ -19,7 +21,10 @@ def test_tensor_run_and_event_names_are_escaped_in_every_label() -> None:
             [{"step": 1, "events": [["backward", 0.1, LINK]]}], {1: [LINK]}, focus=None
         ),
         compare_figures.overlay([(LINK, [1, 2], [1.0, 2.0])], [(2, LINK)]),
-        compare_figures.per_tensor([{"name": LINK, "max_rel": {"grad_norm": float("nan")}}]),
+        compare_figures.tensor_difference(
+            [LINK], [1, 2], np.array([[1.0, 2.0]]), np.array([[1.0, 3.0]]), (LINK, LINK)
+        ),
+        compare_figures.loss_difference((LINK, [1, 2], [1.0, 2.0]), [(LINK, [1, 2], [1.0, 3.0])]),
         figures.empty(LINK, LINK),
     ]
     for fig in made:

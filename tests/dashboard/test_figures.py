@@ -73,7 +73,7 @@ def test_loss_figure_marks_nonfinite_losses_and_uses_webgl_when_long() -> None:
         figures.nonfinite_figure([], [], [], first=None),
         figures.lifecycle_figure([], {}),
         cf.overlay([], []),
-        cf.per_tensor([]),
+        cf.loss_difference(("a", [], []), [("b", [], [])]),
     ],
 )
 def test_empty_states_say_why(fig: go.Figure) -> None:
@@ -104,8 +104,17 @@ def test_lifecycle_lanes_and_anomalies() -> None:
         rows, lifecycle_anomalies([{"check": "stale-grad", "step": 2, "severity": "error"}])
     )
     lanes = {t.name: list(t.x) for t in fig.data}
-    assert lanes["zero_grad"] == [0.25] and lanes["backward"] == [0.5, 1 + 1 / 3]
-    assert lanes["finding"] == [1.5]
+    # step N's events sit around N, in order: step 1's three at 1 − ⅓ + ⅔·(1, 2, 3)/4
+    assert lanes["zero_grad"] == pytest.approx([1 - 1 / 3 + 2 / 3 / 4])
+    assert lanes["backward"] == pytest.approx([1, 2 - 1 / 3 + 2 / 3 / 3])
+    assert all(abs(x - round(x)) < 0.5 for xs in lanes.values() for x in xs)
+    assert lanes["finding"] == [2]  # at the step it concerns
+    # an empty lane is said in words, and named in the legend
+    assert "grad_modified: none" in lanes
+    words = [a.text for a in fig.layout.annotations]
+    assert "no gradient edited between backward and step" in words
+    stale = figures.lifecycle_figure([{"step": 2, "events": [["backward", 0.1, ""]]}], {})
+    assert any("evidence of stale gradients" in a.text for a in stale.layout.annotations)
 
 
 def test_first_nonfinite_prefers_findings_then_data() -> None:
@@ -211,25 +220,54 @@ def test_verdict_in_words() -> None:
     assert cf.verdict_text(same, "a", "b") == "b matches a bit for bit over 90 steps."
 
 
-def test_per_tensor_heatmap_and_overlay() -> None:
-    fig = cf.per_tensor(COMPARISON["per_tensor"])  # type: ignore[arg-type]
+def test_per_tensor_difference_by_step_and_overlay() -> None:
+    a = np.array([[1.0, 2.0, 4.0], [1.0, NAN, 1.0]])
+    b = np.array([[1.0, 2.0, 5.0], [1.0, NAN, INF]])
+    fig = cf.tensor_difference(["0.weight", "0.bias"], [1, 2, 3], a, b, ("a", "b"))
     heat = fig.data[0]
-    assert list(heat.y) == ["0.weight", "0.bias"]
-    assert heat.z[0][2] is None  # an exact zero difference is blank
-    assert [(m.x, m.y) for m in fig.data[1:]] == [(("grad_norm",), ("0.bias",))]
+    assert list(heat.y) == ["0.weight", "0.bias"] and list(heat.x) == [1, 2, 3]
+    assert math.isnan(heat.z[0][0]) and math.isnan(heat.z[1][1])  # equal (NaN = NaN): blank
+    assert heat.z[0][2] == pytest.approx(math.log10(0.25))
+    assert [(list(m.x), list(m.y)) for m in fig.data[1:]] == [([3], ["0.bias"])]
+    assert "first differs: step 3" in annotations(fig)
+    same = cf.tensor_difference(["0.weight", "0.bias"], [1, 2, 3], a, a.copy(), ("a", "b"))
+    assert not same.data and "identical" in annotations(same)[0]
     overlay = cf.overlay(
         [("a", [1, 2], [1.0, NAN]), ("b", [1, 2], [1.0, 0.5])], [(2, "b diverges")]
     )
-    assert names(overlay)[:2] == ["a", "NaN"] and "b diverges" in annotations(overlay)
+    assert names(overlay)[:2] == ["a", "a: NaN"] and "b diverges" in annotations(overlay)
+
+
+def test_loss_difference_says_identical_in_words_and_draws_the_rest_on_a_log_axis() -> None:
+    ref = ("a", [1, 2, 3, 4], [1.0, 0.9, 0.8, NAN])
+    same = ("b", [1, 2, 3, 4], [1.0, 0.9, 0.8, NAN])
+    split = ("c", [1, 2, 3, 4], [1.0, 0.9, 0.7, 0.6])
+    fig = cf.loss_difference(ref, [same, split])
+    assert fig.layout.yaxis.type == "log"
+    line = fig.data[0]
+    assert line.name == "c (identical before step 3)" and list(line.x) == [3]
+    assert line.y[0] == pytest.approx(0.1)
+    assert names(fig)[1] == "c: NaN/Inf in one run" and list(fig.data[1].x) == [4]
+    assert "b: identical to a on all 4 shared steps" in annotations(fig)
+    alone = cf.loss_difference(ref, [same])
+    assert not alone.data and annotations(alone) == ["b: identical to a on all 4 shared steps"]
 
 
 def test_fingerprint_diff_highlights_differing_fields_first() -> None:
     a = {"config": {"seed": 0, "lr": 0.1}, "versions": {"torch": "2.13"}}
     b = {"config": {"seed": 1, "lr": 0.1}, "versions": {"torch": "2.13"}}
-    table = cf.fingerprint_diff(a, b, COMPARISON["fingerprint_diff"])  # type: ignore[arg-type]
-    rows = table.children[1].children
-    assert [r.className for r in rows] == ["gw-diff", "", ""]
-    assert rows[0].children[0].children.children == "config.seed"
+    c = {"config": {"seed": 0, "lr": 0.1}, "versions": {"torch": "2.13"}, "pid": 7}
+    shown = cf.fingerprint_diff([a, b, c], ["a", "b", "c"], COMPARISON["fingerprint_diff"])  # type: ignore[arg-type]
+    table, everything = shown.children
+    head, body = table.children
+    assert [th.children for th in head.children.children] == ["field", "a", "b", "c"]
+    rows = body.children  # only the fields that differ, every run a column
+    assert [r.children[0].children.children for r in rows] == ["config.seed", "pid"]
+    assert [r.className for r in rows] == ["gw-diff", "gw-diff"]
+    assert [td.children for td in rows[0].children[1:]] == ["0", "1", "0"]
+    assert everything.children[0].children == "all 4 fields"
+    one = cf.fingerprint_diff([a, a], ["a", "a2"])
+    assert "identical: all 3 fields are equal" in str(one.children[0])
     assert flatten({"x": {"y": 1, "z": {}}}) == [("x.y", 1), ("x.z", {})]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from dash import dcc, html
 
 from gradwatch_dashboard import compare_figures as cf
@@ -37,17 +38,28 @@ def test_a_constant_learning_rate_sits_mid_axis() -> None:
     assert low == 0.005 and high == 0.015  # not lr = 0.01 at the bottom of a -1..1 axis
 
 
-def test_a_loss_that_explodes_gets_a_log_axis_and_a_healthy_one_does_not() -> None:
+def test_the_loss_axis_spans_the_losses_before_the_incident_and_marks_the_rest() -> None:
     steps = list(range(1, 161))
-    exploding = [2.0 - s / 200 for s in range(150)] + [10.0 ** (3 * k) for k in range(10)]
-    assert figures.loss_figure((steps, exploding), []).layout.yaxis.type == "log"
     healthy = [2.0 - s / 200 for s in range(160)]
-    assert figures.loss_figure((steps, healthy), []).layout.yaxis.type == "linear"
+    fig = figures.loss_figure((steps, healthy), [])
+    assert fig.layout.yaxis.type == "linear"
+    # a loss that blows up to 1e27 then NaN: the axis spans the steps before (not 1e27 on
+    # a log axis that flattens them); the blown-up steps are marked at the top edge
     with_nan = [*healthy[:150], float("nan"), float("inf"), *[1e27] * 8]
     fig = figures.loss_figure((steps, with_nan), [])
-    assert fig.layout.yaxis.type == "log"
-    marks = [t for t in fig.data if t.name == "NaN"]
-    assert marks and marks[0].y[0] == 1e27  # drawn at the finite top, valid on a log axis
+    low, high = fig.layout.yaxis.range
+    assert fig.layout.yaxis.type == "linear" and low < min(healthy[:150]) and high < 3
+    pre = (max(healthy[:150]) - min(healthy[:150])) / (high - low)
+    assert pre > 0.8  # the healthy losses span most of the plot's height
+    names = {t.name: t for t in fig.data}
+    assert list(names["loss above the axis"].x) == list(range(153, 161))
+    assert names["loss above the axis"].y[0] == high and names["NaN"].y[0] == high
+    assert list(names["NaN"].x) == [151] and list(names["+Inf"].x) == [152]
+    # the run's first non-finite step elsewhere (a gradient) bounds the range as well
+    fig = figures.loss_figure((steps, with_nan), [], before=100)
+    assert fig.layout.yaxis.range[1] < max(healthy[:150]) + 0.1
+    # every trace named in the legend
+    assert fig.layout.showlegend and all(t.name for t in fig.data)
 
 
 def test_the_lifecycle_window_opens_at_the_first_lifecycle_finding() -> None:
@@ -95,15 +107,17 @@ def test_health_counts_every_severity_and_a_nan_run_is_not_a_green_finish() -> N
     assert status_badge("running", counts).children == "running"
 
 
-def test_the_compare_heatmap_is_short_titled_and_labelled_on_top() -> None:
-    rows = [
-        {"name": f"{i}.weight", "first_step": 101, "max_rel": {"grad_norm": 0.1}} for i in range(6)
-    ]
-    fig = cf.per_tensor(rows, title="Per-tensor difference, drifting vs replicate-a")
-    assert fig.layout.height <= 280 and fig.layout.xaxis.side == "top"
-    assert "drifting vs replicate-a" in fig.layout.title.text
-    many = cf.per_tensor(rows * 100)
-    assert many.layout.height <= 560
+def test_the_compare_heatmap_has_a_step_axis_and_a_short_title() -> None:
+    a = np.ones((6, 4))
+    b = a.copy()
+    b[:, 2:] = 2.0
+    fig = cf.tensor_difference([f"{i}.weight" for i in range(6)], [1, 2, 3, 4], a, b, ("r", "d"))
+    assert fig.layout.height <= 280 and fig.layout.xaxis.title.text == "step"
+    assert "d vs r" in fig.layout.title.text
+    many = cf.tensor_difference(
+        [f"{i}" for i in range(600)], [1], np.ones((600, 1)), 2 * np.ones((600, 1)), ("r", "d")
+    )
+    assert many.layout.height <= 700
 
 
 def test_the_fingerprint_table_highlights_only_what_explains_a_difference() -> None:
@@ -113,8 +127,8 @@ def test_the_fingerprint_table_highlights_only_what_explains_a_difference() -> N
         {"field": "device.num_threads", "section": "environment", "a": 1, "b": 2},
         {"field": "seeds.python_random_state_sha256", "section": "seeds", "a": "a", "b": "b"},
     ]
-    table = cf.fingerprint_diff(fa, fb, listed, ("replicate-a", "drifting"))
-    rows = [n for n in walk(table) if isinstance(n, html.Tr)]
+    shown = cf.fingerprint_diff([fa, fb], ["replicate-a", "drifting"], listed)
+    rows = [n for n in walk(shown.children[0]) if isinstance(n, html.Tr)]
     assert [text(c) for c in rows[0].children] == ["field", "replicate-a", "drifting"]
     by_class = {text(r.children[0]): r.className for r in rows[1:]}
     assert by_class == {

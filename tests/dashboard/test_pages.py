@@ -41,7 +41,25 @@ def test_runs_table_lists_every_run_with_health_and_group(demo_api: Api) -> None
     # the replicates are healthy; the drifting run is too until the server's live
     # comparison stores its repro-drift finding (a warning), which may already have happened
     assert words.count("ok") in (2, 3) and "1 error" in words
-    assert sum("3 runs" in w for w in words) == 3  # the replicate group, linked on each run
+    # the replicate group by its runs' names, on each of its runs
+    groups = [w for w in words if w.count(", ") == 2]
+    assert len(groups) == 3 and set(groups[0].split(", ")) == {
+        "replicate-a",
+        "replicate-b",
+        "drifting",
+    }
+    rows = table.children[1].children  # project, run, status, steps, duration, final loss, …
+    header = texts(table.children[0])
+    assert header[4:6] == ["duration", "final loss"]
+    by_name = {texts(r.children[1])[0]: texts(r) for r in rows}
+    assert by_name["nan-onset"][5] == "NaN"  # its last loss: blown up
+    assert float(by_name["replicate-a"][5]) < 1 and by_name["replicate-a"][4].endswith(" s")
+    errors, _ = runs.runs_view(demo_api, None, None, None, "error")
+    names = {w for w in texts(errors) if w in DEMO_NAMES}
+    assert names == {"stale-grad", "nan-onset"}
+    warned, _ = runs.runs_view(demo_api, None, None, None, "warning")
+    assert {"stale-grad", "nan-onset"} <= {w for w in texts(warned) if w in DEMO_NAMES}
+    assert "replicate-a" not in texts(warned)
     filtered, _ = runs.runs_view(demo_api, "demo", "finished", "nan")
     assert "nan-onset" in texts(filtered) and "stale-grad" not in texts(filtered)
     none, _ = runs.runs_view(demo_api, "nope", None, None)
@@ -85,6 +103,32 @@ def test_run_page_of_the_nan_onset(demo_api: Api, demo_ids: dict[str, str]) -> N
     )
 
 
+def test_run_page_draws_the_users_own_metrics_by_prefix_and_its_config(
+    demo_api: Api, demo_ids: dict[str, str]
+) -> None:
+    parts = run.view(run.fetch(demo_api, demo_ids["nan-onset"], None))
+    charts = {
+        c.to_plotly_json()["props"]["data-group"]: c.children[0].figure
+        for c in parts[ids.RUN_METRICS]
+    }
+    assert list(charts) == ["train", "val"]  # one chart per prefix, first logged first
+    train, val = charts["train"], charts["val"]
+    lines = {t.name: t for t in train.data if t.mode == "lines"}
+    assert set(lines) == {"loss", "mae"} and len(lines["loss"].x) == DEMO_STEPS
+    assert list(val.data[0].x) == list(range(10, DEMO_STEPS + 1, 10))  # every VAL_EVERY steps
+    assert {t.name for t in val.data if t.mode != "markers"} == {"loss", "mae"}
+    # the blown-up loss: its NaN steps marked, and named in the legend
+    marks = [t for t in train.data if t.mode == "markers"]
+    marked = {t.name for t in marks}
+    assert {"loss: NaN", "loss above the axis"} <= marked  # the blow-up at the axis' edge
+    assert train.layout.showlegend and val.layout.showlegend
+    config = parts[ids.RUN_FINGERPRINT].children[0]
+    assert config.id == "run-config"
+    rows = dict(zip(texts(config)[2::2], texts(config)[3::2], strict=True))
+    assert rows["lr"] == "0.01" and rows["script"] == "nan-onset"
+    assert texts(parts[ids.RUN_FINGERPRINT].children[1])[0].startswith("details: ")
+
+
 def test_a_gradient_norms_only_run_says_its_update_ratio_was_not_recorded(
     demo_api: Api, demo_ids: dict[str, str]
 ) -> None:
@@ -107,7 +151,7 @@ def test_run_page_of_the_stale_gradient_run(demo_api: Api, demo_ids: dict[str, s
     assert "stale-grad at step 2: " in " ".join(texts(parts[ids.RUN_HEADER]))
     lanes = {t.name: t for t in parts[ids.RUN_LIFECYCLE].data}
     assert "zero_grad" not in lanes and len(lanes["backward"].x) == len(lanes["step"].x)
-    assert list(lanes["finding"].x) == [1.5]  # step 2 marked
+    assert list(lanes["finding"].x) == [2]  # step 2 marked, at 2
     assert data["lifecycle"]["start"] == 0  # focused on step 2
     clean = run.view(run.fetch(demo_api, demo_ids["replicate-a"], None))
     assert "zero_grad" in {t.name for t in clean[ids.RUN_LIFECYCLE].data}
@@ -128,7 +172,7 @@ def test_run_page_polls_cheaply_and_redraws_once_per_change(
     # drawn and unchanged (a finished run): no redraw, and polling stops
     pending, line, disabled = run.poll(demo_api, key, "initial", drawn)
     assert pending is no_update and disabled is True
-    assert line.startswith(f"finished · {DEMO_STEPS} steps")
+    assert re.fullmatch(rf"finished at [-0-9]+ [:0-9]+ · {DEMO_STEPS} steps", line)
     # the run changed since it was drawn: one redraw is requested
     stale = {"token": "initial", "version": [1, 1, [], "running"]}
     assert run.poll(demo_api, key, "initial", stale)[0] == drawn["version"]
@@ -290,7 +334,25 @@ def test_compare_view_of_the_replicate_group(demo_api: Api, demo_ids: dict[str, 
     assert set(got["runs"]) == {demo_ids[n] for n in ("replicate-a", "replicate-b", "drifting")}
     curves = got[ids.CMP_CURVES]
     assert {t.name for t in curves.data} == {"replicate-a", "replicate-b", "drifting"}
-    assert got[ids.CMP_FINGERPRINT].id == "fingerprint-diff"
+    assert got[ids.CMP_FINGERPRINT].children[0].id == "fingerprint-diff"
+    picked = [demo_ids[n] for n in ("replicate-a", "replicate-b", "drifting")]
+    got = compare.compare_view(demo_api, None, picked)
+    assert got["runs"] == picked
+    diff = got[ids.CMP_DIFF]  # the difference, not overlaid curves: identical in words
+    split = DEMO_STEPS // 3 + 1
+    assert [t.name for t in diff.data] == [f"drifting (identical before step {split})"]
+    assert diff.layout.yaxis.type == "log" and min(diff.data[0].x) == split
+    words = [a.text for a in diff.layout.annotations]
+    assert words == [f"replicate-b: identical to replicate-a on all {DEMO_STEPS} shared steps"]
+    heat = got[ids.CMP_TENSORS]  # drifting vs replicate-a, tensors × steps
+    assert heat.data[0].type == "heatmap" and "drifting vs replicate-a" in heat.layout.title.text
+    assert f"first differs: step {split}" in [a.text for a in heat.layout.annotations]
+    table = got[ids.CMP_FINGERPRINT].children[0]
+    header = [th.children for th in table.children[0].children.children]
+    assert header == ["field", "replicate-a", "replicate-b", "drifting"]  # every run a column
+    same = compare.compare_view(demo_api, None, picked[:2])
+    assert "identical" in same[ids.CMP_DIFF].layout.annotations[0].text
+    assert "identical" in same[ids.CMP_TENSORS].layout.annotations[0].text
     empty = compare.compare_view(demo_api, None, [demo_ids["replicate-a"]])
     assert texts(empty[ids.CMP_VERDICT]) == ["Pick a replicate group, or two or more runs."]
 

@@ -12,6 +12,9 @@ repeated) in one of these ways:
 * ``nan-onset``: at step ``steps // 2`` a learning-rate schedule bug multiplies the
   learning rate by 1e6; the loss and gradients overflow to Inf and NaN within a few steps.
 
+Every run logs its own metrics with ``run.log``: ``train/loss`` and ``train/mae`` each step,
+``val/loss`` and ``val/mae`` on a held-out batch every ``VAL_EVERY`` steps.
+
 ``gradwatch demo`` runs all five in subprocesses. Standard library and torch only.
 """
 
@@ -28,6 +31,7 @@ import gradwatch
 VARIANTS = ("replicate-a", "replicate-b", "drifting", "stale-grad", "nan-onset")
 PROJECT = "demo"
 BATCH = 32
+VAL_EVERY = 10  # steps between evaluations on the held-out batch
 
 
 def config(variant: str, steps: int) -> dict[str, object]:
@@ -65,6 +69,8 @@ def train(variant: str, steps: int, server: str | None, delay: float) -> str:
         nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 1)
     )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    held_x = torch.randn(256, 16, generator=torch.Generator().manual_seed(2))
+    held_y = (held_x[:, :4].sum(dim=1, keepdim=True)).tanh()
     order = batches(steps, steps // 3 if variant == "drifting" else None)
     with gradwatch.watch(
         model,
@@ -82,9 +88,20 @@ def train(variant: str, steps: int, server: str | None, delay: float) -> str:
                 for group in opt.param_groups:
                     group["lr"] *= 1e6
             rows = slice(b * BATCH, (b + 1) * BATCH)
-            loss = nn.functional.mse_loss(model(x[rows]), y[rows])
+            guess = model(x[rows])
+            loss = nn.functional.mse_loss(guess, y[rows])
             loss.backward()  # type: ignore[no-untyped-call]
             opt.step()
+            out = {
+                "train/loss": loss.detach(),
+                "train/mae": (guess.detach() - y[rows]).abs().mean(),
+            }
+            if step % VAL_EVERY == 0 or step == steps:
+                with torch.no_grad():  # not a training forward: gradwatch leaves it alone
+                    held = model(held_x)
+                out["val/loss"] = nn.functional.mse_loss(held, held_y)
+                out["val/mae"] = (held - held_y).abs().mean()
+            run.log(out)  # the user's own metrics, drawn on the run page by prefix
             if delay:
                 time.sleep(delay)
     return run.id

@@ -75,6 +75,27 @@ class GradwatchCallback(TrainerCallback):  # type: ignore[misc]
         options.setdefault("config", {k: getattr(args, k, None) for k in _CONFIG_KEYS})
         self.run = watch(model, _unwrap(optimizer), **options)
 
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """What the Trainer logs (``loss``, ``learning_rate``, ``grad_norm``, ``eval_*``,
+        every ``logging_steps``) as the run's own metrics (``run.log``), drawn on its run
+        page; values that are not numbers (a run's total FLOs as text) are left out."""
+        if self.run is None or self.run.closed or not logs:
+            return
+        numbers = {
+            str(k): float(v)
+            for k, v in logs.items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        }
+        if numbers:
+            self.run.log(numbers)
+
     def on_train_end(
         self,
         args: TrainingArguments,

@@ -15,10 +15,11 @@ from gradwatch.contract import SEVERITIES
 from gradwatch_dashboard import ids
 from gradwatch_dashboard.api_client import Api, ApiError, from_request
 from gradwatch_dashboard.compare_figures import deliveries_summary, rules_table
-from gradwatch_dashboard.components import badge, card, empty_state, table
+from gradwatch_dashboard.components import badge, card, empty_state, named, table
 
 PATH = r"/alerts"
 LIMIT = 200
+RUNS = 500  # runs whose names the alerts are shown with (the newest)
 DELETE = "rule-delete"
 
 
@@ -62,6 +63,52 @@ def _when(t: float | None) -> str:
     return dt.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S") if t else "—"
 
 
+def incidents(alerts: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Alerts grouped by run and incident (one NaN incident raises an alert per finding:
+    one row), newest incident first; within one, the cause first, then by step."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for a in alerts:
+        key = (a["run"], a.get("incident") or f"alert {a['id']}")
+        groups.setdefault(key, []).append(a)
+    out = [
+        sorted(
+            g, key=lambda a: (a.get("role") != "cause", a.get("step") is None, a.get("step") or 0)
+        )
+        for g in groups.values()
+    ]
+    return sorted(out, key=lambda g: -max(a.get("created_at") or 0 for a in g))
+
+
+def _incident_row(group: list[dict[str, Any]], names: dict[str, str]) -> list[Any]:
+    """One row of an incident's alerts: when, which run (by name), the worst severity, its
+    checks (the cause's first), the cause's step, its sentence, the deliveries summed."""
+    cause = group[0]
+    worst = next((s for s in SEVERITIES[::-1] if any(a["severity"] == s for a in group)), "info")
+    checks = list(dict.fromkeys(a["check"] for a in group))
+    step = cause.get("step")
+    sentence = named(str(cause.get("summary") or cause["message"]), names)
+    counts: dict[str, int] = {}
+    for a in group:
+        for k, n in (a.get("deliveries") or {}).items():
+            counts[k] = counts.get(k, 0) + int(n)
+    more = f" ({len(group)} findings)" if len(group) > 1 else ""
+    return [
+        _when(min(a.get("created_at") or 0 for a in group) or None),
+        cause["project"],
+        dcc.Link(
+            names.get(cause["run"], cause["run"]),
+            href=f"/runs/{cause['run']}" + (f"?step={step}" if step is not None else ""),
+            title=cause["run"],
+            className="gw-nowrap",
+        ),
+        badge(worst, worst),
+        html.Span([html.Code(c, className="gw-nowrap") for c in checks], className="gw-checks"),
+        "—" if step is None else step,
+        sentence + more,
+        deliveries_summary(counts),
+    ]
+
+
 def alerts_view(api: Api) -> tuple[Any, Any, Any]:
     """The alerts, deliveries and rules tables (or why they cannot be shown)."""
     try:
@@ -71,23 +118,11 @@ def alerts_view(api: Api) -> tuple[Any, Any, Any]:
     except ApiError as e:
         why = "this server has no alerts API" if e.status == 404 else e.detail
         return empty_state(f"Alerts are not available: {why}.", id="alerts-missing"), "", ""
-    alert_rows = [
-        [
-            _when(a.get("created_at")),
-            a["project"],
-            dcc.Link(
-                a["run"],
-                href=f"/runs/{a['run']}"
-                + (f"?step={a['step']}" if a.get("step") is not None else ""),
-            ),
-            badge(a["severity"], a["severity"]),
-            html.Code(a["check"], className="gw-nowrap"),
-            a.get("step", "—"),
-            a["message"],
-            deliveries_summary(a.get("deliveries") or {}),
-        ]
-        for a in alerts["data"]
-    ]
+    try:
+        names = {r["id"]: r["name"] for r in api.get("/runs", limit=RUNS)["data"]}
+    except ApiError:
+        names = {}
+    alert_rows = [_incident_row(group, names) for group in incidents(alerts["data"])]
     delivery_rows = [
         [
             _when(d.get("updated_at")),
@@ -103,7 +138,7 @@ def alerts_view(api: Api) -> tuple[Any, Any, Any]:
     ]
     return (
         table(
-            ["time", "project", "run", "severity", "check", "step", "message", "deliveries"],
+            ["time", "project", "run", "severity", "checks", "step", "what happened", "deliveries"],
             alert_rows,
             id="alerts-list",
         )

@@ -17,12 +17,26 @@ from gradwatch_dashboard import ids
 from gradwatch_dashboard.api_client import Api, ApiError, from_request
 from gradwatch_dashboard.components import card, empty_state, graph
 from gradwatch_dashboard.figures import empty
-from gradwatch_dashboard.pages.runs import LIMIT, group_of
-from gradwatch_dashboard.values import floats
+from gradwatch_dashboard.pages import run as run_page
+from gradwatch_dashboard.pages.runs import LIMIT, group_name, group_of
+from gradwatch_dashboard.values import floats, grid
 
 PATH = r"/compare"
 POINTS = 1000
 MAX_RUNS = 8
+COLUMNS = 200  # steps of the per-tensor difference (the overview's columns)
+KEYS = (ids.CMP_VERDICT, ids.CMP_CURVES, ids.CMP_DIFF, ids.CMP_TENSORS, ids.CMP_FINGERPRINT)
+FIGURES = (ids.CMP_CURVES, ids.CMP_DIFF, ids.CMP_TENSORS)
+# the picked runs into the address (``?runs=a,b,c``), so that it reproduces the comparison;
+# replaced, not pushed, and without telling the router (the page is already drawn)
+ADDRESS_JS = """function(chosen) {
+  if (!chosen || chosen.length < 2) { return window.dash_clientside.no_update; }
+  const search = "?runs=" + chosen.map(encodeURIComponent).join(",");
+  if (window.location.search !== search) {
+    window.history.replaceState(window.history.state, "", window.location.pathname + search);
+  }
+  return search;
+}"""
 
 
 def layout(group: str | None = None, runs: str | None = None, **_params: str) -> html.Div:
@@ -50,15 +64,13 @@ def layout(group: str | None = None, runs: str | None = None, **_params: str) ->
                 ],
                 className="gw-filters",
             ),
+            dcc.Store(id=ids.CMP_CHOSEN),
+            dcc.Store(id=ids.CMP_ADDRESS),
             card(html.Div(id=ids.CMP_VERDICT)),
             card(graph(ids.CMP_CURVES)),
-            html.Div(
-                [
-                    card(graph(ids.CMP_TENSORS)),
-                    card(html.H3("Fingerprint diff"), html.Div(id=ids.CMP_FINGERPRINT)),
-                ],
-                className="gw-grid",
-            ),
+            card(graph(ids.CMP_DIFF)),
+            card(graph(ids.CMP_TENSORS)),
+            card(html.H3("Fingerprint diff"), html.Div(id=ids.CMP_FINGERPRINT)),
         ]
     )
 
@@ -67,12 +79,13 @@ def choices(api: Api) -> tuple[list[dict[str, str]], list[dict[str, str]], dict[
     """Group options, run options and each group's runs (oldest first)."""
     runs = api.get("/runs", limit=LIMIT)["data"]
     members: dict[str, list[str]] = {}
+    named = {r["id"]: r["name"] for r in runs}
     for r in reversed(runs):
         key = group_of(r)
         if key:
             members.setdefault(key, []).append(r["id"])
     groups = [
-        {"label": f"{k.split(':')[0][:12]} ({len(v)} runs)", "value": k}
+        {"label": f"{group_name([named[i] for i in v])} ({len(v)} runs)", "value": k}
         for k, v in members.items()
         if len(v) > 1
     ]
@@ -92,6 +105,7 @@ def compare_view(api: Api, group: str | None, picked: list[str]) -> dict[str, An
         out |= {
             ids.CMP_VERDICT: empty_state("Pick a replicate group, or two or more runs."),
             ids.CMP_CURVES: cf.overlay([], []),
+            ids.CMP_DIFF: empty("Loss difference", "nothing compared yet"),
             ids.CMP_TENSORS: empty("Per-tensor difference", "nothing compared yet"),
             ids.CMP_FINGERPRINT: "",
         }
@@ -130,7 +144,10 @@ def compare_view(api: Api, group: str | None, picked: list[str]) -> dict[str, An
     ]
     worst = next((c for c in comparisons.values() if c.get("verdict") == "diverged"), None)
     shown: dict[str, Any] = worst or next(iter(comparisons.values()), {})
-    b = next((o for o, c in comparisons.items() if c is shown), others[0])
+    b = next((o for o, c in comparisons.items() if c is shown), None)
+    if b is None:  # no drift API: the first run whose loss differs, else the second run
+        b = next((o for o, (_, step) in zip(others, splits, strict=False) if step), others[0])
+    listed = [d for c in comparisons.values() for d in c.get("fingerprint_diff") or []]
     out |= {
         ids.CMP_VERDICT: html.Div(
             [
@@ -140,18 +157,43 @@ def compare_view(api: Api, group: str | None, picked: list[str]) -> dict[str, An
             id="cmp-words",
         ),
         ids.CMP_CURVES: cf.overlay(curves, marks),
-        ids.CMP_TENSORS: cf.per_tensor(
-            shown.get("per_tensor") or [],
-            title=f"Per-tensor difference, {names[b]} vs {names[ref]} (max relative, log₁₀)",
-        ),
+        ids.CMP_DIFF: cf.loss_difference(curves[0], curves[1:]),
+        ids.CMP_TENSORS: tensor_difference(api, details, ref, b, (names[ref], names[b])),
         ids.CMP_FINGERPRINT: cf.fingerprint_diff(
-            details[ref]["fingerprint"],
-            details[b]["fingerprint"],
-            shown.get("fingerprint_diff") or [],
-            (names[ref], names[b]),
+            [details[r].get("fingerprint") or {} for r in chosen],
+            [names[r] for r in chosen],
+            listed,
         ),
     }
+    steps = [s for _, xs, _ in curves for s in xs]
+    if steps:  # one step axis for the three charts, so a step lines up
+        for key in FIGURES:
+            out[key].update_xaxes(range=[min(steps) - 0.5, max(steps) + 0.5], autorange=False)
     return out
+
+
+def tensor_difference(
+    api: Api, details: dict[str, dict[str, Any]], ref: str, other: str, names: tuple[str, str]
+) -> Any:
+    """Tensors × steps of the gradient norms' relative difference between two runs: every
+    step where the runs are short (as the run page reads them), else both runs' overviews
+    of at most ``COLUMNS`` columns."""
+    tensors = run_page.tensor_names(details[ref])
+    steps = max(int(details[ref]["steps"]), int(details[other]["steps"]))
+    if 0 < steps * len(tensors) <= run_page.FINE_VALUES:
+        asked: dict[str, Any] = {"tensor": tensors, "stat": "grad_norm", "points": steps + 1}
+        a, b = (
+            run_page.as_grid(api.get(f"/runs/{r}/series", **asked)["data"]) for r in (ref, other)
+        )
+    else:
+        asked = {"stat": "grad_norm", "points": COLUMNS, "loss": "false", "encoding": "base64"}
+        a, b = (api.get(f"/runs/{r}/overview", **asked) for r in (ref, other))
+    if a["tensors"] != b["tensors"] or list(a["steps"]) != list(b["steps"]):
+        why = "their tensors or steps differ, so there is no cell-by-cell difference"
+        return empty(f"Per-tensor difference, {names[1]} vs {names[0]}", why)
+    return cf.tensor_difference(
+        a["tensors"], a["steps"], grid(a["values"]), grid(b["values"]), names
+    )
 
 
 def loss_splits(curves: list[tuple[str, list[int], list[float]]]) -> list[tuple[str, int | None]]:
@@ -176,15 +218,12 @@ def loss_splits(curves: list[tuple[str, list[int], list[float]]]) -> list[tuple[
 
 
 def register(app: Dash) -> None:
-    """One callback: the pickers drive everything."""
-    keys = [ids.CMP_VERDICT, ids.CMP_CURVES, ids.CMP_TENSORS, ids.CMP_FINGERPRINT]
+    """One callback: the pickers drive everything; the runs compared go to the address."""
 
     @app.callback(
         [Output(ids.CMP_GROUP, "options"), Output(ids.CMP_RUNS, "options")]
-        + [
-            Output(k, "figure" if k in (ids.CMP_CURVES, ids.CMP_TENSORS) else "children")
-            for k in keys
-        ],
+        + [Output(k, "figure" if k in FIGURES else "children") for k in KEYS]
+        + [Output(ids.CMP_CHOSEN, "data")],
         Input(ids.CMP_GROUP, "value"),
         Input(ids.CMP_RUNS, "value"),
     )
@@ -192,12 +231,10 @@ def register(app: Dash) -> None:
         try:
             got = compare_view(from_request(), group, picked or [])
         except ApiError as e:
-            return [
-                [],
-                [],
-                empty_state(f"Cannot compare: {e.detail}"),
-                empty("", ""),
-                empty("", ""),
-                "",
-            ]
-        return [got["groups"], got["options"], *(got[k] for k in keys)]
+            failed = empty_state(f"Cannot compare: {e.detail}")
+            return [[], [], failed, empty("", ""), empty("", ""), empty("", ""), "", None]
+        return [got["groups"], got["options"], *(got[k] for k in KEYS), got["runs"]]
+
+    app.clientside_callback(  # type: ignore[no-untyped-call]
+        ADDRESS_JS, Output(ids.CMP_ADDRESS, "data"), Input(ids.CMP_CHOSEN, "data")
+    )

@@ -11,6 +11,7 @@ counts or status changed.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import threading
 import time
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
+from gradwatch.contract import status_words
 from gradwatch_dashboard import figures, ids
 from gradwatch_dashboard.api_client import Api, ApiError, from_request
 from gradwatch_dashboard.components import (
@@ -29,6 +31,7 @@ from gradwatch_dashboard.components import (
     fingerprint_panel,
     graph,
     health,
+    renamed,
     status_badge,
 )
 from gradwatch_dashboard.explain import explain, first_nonfinite, lifecycle_anomalies
@@ -42,7 +45,8 @@ POINTS = 2000
 WINDOW = 120
 REFRESH_MS = 1000
 GRAPHS = (ids.RUN_LOSS, ids.RUN_HEATMAP, ids.RUN_RATIO, ids.RUN_NONFINITE, ids.RUN_LIFECYCLE)
-OUTPUTS = (ids.RUN_HEADER, *GRAPHS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT)
+OUTPUTS = (ids.RUN_HEADER, *GRAPHS, ids.RUN_METRICS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT)
+MAX_SCALARS = 64  # user metrics drawn (the first logged); the API's reply budget bounds them
 INITIAL = "initial"  # the pending token of the drawing the page was laid out with
 
 
@@ -68,14 +72,13 @@ def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
             html.Div(id=ids.RUN_LIVE, className="gw-muted gw-live"),
             slot(ids.RUN_HEADER),
             card(slot(ids.RUN_LOSS)),
+            slot(ids.RUN_METRICS),
             card(slot(ids.RUN_HEATMAP)),
-            html.Div(
-                [card(slot(ids.RUN_RATIO)), card(slot(ids.RUN_NONFINITE))],
-                className="gw-grid",
-            ),
+            card(slot(ids.RUN_RATIO)),  # full width, as every panel: step N lines up
+            card(slot(ids.RUN_NONFINITE)),
             card(slot(ids.RUN_LIFECYCLE)),
             card(html.H3("Findings"), slot(ids.RUN_FINDINGS)),
-            card(html.H3("Fingerprint"), slot(ids.RUN_FINGERPRINT)),
+            card(html.H3("Config"), slot(ids.RUN_FINGERPRINT)),
         ]
     )
 
@@ -84,18 +87,25 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
     """Everything the page shows, requested concurrently; raises ``ApiError``."""
     # the findings with the run, not after it: the lifecycle window opens at the first
     # lifecycle finding, and a live page should not wait one more round trip for that
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(3) as pool:
         asked = pool.submit(api.get, f"/runs/{run_id}/findings", limit=1000)
+        logged = pool.submit(api.get, f"/runs/{run_id}/scalars")
         detail = api.get(f"/runs/{run_id}")
         findings = asked.result()
+        keys = [str(k) for k in logged.result()["data"]][:MAX_SCALARS]
+    findings["names"] = referenced(api, findings["data"])
     last = int(detail["steps"])
-    start = lifecycle_start(last, focus, lifecycle_anomalies(findings["data"]))
+    start = lifecycle_start(
+        last, focus, lifecycle_anomalies(findings["data"]), first_step(findings["data"])
+    )
     tensors = tensor_names(detail)
     fine = 0 < last * len(tensors) <= FINE_VALUES
     calls: dict[str, tuple[str, dict[str, Any]]] = {
         "series": (f"/runs/{run_id}/series", {"metric": ["loss", "lr"], "points": POINTS}),
         "lifecycle": (f"/runs/{run_id}/lifecycle", {"start": start, "limit": WINDOW}),
     }
+    if keys:  # the user's own metrics (``run.log``)
+        calls["scalars"] = (f"/runs/{run_id}/series", {"scalar": keys, "points": POINTS})
     if fine:
         calls |= {
             s: (f"/runs/{run_id}/series", {"tensor": tensors, "stat": s, "points": last + 1})
@@ -116,7 +126,25 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
         data |= {s: as_grid(data[s]["data"]) for s in STATS}
     else:
         data |= split(data.pop("overview"))
+    data.setdefault("scalars", {"data": []})
     return {"detail": detail, "focus": focus, "findings": findings, **data}
+
+
+def referenced(api: Api, findings: list[dict[str, Any]]) -> dict[str, str]:
+    """Run id → name of the runs the findings refer to (a drifting run's replicate), so
+    that the page names them as the reader knows them."""
+    refs = {
+        str(f["details"]["reference"])
+        for f in findings
+        if isinstance(f.get("details"), dict) and f["details"].get("reference")
+    }
+    names = {}
+    for ref in sorted(refs)[:8]:
+        try:
+            names[ref] = str(api.get(f"/runs/{ref}")["name"])
+        except ApiError:
+            continue  # a reference since deleted keeps its id
+    return names
 
 
 def split(overview: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -128,14 +156,25 @@ def split(overview: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def lifecycle_start(last: int, focus: int | None, anomalies: dict[int, list[str]]) -> int:
+def lifecycle_start(
+    last: int, focus: int | None, anomalies: dict[int, list[str]], incident: int | None = None
+) -> int:
     """The first step of the lifecycle window: around the focused step, else a few steps
-    before the first lifecycle finding, else the last ``WINDOW`` steps."""
+    before the first lifecycle finding, else before the run's first incident (what went
+    wrong there), else the last ``WINDOW`` steps."""
     if focus is not None:
         return max(focus - WINDOW // 2, 0)
     if anomalies:
         return max(min(anomalies) - 3, 0)
+    if incident is not None:
+        return max(incident - WINDOW // 4, 0)
     return max(last - WINDOW + 1, 0)
+
+
+def first_step(findings: list[dict[str, Any]]) -> int | None:
+    """The step of the run's first finding with a step (its first incident)."""
+    steps = [int(f["step"]) for f in findings if f.get("step") is not None]
+    return min(steps) if steps else None
 
 
 def tensor_names(detail: dict[str, Any]) -> list[str]:
@@ -171,7 +210,7 @@ def version(detail: dict[str, Any]) -> list[Any]:
 def view(data: dict[str, Any]) -> dict[str, Any]:
     """Header, figures, findings and fingerprint from what ``fetch`` returned."""
     detail, focus = data["detail"], data["focus"]
-    findings = data["findings"]["data"]
+    findings = renamed(data["findings"]["data"], data["findings"].get("names") or {})
     ov = data["grad_norm"]
     tensors, steps = ov["tensors"], ov["steps"]
     series = data["series"]["data"]
@@ -185,39 +224,113 @@ def view(data: dict[str, Any]) -> dict[str, Any]:
         else []
     )
     first = first_nonfinite(findings, data["nonfinite_grad"], loss_xy)
+    before = incident_start(findings, first)
     ratio = figures.ratio(data["update_norm"]["values"], data["param_norm"]["values"])
-    return {
-        "version": version(detail),
-        ids.RUN_HEADER: header(detail, findings, first, data.get("problems") or []),
-        ids.RUN_LOSS: figures.loss_figure(loss_xy, lrs, focus=focus),
-        ids.RUN_HEATMAP: figures.tensor_heatmap(
-            tensors,
-            steps,
-            ov["values"],
-            focus=focus,
-            unit="‖g‖",
-            title="Gradient norm per tensor",
-        ),
-        ids.RUN_RATIO: figures.empty(
-            "Update ratio ‖Δθ‖/‖θ‖ per tensor",
-            "not recorded: this run measured gradient norms only (stats='grad-norms')",
-        )
-        if grads_only(detail)
-        else figures.tensor_heatmap(
-            data["update_norm"]["tensors"],
-            data["update_norm"]["steps"],
-            ratio,
-            focus=focus,
-            unit="‖Δθ‖/‖θ‖",
-            title="Update ratio ‖Δθ‖/‖θ‖ per tensor",
-        ),
-        ids.RUN_NONFINITE: figures.nonfinite_figure(steps, counts, loss_bad, first=first),
-        ids.RUN_LIFECYCLE: figures.lifecycle_figure(
-            data["lifecycle"]["data"], lifecycle_anomalies(findings), focus=focus
-        ),
-        ids.RUN_FINDINGS: findings_list(detail["id"], findings),
-        ids.RUN_FINGERPRINT: fingerprint_panel(detail.get("fingerprint") or {}),
-    }
+    window = x_window(int(detail["steps"]), focus)
+    return aligned(
+        window,
+        {
+            "version": version(detail),
+            ids.RUN_HEADER: header(detail, findings, first, data.get("problems") or []),
+            ids.RUN_LOSS: figures.loss_figure(loss_xy, lrs, focus=focus, before=before),
+            ids.RUN_HEATMAP: figures.tensor_heatmap(
+                tensors,
+                steps,
+                ov["values"],
+                focus=focus,
+                unit="‖g‖",
+                title="Gradient norm per tensor",
+            ),
+            ids.RUN_RATIO: figures.empty(
+                "Update ratio ‖Δθ‖/‖θ‖ per tensor",
+                "not recorded: this run measured gradient norms only (stats='grad-norms')",
+            )
+            if grads_only(detail)
+            else figures.tensor_heatmap(
+                data["update_norm"]["tensors"],
+                data["update_norm"]["steps"],
+                ratio,
+                focus=focus,
+                unit="‖Δθ‖/‖θ‖",
+                title="Update ratio ‖Δθ‖/‖θ‖ per tensor",
+            ),
+            ids.RUN_NONFINITE: figures.nonfinite_figure(steps, counts, loss_bad, first=first),
+            ids.RUN_LIFECYCLE: figures.lifecycle_figure(
+                data["lifecycle"]["data"], lifecycle_anomalies(findings), focus=focus
+            ),
+            ids.RUN_METRICS: metrics_cards(data["scalars"]["data"], focus, before, window),
+            ids.RUN_FINDINGS: findings_list(detail["id"], findings),
+            ids.RUN_FINGERPRINT: fingerprint_panel(detail.get("fingerprint") or {}),
+        },
+        lifecycle=focus is not None,
+    )
+
+
+def incident_start(
+    findings: list[dict[str, Any]], first: tuple[int, str | None] | None
+) -> int | None:
+    """The first step of the incident that made the run's first NaN/Inf: its cause's step
+    (a learning-rate jump a few steps before the loss overflowed), else that first step;
+    the charts' value ranges are taken from the steps before it."""
+    if first is None:
+        return None
+    bad = {f.get("incident") for f in findings if str(f.get("check", "")).startswith("nonfinite")}
+    steps = [
+        int(f["step"])
+        for f in findings
+        if f.get("incident") and f.get("incident") in bad and f.get("step") is not None
+    ]
+    return min([first[0], *steps])
+
+
+ZOOM = 10  # ``?step=N`` shows at least N ± 10 steps (a twentieth of a long run each side)
+MARGIN = {"l": 110, "r": 210}  # the same plot width in every panel (colour bars sit right)
+
+
+def x_window(last: int, focus: int | None) -> list[float]:
+    """The step range every chart of the page shows: the whole run, or around ``focus``."""
+    whole = [0.5, max(last, 1) + 0.5]
+    if focus is None:
+        return whole
+    half = max(ZOOM, last // 20)
+    return [max(focus - half, 0.5), min(focus + half, whole[1])]
+
+
+def aligned(window: list[float], parts: dict[str, Any], lifecycle: bool) -> dict[str, Any]:
+    """``parts`` with every chart on the same step range and the same margins, so a step
+    lines up down the page (the lifecycle panel keeps its own window unless focused)."""
+    charts = [ids.RUN_LOSS, ids.RUN_HEATMAP, ids.RUN_RATIO, ids.RUN_NONFINITE]
+    charts += [ids.RUN_LIFECYCLE] if lifecycle else []
+    for key in charts:
+        fix(parts[key], window)
+    fix(parts[ids.RUN_LIFECYCLE], None)
+    return parts
+
+
+def fix(fig: Any, window: list[float] | None) -> None:
+    """One chart's step range (``None``: its own) and the page's margins."""
+    if window is not None:
+        fig.update_xaxes(range=window, autorange=False)
+    fig.update_layout(margin=MARGIN)
+
+
+def metrics_cards(
+    series: list[dict[str, Any]],
+    focus: int | None,
+    before: int | None = None,
+    window: list[float] | None = None,
+) -> list[html.Div]:
+    """One card per group of the user's metrics (``train/…``, ``val/…``), each a chart on
+    the page's step range."""
+    drawn = figures.user_metrics(
+        [(s["name"], s["steps"], floats(s["values"])) for s in series], focus=focus, before=before
+    )
+    for _, fig in drawn:
+        fix(fig, window)
+    return [
+        card(graph(f"{ids.RUN_METRICS}-{i}", fig), **{"data-group": group})
+        for i, (group, fig) in enumerate(drawn)
+    ]
 
 
 def grads_only(detail: dict[str, Any]) -> bool:
@@ -397,8 +510,15 @@ def poll(api: Api, key: dict[str, Any], pending: Any, drawn: Any) -> list[Any]:
 
 
 def live_line(detail: dict[str, Any]) -> str:
-    """``running · 1,234 steps · last heard 0.4 s ago``."""
-    seen = detail.get("last_seen")
+    """``running · 1,234 steps · last heard 0.4 s ago``; a run that ended says when:
+    ``finished at 2026-12-06 04:47:18 · 300 steps``."""
+    seen, ended = detail.get("last_seen"), detail.get("ended")
+    last: float | None = ended or seen
+    if detail["status"] != "running" and last:
+        when = dt.datetime.fromtimestamp(last).strftime("%Y-%m-%d %H:%M:%S")
+        word = "at" if ended else "last heard at"
+        status = status_words(detail["status"], detail.get("findings") or {})
+        return f"{status} {word} {when} · {detail['steps']:,} steps"
     ago = f" · last heard {max(time.time() - seen, 0):.1f} s ago" if seen else ""
     return f"{detail['status']} · {detail['steps']:,} steps{ago}"
 
@@ -431,6 +551,7 @@ def drawing(
         return {i: None for i in OUTPUTS} | {
             ids.RUN_HEADER: missing,
             ids.RUN_FINDINGS: "",
+            ids.RUN_METRICS: None,
             ids.RUN_FINGERPRINT: "",
             ids.RUN_VERSION: None,
         }

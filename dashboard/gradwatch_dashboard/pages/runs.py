@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dash import Dash, Input, Output, dcc, html
@@ -11,6 +12,7 @@ from gradwatch.transport.jobs import by_job
 from gradwatch_dashboard import ids
 from gradwatch_dashboard.api_client import Api, ApiError, from_request
 from gradwatch_dashboard.components import card, empty_state, health, status_badge, table
+from gradwatch_dashboard.values import fmt, to_float
 
 PATH = r"/"
 STATUSES = ("running", "finished", "failed", "crashed", "stalled")
@@ -19,6 +21,8 @@ LIMIT = 500
 #: drawn again every 2 s, and hundreds of live runs' rows (about 20 components each) kept
 #: the browser busy redrawing them; Chromium's renderer stopped answering with 500
 PAGE_ROWS = 50
+#: the findings filter: the worst severity a run must have
+FINDINGS = {"error": "with errors", "warning": "with errors or warnings"}
 
 
 def layout(**_params: str) -> html.Div:
@@ -33,6 +37,11 @@ def layout(**_params: str) -> html.Div:
                         id=ids.RUNS_STATUS,
                         options=[{"label": s, "value": s} for s in STATUSES],
                         placeholder="any status",
+                    ),
+                    dcc.Dropdown(
+                        id=ids.RUNS_FINDINGS,
+                        options=[{"label": text, "value": v} for v, text in FINDINGS.items()],
+                        placeholder="any findings",
                     ),
                     dcc.Input(id=ids.RUNS_SEARCH, placeholder="name contains…", debounce=True),
                 ],
@@ -61,16 +70,39 @@ def group_of(run: dict[str, Any]) -> str | None:
     return f"{run['config_hash']}:{run.get('code_hash') or 'none'}"
 
 
+def group_name(names: list[str], shown: int = 3) -> str:
+    """A replicate group by its runs' names, oldest first: ``replicate-a, replicate-b,
+    drifting`` (``+ 2 more`` past ``shown``)."""
+    more = f" + {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def runs_view(
-    api: Api, project: str | None, status: str | None, search: str | None
+    api: Api,
+    project: str | None,
+    status: str | None,
+    search: str | None,
+    findings: str | None = None,
 ) -> tuple[Any, list[dict[str, str]]]:
     """The runs table (its first ``PAGE_ROWS`` rows) and the project choices."""
-    content, options, _ = runs_page(api, project, status, search, PAGE_ROWS)
+    content, options, _ = runs_page(api, project, status, search, PAGE_ROWS, findings)
     return content, options
 
 
+def has_findings(run: dict[str, Any], worst: str | None) -> bool:
+    """Whether ``run`` has a finding of severity ``worst`` or worse (any run for ``None``)."""
+    counts = run.get("findings") or {}
+    wanted = {"error": ("error",), "warning": ("error", "warning")}.get(worst or "", ())
+    return not worst or any(counts.get(s) for s in wanted)
+
+
 def runs_page(
-    api: Api, project: str | None, status: str | None, search: str | None, shown: int
+    api: Api,
+    project: str | None,
+    status: str | None,
+    search: str | None,
+    shown: int,
+    findings: str | None = None,
 ) -> tuple[Any, list[dict[str, str]], bool]:
     """The runs table of the first ``shown`` rows (a launch's ranks under its first, as
     in the whole table: a job of many ranks may go on past them), the project choices,
@@ -82,7 +114,11 @@ def runs_page(
         return empty_state(f"Cannot list runs: {e.detail}"), [], False
     projects = sorted({r["project"] for r in everything["data"]})
     options = [{"label": p, "value": p} for p in projects]
-    data = [r for r in reply["data"] if not search or search.lower() in r["name"].lower()]
+    data = [
+        r
+        for r in reply["data"]
+        if (not search or search.lower() in r["name"].lower()) and has_findings(r, findings)
+    ]
     if not data:
         why = "No runs yet." if not reply["count"] else "No run matches these filters."
         return (
@@ -90,15 +126,26 @@ def runs_page(
             options,
             False,
         )
-    sizes: dict[str, int] = {}
-    for r in everything["data"]:
+    members: dict[str, list[str]] = {}
+    for r in reversed(everything["data"]):  # oldest first
         key = group_of(r)
         if key:
-            sizes[key] = sizes.get(key, 0) + 1
+            members.setdefault(key, []).append(r["name"])
     # one launch (job) per row, its other ranks or processes in the rows under it
     ordered = [(r, i > 0) for job in by_job(data) for i, r in enumerate(job)]
-    rows = [_row(r, sizes, member) for r, member in ordered[:shown]]
-    header = ["project", "run", "status", "steps", "health", "replicate group", "started"]
+    losses = final_losses(api, [r for r, _ in ordered[:shown]])
+    rows = [_row(r, members, losses.get(r["id"]), member) for r, member in ordered[:shown]]
+    header = [
+        "project",
+        "run",
+        "status",
+        "steps",
+        "duration",
+        "final loss",
+        "health",
+        "replicate group",
+        "started",
+    ]
     listed = table(header, rows, id="runs-list")
     if len(rows) >= len(data):
         return listed, options, False
@@ -111,13 +158,63 @@ def runs_page(
     return html.Div([listed, note]), options, True
 
 
-def _row(r: dict[str, Any], sizes: dict[str, int], member: bool = False) -> list[Any]:
+LOSSES: dict[tuple[str, int], float | None] = {}  # (run, steps) → last loss: read once
+LOSSES_KEPT = 5000
+
+
+def final_losses(api: Api, runs: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Each run's loss at its last step (``None`` when it has none), asked for only where
+    the run has new steps since the last ask, a few at a time."""
+    wanted = [r for r in runs if r.get("steps") and (r["id"], r["steps"]) not in LOSSES]
+
+    def last(r: dict[str, Any]) -> float | None:
+        try:
+            reply = api.get(
+                f"/runs/{r['id']}/series", metric="loss", start=r["steps"], end=r["steps"], points=2
+            )
+        except ApiError:
+            return None
+        values: list[Any] = next((s["values"] for s in reply["data"] if s["name"] == "loss"), [])
+        return to_float(values[-1]) if values else None
+
+    if wanted:
+        if len(LOSSES) > LOSSES_KEPT:
+            LOSSES.clear()
+        with ThreadPoolExecutor(min(8, len(wanted))) as pool:
+            for r, value in zip(wanted, pool.map(last, wanted), strict=True):
+                LOSSES[(r["id"], r["steps"])] = value
+    return {r["id"]: LOSSES.get((r["id"], r.get("steps") or 0)) for r in runs}
+
+
+def duration(r: dict[str, Any]) -> str:
+    """How long the run ran (to its end, else to the last record heard): ``1 h 02 m``."""
+    start, end = r.get("started"), r.get("ended") or r.get("last_seen")
+    if not start or not end or end < start:
+        return "—"
+    if end - start < 60:
+        return f"{end - start:.1f} s"
+    s = int(end - start)
+    if s < 3600:
+        return f"{s // 60} m {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} m"
+
+
+def _row(
+    r: dict[str, Any],
+    members: dict[str, list[str]],
+    loss: float | None = None,
+    member: bool = False,
+) -> list[Any]:
     key = group_of(r)
     group: Any = "—"
     if key:
-        n = sizes.get(key, 1)
-        label = f"{key.split(':')[0][:8]} · {n} run{'s' if n > 1 else ''}"
-        group = dcc.Link(label, href=f"/compare?group={key}") if n > 1 else label
+        names = members.get(key) or [r["name"]]
+        label = group_name(names) if len(names) > 1 else "alone"
+        group = (
+            dcc.Link(label, href=f"/compare?group={key}", title=f"replicate group {key}")
+            if len(names) > 1
+            else html.Span(label, className="gw-muted", title=f"replicate group {key}")
+        )
     started = (
         dt.datetime.fromtimestamp(r["started"]).strftime("%Y-%m-%d %H:%M:%S")
         if r.get("started")
@@ -128,6 +225,8 @@ def _row(r: dict[str, Any], sizes: dict[str, int], member: bool = False) -> list
         _name(r, member),
         status_badge(r["status"], r.get("findings") or {}),
         f"{r['steps']:,}",
+        duration(r),
+        "—" if loss is None else fmt(loss),
         health(r.get("findings") or {}),
         group,
         started,
@@ -153,6 +252,7 @@ def register(app: Dash) -> None:
         Input(ids.RUNS_PROJECT, "value"),
         Input(ids.RUNS_STATUS, "value"),
         Input(ids.RUNS_SEARCH, "value"),
+        Input(ids.RUNS_FINDINGS, "value"),
         Input(ids.RUNS_MORE, "n_clicks"),
         Input(ids.RUNS_TICK, "n_intervals"),
     )
@@ -160,9 +260,10 @@ def register(app: Dash) -> None:
         project: str | None,
         status: str | None,
         search: str | None,
+        findings: str | None,
         more: int | None,
         _tick: int | None,
     ) -> tuple[Any, list[dict[str, str]], dict[str, str]]:
         shown = PAGE_ROWS * (1 + (more or 0))
-        content, options, left = runs_page(from_request(), project, status, search, shown)
+        content, options, left = runs_page(from_request(), project, status, search, shown, findings)
         return content, options, {} if left else {"display": "none"}

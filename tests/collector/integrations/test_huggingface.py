@@ -42,7 +42,8 @@ def test_trainer_run_with_gradient_accumulation(tmp_path: Path) -> None:
         gradient_accumulation_steps=2,
         report_to=[],
         save_strategy="no",
-        logging_strategy="no",
+        logging_strategy="steps",
+        logging_steps=2,
         use_cpu=True,
         disable_tqdm=True,
     )
@@ -63,3 +64,6 @@ def test_trainer_run_with_gradient_accumulation(tmp_path: Path) -> None:
     assert not [f for f in callback.run.findings if f.severity == "error"]
     assert not [f for f in callback.run.findings if f.check in ("stale-grad", "param-no-grad")]
     assert run.end is not None and run.end["status"] == "finished"
+    # what the Trainer logged every 2 steps is the run's own metrics (drawn on its page)
+    logged = {(step, key) for step, key, _ in run.scalars}
+    assert {(2, "loss"), (4, "loss"), (2, "learning_rate")} <= logged
