@@ -8,8 +8,8 @@ Then the sitecustomize this file shadows, if any, runs."""
 import atexit
 import hashlib
 import importlib.machinery
-import itertools
 import importlib.util
+import itertools
 import json
 import os
 import random
