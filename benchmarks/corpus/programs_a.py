@@ -10,11 +10,16 @@ from __future__ import annotations
 from spec import Program
 
 TV = ("torchvision",)
+PLOT = ("matplotlib",)
 
 EXAMPLES = "pytorch/examples"
 EXAMPLES_AT = "77f55b912142e11fcfdf5b530231fb9c52f181e8"
 DIFFUSION = "bot66/MNISTDiffusion"
 DIFFUSION_AT = "c7ba8e09174cbb88b9cc314db3bf2e514668681c"
+YUNJEY = "yunjey/pytorch-tutorial"
+YUNJEY_AT = "0500d3df5a2a8080ccfccbc00aca0eacc21818db"
+MORVAN = "MorvanZhou/PyTorch-Tutorial"
+MORVAN_AT = "dbe154a9e56635e51c6b0c2ccea8ae36cfb585a7"
 GAN = "eriklindernoren/PyTorch-GAN"
 GAN_AT = "36d3c77e5ff20ebe0aeefd322326a134a279b93e"
 
@@ -32,6 +37,26 @@ def _gan(name: str, tags: tuple[str, ...], *extra: str, script: str = "") -> Pro
         args=("--n_epochs", "5", "--batch_size", "16", "--sample_interval", "160", *extra),
         env=_mnist(1024),
         shims=TV,
+        tags=tags,
+    )
+
+
+def _yunjey(path: str, train: int, tags: tuple[str, ...] = ()) -> Program:
+    """A yunjey/pytorch-tutorial script: no CLI; its fixed epochs and batch size over a
+    synthetic dataset of ``train`` samples give the steps."""
+    return Program(
+        YUNJEY, YUNJEY_AT, f"tutorials/{path}/main.py", env=_mnist(train, 200), shims=TV, tags=tags
+    )
+
+
+def _morvan(script: str, train: int = 0, tags: tuple[str, ...] = ()) -> Program:
+    """A MorvanZhou/PyTorch-Tutorial script (plots drawn by the no-op matplotlib shim)."""
+    return Program(
+        MORVAN,
+        MORVAN_AT,
+        f"tutorial-contents/{script}.py",
+        env=_mnist(train, 500) if train else (),
+        shims=(*TV, *PLOT),
         tags=tags,
     )
 
@@ -116,4 +141,18 @@ PROGRAMS: list[Program] = [
     _gan("aae", ("vae",)),
     _gan("dragan", ("gan-dcgan",), "--img_size", "16"),
     _gan("relativistic_gan", ("gan-dcgan",), "--img_size", "16"),
+    # yunjey/pytorch-tutorial: 5 epochs x 60 batches of 100, ...
+    _yunjey("01-basics/feedforward_neural_network", 6000),
+    _yunjey("02-intermediate/convolutional_neural_network", 6000, ("cnn",)),
+    _yunjey("02-intermediate/deep_residual_network", 304, ("resnet-bn",)),  # 80 x 4 batches
+    _yunjey("02-intermediate/recurrent_neural_network", 15000),  # 2 x 150 batches
+    _yunjey("03-advanced/generative_adversarial_network", 200, ("gan-dcgan",)),  # 200 x 2
+    _yunjey("03-advanced/variational_autoencoder", 2560, ("vae",)),  # 15 x 20 batches of 128
+    # MorvanZhou/PyTorch-Tutorial
+    _morvan("401_CNN", 15000, ("cnn",)),  # 1 epoch of 300 batches of 50
+    _morvan("402_RNN_classifier", 19200),  # 1 epoch of 300 batches of 64
+    _morvan("404_autoencoder", 1920, ("vae",)),  # 10 x 30 batches of 64
+    _morvan("306_optimizer"),  # four nets, four optimizers, 12 x 32 batches
+    _morvan("503_dropout"),  # 500 steps, with and without dropout
+    _morvan("504_batch_normalization", tags=("resnet-bn",)),  # 12 x 32 batches, BN or not
 ]  # fmt: skip
