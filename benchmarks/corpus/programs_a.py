@@ -41,15 +41,25 @@ def _gan(name: str, tags: tuple[str, ...], *extra: str, script: str = "") -> Pro
     )
 
 
-def _yunjey(path: str, train: int, tags: tuple[str, ...] = ()) -> Program:
+def _yunjey(
+    path: str, train: int, tags: tuple[str, ...] = (), seeds: tuple[int, ...] = (0,)
+) -> Program:
     """A yunjey/pytorch-tutorial script: no CLI; its fixed epochs and batch size over a
     synthetic dataset of ``train`` samples give the steps."""
     return Program(
-        YUNJEY, YUNJEY_AT, f"tutorials/{path}/main.py", env=_mnist(train, 200), shims=TV, tags=tags
+        YUNJEY,
+        YUNJEY_AT,
+        f"tutorials/{path}/main.py",
+        env=_mnist(train, 200),
+        shims=TV,
+        tags=tags,
+        seeds=seeds,
     )
 
 
-def _morvan(script: str, train: int = 0, tags: tuple[str, ...] = ()) -> Program:
+def _morvan(
+    script: str, train: int = 0, tags: tuple[str, ...] = (), seeds: tuple[int, ...] = (0,)
+) -> Program:
     """A MorvanZhou/PyTorch-Tutorial script (plots drawn by the no-op matplotlib shim)."""
     return Program(
         MORVAN,
@@ -58,6 +68,7 @@ def _morvan(script: str, train: int = 0, tags: tuple[str, ...] = ()) -> Program:
         env=_mnist(train, 500) if train else (),
         shims=(*TV, *PLOT),
         tags=tags,
+        seeds=seeds,
     )
 
 
@@ -79,6 +90,7 @@ PROGRAMS: list[Program] = [
         args=("--epochs", "5", "--batch-size", "16", "--no-accel", "--log-interval", "20"),
         env=_mnist(1024, 128),
         setup=("mkdir -p vae/results",),
+        seeds=(0, 1),
         shims=TV,
         tags=("vae",),
     ),
@@ -109,6 +121,7 @@ PROGRAMS: list[Program] = [
               "--log-interval", "50"),
         env=_mnist(2400, 128),
         shims=TV,
+        seeds=(0, 1),
     ),
     Program(  # one optimizer per layer, each trained on its own local loss
         EXAMPLES,
@@ -142,7 +155,7 @@ PROGRAMS: list[Program] = [
     _gan("dragan", ("gan-dcgan",), "--img_size", "16"),
     _gan("relativistic_gan", ("gan-dcgan",), "--img_size", "16"),
     # yunjey/pytorch-tutorial: 5 epochs x 60 batches of 100, ...
-    _yunjey("01-basics/feedforward_neural_network", 6000),
+    _yunjey("01-basics/feedforward_neural_network", 6000, seeds=(0, 1, 2)),
     _yunjey("02-intermediate/convolutional_neural_network", 6000, ("cnn",)),
     _yunjey("02-intermediate/deep_residual_network", 304, ("resnet-bn",)),  # 80 x 4 batches
     _yunjey("02-intermediate/recurrent_neural_network", 15000),  # 2 x 150 batches
@@ -152,7 +165,8 @@ PROGRAMS: list[Program] = [
     _morvan("401_CNN", 15000, ("cnn",)),  # 1 epoch of 300 batches of 50
     _morvan("402_RNN_classifier", 19200),  # 1 epoch of 300 batches of 64
     _morvan("404_autoencoder", 1920, ("vae",)),  # 10 x 30 batches of 64
-    _morvan("306_optimizer"),  # four nets, four optimizers, 12 x 32 batches
-    _morvan("503_dropout"),  # 500 steps, with and without dropout
-    _morvan("504_batch_normalization", tags=("resnet-bn",)),  # 12 x 32 batches, BN or not
+    _morvan("306_optimizer", seeds=(0, 1, 2)),  # four nets, four optimizers, 12 x 32 batches
+    _morvan("503_dropout", seeds=(0, 1, 2)),  # 500 steps, with and without dropout
+    # 12 x 32 batches, one net with batch norm, one without
+    _morvan("504_batch_normalization", tags=("resnet-bn",), seeds=(0, 1)),
 ]  # fmt: skip
