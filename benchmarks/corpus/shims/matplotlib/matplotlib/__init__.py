@@ -13,6 +13,9 @@ class Anything:
     """Stands for any figure, axes, artist or colour: every call, attribute and item is
     another `Anything`; it iterates as empty and counts as a number where one is asked."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
     def __call__(self, *args: Any, **kwargs: Any) -> Anything:
         return Anything()
 
