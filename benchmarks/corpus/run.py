@@ -2,11 +2,12 @@
 ``gradwatch run``; record gradwatch's findings and whether training came out identical.
 
     python benchmarks/corpus/run.py [--only SUBSTR ...] [--seeds] [--out FILE] [--jobs N]
-        [--list]
+        [--list] [--prune]
 
 ``--only`` keeps programs whose name contains one of the substrings; their records replace
 those of the same name in an existing ``--out`` file (so the corpus runs in batches), the
-others are kept. ``--seeds`` runs every seed a program lists (default: its first).
+others are kept (``--prune`` drops the records of programs no longer listed). ``--seeds``
+runs every seed a program lists (default: its first).
 Writes ``benchmarks/results/corpus.json`` and a table in ``corpus.md`` next to it.
 """
 
@@ -230,8 +231,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=CACHE)
     ap.add_argument("--list", action="store_true", help="list the programs and stop")
     ap.add_argument("--fresh", action="store_true", help="re-extract the trees")
+    ap.add_argument(
+        "--prune", action="store_true", help="drop records of programs no longer listed, and stop"
+    )
     args = ap.parse_args(argv)
     programs = [p for p in all_programs() if not args.only or any(o in p.name for o in args.only)]
+    if args.prune:
+        listed = {p.name for p in all_programs()}
+        doc = json.loads(args.out.read_text())
+        gone = [r["name"] for r in doc["programs"] if r["name"] not in listed]
+        doc["programs"] = [r for r in doc["programs"] if r["name"] in listed]
+        doc["summary"] = summary(doc)
+        write(doc, args.out)
+        print("dropped:", ", ".join(gone) or "nothing")
+        return 0
     if args.list:
         for p in programs:
             print(f"{p.name}  {' '.join(p.args)}  [{', '.join(p.tags)}]")
