@@ -4,6 +4,7 @@ tiny training script; no network."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -164,3 +165,21 @@ def test_launch_digests_the_trained_parameters_under_the_seed(tmp_path: Path) ->
     assert runs[0].steps == 5 and runs[0].params is not None
     assert runs[0].params["optimizers"] == ["SGD"] and runs[0].params["tensors"] == 2
     assert runs[0].digest == runs[1].digest != runs[2].digest
+
+
+def test_prune_drops_the_records_of_programs_no_longer_listed(tmp_path: Path) -> None:
+    listed = spec.all_programs()[0].name
+    out = tmp_path / "corpus.json"
+    rec = {
+        "project": "a/b", "commit": COMMIT, "status": "ok", "outputs_identical": True,
+        "findings": [], "steps": 300, "seeds": [0], "seconds": {"without": 1, "with": 2},
+    }  # fmt: skip
+    doc = {
+        "command": "c", "date": "d", "gradwatch_commit": "g",
+        "machine": {"platform": "p", "cpus": 1, "python": "3", "torch": "2"},
+        "programs": [{**rec, "name": listed}, {**rec, "name": "gone/x:y.py"}],
+    }  # fmt: skip
+    out.write_text(json.dumps(doc))
+    assert runner.main(["--prune", "--out", str(out)]) == 0
+    assert [r["name"] for r in json.loads(out.read_text())["programs"]] == [listed]
+    assert "gone/x:y.py" not in out.with_suffix(".md").read_text()
