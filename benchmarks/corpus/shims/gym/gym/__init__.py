@@ -8,16 +8,14 @@ truncated, info)`), a time limit that truncates, and deterministic dynamics unde
 Two environment variables let a corpus run end and repeat:
 - `GYM_SHIM_MAX_EPISODES`: after this many episodes in the process, the next `reset()` ends
   the program with exit status 0 (the RL scripts loop over 10,000 episodes and have no flag).
-- `GYM_SHIM_SEED` (default 0): the seed of an environment never reset with one; with
-  `GYM_SHIM_SEED_GLOBALS=1`, `make()` also seeds Python's, NumPy's and torch's global
-  generators with it (for scripts that seed nothing themselves).
+- `GYM_SHIM_SEED`, else the corpus runner's `GW_CORPUS_SEED`, else 0: the seed of an
+  environment never reset with one (the runner seeds the global generators itself).
 """
 
 from __future__ import annotations
 
 import math
 import os
-import random
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +25,10 @@ import numpy as np
 __version__ = "0.26.2"
 
 _episodes = 0
+
+
+def _default_seed() -> int:
+    return int(os.environ.get("GYM_SHIM_SEED") or os.environ.get("GW_CORPUS_SEED") or 0)
 
 
 def _episode_started() -> None:
@@ -117,7 +119,7 @@ class Env:
         self.spec = spec
         self.render_mode = render_mode
         self.autoreset = autoreset
-        self.np_random = np.random.default_rng(int(os.environ.get("GYM_SHIM_SEED", "0")))
+        self.np_random = np.random.default_rng(_default_seed())
         self._t = 0
         self._needs_reset = False
 
@@ -270,12 +272,6 @@ def make(id: str, max_episode_steps: int | None = None, **kwargs: Any) -> Env:
     if id not in _REGISTRY:
         raise KeyError(f"the gym shim has no environment {id!r}; it has {sorted(_REGISTRY)}")
     cls, threshold, steps = _REGISTRY[id]
-    if os.environ.get("GYM_SHIM_SEED_GLOBALS") == "1":
-        seed = int(os.environ.get("GYM_SHIM_SEED", "0"))
-        random.seed(seed)
-        np.random.seed(seed)
-        if "torch" in sys.modules:
-            sys.modules["torch"].manual_seed(seed)
     kwargs.pop("disable_env_checker", None)
     spec = EnvSpec(id, threshold, max_episode_steps or steps)
     return cls(spec, **kwargs)
