@@ -17,7 +17,18 @@ MAKEMORE_AT = "988aa59e4d8fefa526d06f3b453ad116258398d4"
 EXAMPLES = "pytorch/examples"
 EXAMPLES_AT = "77f55b912142e11fcfdf5b530231fb9c52f181e8"
 
+NANOGPT = "karpathy/nanoGPT"
+NANOGPT_AT = "3adf61e154c3fe3fca428ad6bc3818b27a3b8291"
+LORA_NANOGPT = "cccntu/LoRAnanoGPT"  # nanoGPT with minLoRA (its author's fork)
+LORA_NANOGPT_AT = "e18d9f2532b7992e9cef379e18e22a8e47cb8e4c"
+MINLORA_AT = "d47a4c93df87540bb396172cfac1f3246e7db5f9"  # cccntu/minLoRA, its dependency
+MINGPT = "karpathy/minGPT"
+MINGPT_AT = "37baab71b9abea1b76ab957409a1cc2fbfba8a26"
+LIGHTNING = "Lightning-AI/pytorch-lightning"
+LIGHTNING_AT = "7f0c3436cd3f6ad3753125672024fc415cbcb414"
+
 DATA = "$PYTHON $CORPUS_SHIMS/textdata/corpus_data.py"
+MIRRORS = "${GW_CORPUS_MIRRORS:-/work/.mirror}"
 
 
 def _rl(script: str, episodes: int, tags: tuple[str, ...], seeds: tuple[int, ...] = (0, 1, 2)):
@@ -38,24 +49,52 @@ def _makemore(kind: str, tags: tuple[str, ...], seeds: tuple[int, ...] = (0,)) -
         MAKEMORE,
         MAKEMORE_AT,
         "makemore.py",
-        args=("-i", "names.txt", "-o", f"out-{kind}", "--type", kind, "--max-steps", "300",
-              "--num-workers", "0"),
+        args=(
+            "-i",
+            "names.txt",
+            "-o",
+            f"out-{kind}",
+            "--type",
+            kind,
+            "--max-steps",
+            "300",
+            "--num-workers",
+            "0",
+        ),
         shims=("tensorboard",),
         seeds=seeds,
         tags=tags,
         variant=kind,
-    )  # fmt: skip
+    )
 
 
+CHAR_DATA = f"{DATA} nanogpt-char data/shakespeare_char"
+# nanoGPT's README "baby GPT" for a CPU, smaller still, 300 iterations (it runs 0..max_iters)
+NANO = (
+    "config/train_shakespeare_char.py",
+    "--device=cpu",
+    "--compile=False",
+    "--eval_iters=10",
+    "--eval_interval=100",
+    "--log_interval=50",
+    "--block_size=64",
+    "--batch_size=8",
+    "--n_layer=2",
+    "--n_head=4",
+    "--n_embd=64",
+    "--max_iters=300",
+    "--lr_decay_iters=300",
+    "--dropout=0.0",
+)
 WIKITEXT = f"{DATA} wikitext word_language_model/data/wikitext-2 --train-words 240000"
 WLM_SMALL = ("--emsize", "64", "--nhid", "64", "--epochs", "1", "--log-interval", "100")
 
 PROGRAMS: list[Program] = [
     # -- reinforcement learning (minimalRL: one file per algorithm, CartPole / Pendulum)
     _rl("REINFORCE.py", 310, ("rl-pg",)),
-    _rl("actor_critic.py", 300, ("rl-ac",)),
-    _rl("dqn.py", 320, ("rl-dqn",)),
-    _rl("ppo.py", 100, ("rl-ppo",)),
+    _rl("actor_critic.py", 60, ("rl-ac",)),
+    _rl("dqn.py", 60, ("rl-dqn",)),
+    _rl("ppo.py", 30, ("rl-ppo",)),
     _rl("ppo-lstm.py", 150, ("rl-ppo",)),
     _rl("ppo-continuous.py", 20, ("rl-ppo",)),
     _rl("ddpg.py", 45, ("rl-ac",)),
@@ -101,12 +140,20 @@ PROGRAMS: list[Program] = [
         EXAMPLES,
         EXAMPLES_AT,
         "word_language_model/main.py",
-        args=("--model", "Transformer", "--nhead", "2", *WLM_SMALL, "--use-optimizer",
-              "--lr", "0.001"),
+        args=(
+            "--model",
+            "Transformer",
+            "--nhead",
+            "2",
+            *WLM_SMALL,
+            "--use-optimizer",
+            "--lr",
+            "0.001",
+        ),
         setup=(WIKITEXT,),
         tags=("transformer-lm",),
         variant="transformer-adamw",
-    ),  # fmt: skip
+    ),
     Program(
         EXAMPLES,
         EXAMPLES_AT,
@@ -125,5 +172,95 @@ PROGRAMS: list[Program] = [
         shims=("requests_cora",),
         tags=("gnn",),
         seeds=(0, 1),
+    ),
+    # -- GPT language models: nanoGPT (its configurator's overrides), minGPT projects
+    Program(
+        NANOGPT, NANOGPT_AT, "train.py", args=NANO, setup=(CHAR_DATA,), tags=("transformer-lm",)
+    ),
+    Program(
+        NANOGPT,
+        NANOGPT_AT,
+        "train.py",
+        args=(*NANO, "--gradient_accumulation_steps=4", "--dropout=0.1", "--warmup_iters=30"),
+        setup=(CHAR_DATA,),
+        tags=("transformer-lm", "accumulation"),
+        variant="accum4-dropout",
+    ),
+    # LoRA: only the adapters are in the optimizer; the base weights (random here: no
+    # download) keep requires_grad and are never stepped
+    Program(
+        LORA_NANOGPT,
+        LORA_NANOGPT_AT,
+        "train.py",
+        args=(
+            "config/finetune_shakespeare.py",
+            "--init_from=scratch",
+            "--dataset=shakespeare_char",
+            "--dtype=float32",
+            "--batch_size=8",
+            "--gradient_accumulation_steps=2",
+            *NANO[1:],
+        ),
+        setup=(
+            CHAR_DATA,
+            f"git --git-dir={MIRRORS}/cccntu+minLoRA/repo archive {MINLORA_AT} minlora | tar -x",
+        ),
+        tags=("transformer-lm", "lora", "finetune-frozen", "accumulation"),
+    ),
+    # minGPT: its projects import the package from the repository root (pip install -e .
+    # in its readme); a link beside each script stands in for the install
+    Program(
+        MINGPT,
+        MINGPT_AT,
+        "projects/adder/adder.py",
+        args=("--trainer.max_iters=300", "--trainer.num_workers=0"),
+        setup=("ln -sfn ../../mingpt projects/adder/mingpt",),
+        tags=("transformer-lm",),
+        seeds=(0, 1),
+    ),
+    Program(
+        MINGPT,
+        MINGPT_AT,
+        "projects/chargpt/chargpt.py",
+        args=(
+            "--trainer.max_iters=300",
+            "--trainer.num_workers=0",
+            "--trainer.batch_size=16",
+            "--model.model_type=gpt-nano",
+            "--data.block_size=64",
+        ),
+        setup=(
+            "ln -sfn ../../mingpt projects/chargpt/mingpt",
+            f"{DATA} text projects/chargpt/input.txt --chars 300000",
+        ),
+        tags=("transformer-lm",),
+    ),
+    # -- Lightning: automatic optimisation with a submodule's forward (the demo Transformer),
+    # automatic (DQN) and manual optimisation (PPO, two optimizers) on the old gym API
+    Program(
+        LIGHTNING,
+        LIGHTNING_AT,
+        "examples/pytorch/basics/transformer.py",
+        setup=(
+            f"{DATA} wikitext-file examples/pytorch/basics/data/wikitext-2.txt --tokens 150570",
+        ),
+        tags=("lightning-auto", "lightning-submodule", "transformer-lm"),
+    ),
+    Program(
+        LIGHTNING,
+        LIGHTNING_AT,
+        "examples/pytorch/domain_templates/reinforce_learn_Qnet.py",
+        shims=("gym",),
+        env=(("GYM_SHIM_API", "0.21"), ("GYM_SHIM_MAX_EPISODES", "110")),
+        tags=("lightning-auto", "rl-dqn"),
+    ),
+    Program(
+        LIGHTNING,
+        LIGHTNING_AT,
+        "examples/pytorch/domain_templates/reinforce_learn_ppo.py",
+        args=("--steps_per_epoch", "256", "--batch_size", "32"),
+        shims=("gym",),
+        env=(("GYM_SHIM_API", "0.21"), ("GYM_SHIM_MAX_EPISODES", "150")),
+        tags=("lightning-manual", "rl-ppo"),
     ),
 ]

@@ -9,6 +9,9 @@ Kinds:
   ``shakespeare_char/prepare.py`` writes them, from that text.
 - ``wikitext DIR``: ``train.txt``/``valid.txt``/``test.txt`` in WikiText-2's form (one
   paragraph a line, rare words as ``<unk>``).
+- ``wikitext-file FILE --tokens N``: one file of WikiText-2-form lines holding exactly N
+  tokens counting an end-of-line token per line (Lightning's demo `WikiText2` reads one
+  ``wikitext-2.txt`` and cuts it into blocks, so N sets its length).
 - ``cora DIR [--nodes N --features F --classes C]``: ``cora.content``/``cora.cites`` in the
   Cora citation graph's format: a planted-partition graph whose node features are bag-of-
   words drawn from a class-specific vocabulary, so a GCN/GAT can learn the labels.
@@ -78,6 +81,27 @@ def write_wikitext(dest: Path, vocab: int, train_words: int) -> None:
         (dest / f"{part}.txt").write_text("\n".join(out) + "\n")
 
 
+def write_wikitext_file(dest: Path, vocab: int, tokens: int) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    lines = [" ".join(line.split()) for line in local_text(3_000_000).splitlines()]
+    counts = collections.Counter(w for line in lines for w in line.split())
+    keep = {w for w, _ in counts.most_common(vocab)}
+    out: list[str] = []
+    count = 0
+    for line in lines:
+        words = [w if w in keep else "<unk>" for w in line.split()]
+        if not words:
+            continue
+        words = words[: tokens - count - 1]
+        out.append(" ".join(words))
+        count += len(words) + 1
+        if count >= tokens - 1:
+            break
+    if count < tokens:
+        raise SystemExit(f"the local text holds only {count} tokens, not {tokens}")
+    dest.write_text("\n".join(out) + "\n")
+
+
 def write_cora(dest: Path, nodes: int, features: int, classes: int) -> None:
     rng = random.Random(1433)
     dest.mkdir(parents=True, exist_ok=True)
@@ -86,17 +110,17 @@ def write_cora(dest: Path, nodes: int, features: int, classes: int) -> None:
     rng.shuffle(labels)
     per_class = features // classes
     content = []
-    for node, label in zip(ids, labels):
+    for node, label in zip(ids, labels, strict=True):
         words = set(rng.sample(range(label * per_class, (label + 1) * per_class), 6))
         words |= set(rng.sample(range(features), 6))
         row = ["1" if j in words else "0" for j in range(features)]
         content.append(f"{node}\t" + "\t".join(row) + f"\tclass_{label}")
     (dest / "cora.content").write_text("\n".join(content) + "\n")
     by_class: dict[int, list[int]] = collections.defaultdict(list)
-    for node, label in zip(ids, labels):
+    for node, label in zip(ids, labels, strict=True):
         by_class[label].append(node)
     edges = set()
-    for node, label in zip(ids, labels):
+    for node, label in zip(ids, labels, strict=True):
         for _ in range(2):
             other = rng.choice(by_class[label]) if rng.random() < 0.8 else rng.choice(ids)
             if other != node:
@@ -106,11 +130,14 @@ def write_cora(dest: Path, nodes: int, features: int, classes: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("kind", choices=("text", "nanogpt-char", "wikitext", "cora"))
+    parser.add_argument(
+        "kind", choices=("text", "nanogpt-char", "wikitext", "wikitext-file", "cora")
+    )
     parser.add_argument("dest", type=Path)
     parser.add_argument("--chars", type=int, default=1_200_000)
     parser.add_argument("--vocab", type=int, default=3000)
     parser.add_argument("--train-words", type=int, default=280_000)
+    parser.add_argument("--tokens", type=int, default=150_000)
     parser.add_argument("--nodes", type=int, default=1800)
     parser.add_argument("--features", type=int, default=280)
     parser.add_argument("--classes", type=int, default=7)
@@ -121,6 +148,8 @@ def main() -> None:
         write_nanogpt_char(args.dest, args.chars)
     elif args.kind == "wikitext":
         write_wikitext(args.dest, args.vocab, args.train_words)
+    elif args.kind == "wikitext-file":
+        write_wikitext_file(args.dest, args.vocab, args.tokens)
     else:
         write_cora(args.dest, args.nodes, args.features, args.classes)
 

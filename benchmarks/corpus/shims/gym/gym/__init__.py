@@ -5,6 +5,9 @@ programs train on, written for the corpus (no gym install, no network, no render
 the gymnasium API (`reset(seed=None) -> (obs, info)`, `step(a) -> (obs, reward, terminated,
 truncated, info)`), a time limit that truncates, and deterministic dynamics under a seed.
 
+`GYM_SHIM_API=0.21` gives the older API instead (`reset() -> obs`, `step(a) -> (obs, reward,
+done, info)`, done at the time limit too), which gym before 0.26 had.
+
 Two environment variables let a corpus run end and repeat:
 - `GYM_SHIM_MAX_EPISODES`: after this many episodes in the process, the next `reset()` ends
   the program with exit status 0 (the RL scripts loop over 10,000 episodes and have no flag).
@@ -17,8 +20,9 @@ from __future__ import annotations
 import math
 import os
 import sys
+import types
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -85,19 +89,26 @@ class Box(Space):
 
     def contains(self, x: Any) -> bool:
         arr = np.asarray(x)
-        return bool(arr.shape == self.shape and np.all(arr >= self.low) and np.all(arr <= self.high))
+        return bool(
+            arr.shape == self.shape and np.all(arr >= self.low) and np.all(arr <= self.high)
+        )
 
     def __repr__(self) -> str:
         return f"Box({self.low.min()}, {self.high.max()}, {self.shape}, {self.dtype})"
 
 
-class _Spaces:
-    Discrete = Discrete
-    Box = Box
-    Space = Space
+spaces = types.SimpleNamespace(
+    Discrete=Discrete,
+    Box=Box,
+    Space=Space,
+    box=types.SimpleNamespace(Box=Box),
+    discrete=types.SimpleNamespace(Discrete=Discrete),
+    space=types.SimpleNamespace(Space=Space),
+)
 
 
-spaces = _Spaces()
+def _old_api() -> bool:
+    return os.environ.get("GYM_SHIM_API") == "0.21"
 
 
 @dataclass
@@ -111,7 +122,7 @@ class Env:
     """One environment: subclasses give `_reset(rng) -> obs` and `_step(action) ->
     (obs, reward, terminated)`; the time limit and autoreset live here."""
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
     observation_space: Space
     action_space: Space
 
@@ -138,16 +149,20 @@ class Env:
             self.action_space.seed(seed)
         self._t = 0
         self._needs_reset = False
-        return self._reset(), {}
+        obs = self._reset()
+        return obs if _old_api() else (obs, {})
 
     def step(self, action: Any):
         if self.autoreset and self._needs_reset:
-            obs, info = self.reset()
-            return obs, 0.0, False, False, info
+            obs = self._reset()
+            self._t, self._needs_reset = 0, False
+            return (obs, 0.0, False, {}) if _old_api() else (obs, 0.0, False, False, {})
         obs, reward, terminated = self._step(action)
         self._t += 1
         truncated = self._t >= self.spec.max_episode_steps and not terminated
         self._needs_reset = terminated or truncated
+        if _old_api():
+            return obs, float(reward), bool(terminated or truncated), {}
         return obs, float(reward), bool(terminated), bool(truncated), {}
 
     def render(self, *args: Any, **kwargs: Any) -> None:
@@ -228,7 +243,9 @@ class Pendulum(Env):
         wrapped = ((theta + math.pi) % (2 * math.pi)) - math.pi
         cost = wrapped**2 + 0.1 * speed**2 + 0.001 * u**2
         inertia = self.m * self.length**2
-        speed = speed + (3 * self.g / (2 * self.length) * math.sin(theta) + 3.0 / inertia * u) * self.dt
+        speed = (
+            speed + (3 * self.g / (2 * self.length) * math.sin(theta) + 3.0 / inertia * u) * self.dt
+        )
         speed = float(np.clip(speed, -self.max_speed, self.max_speed))
         self.state = np.array([theta + speed * self.dt, speed])
         return self._obs(), -cost, False

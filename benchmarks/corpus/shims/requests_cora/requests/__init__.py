@@ -17,10 +17,10 @@ from typing import Any
 __version__ = "2.32.0"
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "textdata"))
-import corpus_data  # noqa: E402
+import corpus_data
 
 
-class ConnectionError(OSError):  # noqa: A001 - requests' own name
+class ConnectionError(OSError):
     pass
 
 
