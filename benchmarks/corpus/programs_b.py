@@ -26,6 +26,10 @@ MINGPT = "karpathy/minGPT"
 MINGPT_AT = "37baab71b9abea1b76ab957409a1cc2fbfba8a26"
 LIGHTNING = "Lightning-AI/pytorch-lightning"
 LIGHTNING_AT = "7f0c3436cd3f6ad3753125672024fc415cbcb414"
+MAML = "JosephKJ/PyTorch-MAML-and-Reptile"
+MAML_AT = "00d20bc5845a32bf2c98c4d1f46044cbb867a1c4"
+MOE = "davidmrau/mixture-of-experts"
+MOE_AT = "f662999727109357c42074997e9a6cd72806f668"
 
 DATA = "$PYTHON $CORPUS_SHIMS/textdata/corpus_data.py"
 MIRRORS = "${GW_CORPUS_MIRRORS:-/work/.mirror}"
@@ -262,5 +266,38 @@ PROGRAMS: list[Program] = [
         shims=("gym",),
         env=(("GYM_SHIM_API", "0.21"), ("GYM_SHIM_MAX_EPISODES", "150")),
         tags=("lightning-manual", "rl-ppo"),
+    ),
+    # -- meta-learning on sine waves: first-order MAML and Reptile by hand (no optimizer);
+    # 30,000 iterations are a literal, so the matplotlib shim ends the run at its second
+    # progress plot (iteration 1,000)
+    Program(
+        MAML,
+        MAML_AT,
+        "main.py",
+        args=("--run=MAML",),
+        shims=("matplotlib",),
+        env=(("MPL_SHIM_EXIT_AFTER_PAUSES", "2"),),
+        tags=("meta",),
+        variant="maml",
+    ),
+    Program(
+        MAML,
+        MAML_AT,
+        "main.py",
+        args=("--run=Reptile",),
+        shims=("matplotlib",),
+        env=(("MPL_SHIM_EXIT_AFTER_PAUSES", "2"),),
+        tags=("meta",),
+        variant="reptile",
+    ),
+    # -- sparsely-gated mixture of experts (noisy top-4 of 10) on CIFAR-10's shapes: 300
+    # batches of 64 from the torchvision shim's synthetic set, two loader workers
+    Program(
+        MOE,
+        MOE_AT,
+        "cifar10_example.py",
+        shims=("torchvision",),
+        env=(("TV_SHIM_TRAIN", "19200"), ("TV_SHIM_TEST", "256")),
+        tags=("moe",),
     ),
 ]
