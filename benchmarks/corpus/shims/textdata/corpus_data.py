@@ -15,6 +15,9 @@ Kinds:
 - ``cora DIR [--nodes N --features F --classes C]``: ``cora.content``/``cora.cites`` in the
   Cora citation graph's format: a planted-partition graph whose node features are bag-of-
   words drawn from a class-specific vocabulary, so a GCN/GAT can learn the labels.
+- ``lightning-mnist ROOT [--train N --test M]``: ``ROOT/MNIST/complete/training.pt`` and
+  ``test.pt`` as Lightning's demo `MNIST` loads them (a (uint8 images, labels) tuple each):
+  one blurred random prototype per digit class plus noise, learnable but not trivial.
 All outputs are deterministic (the graph from a fixed seed).
 """
 
@@ -102,6 +105,22 @@ def write_wikitext_file(dest: Path, vocab: int, tokens: int) -> None:
     dest.write_text("\n".join(out) + "\n")
 
 
+def write_lightning_mnist(root: Path, train: int, test: int) -> None:
+    import torch
+
+    gen = torch.Generator().manual_seed(60000)
+    protos = torch.rand(10, 1, 28, 28, generator=gen)
+    protos = torch.nn.functional.avg_pool2d(protos, 5, stride=1, padding=2).squeeze(1)
+    protos = (protos - protos.mean()) / protos.std()
+    dest = root / "MNIST" / "complete"
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, n in (("training.pt", train), ("test.pt", test)):
+        labels = torch.randint(0, 10, (n,), generator=gen)
+        noise = torch.randn(n, 28, 28, generator=gen)
+        images = (128 + 60 * protos[labels] + 40 * noise).clamp(0, 255).to(torch.uint8)
+        torch.save((images, labels), dest / name)
+
+
 def write_cora(dest: Path, nodes: int, features: int, classes: int) -> None:
     rng = random.Random(1433)
     dest.mkdir(parents=True, exist_ok=True)
@@ -131,13 +150,16 @@ def write_cora(dest: Path, nodes: int, features: int, classes: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "kind", choices=("text", "nanogpt-char", "wikitext", "wikitext-file", "cora")
+        "kind",
+        choices=("text", "nanogpt-char", "wikitext", "wikitext-file", "cora", "lightning-mnist"),
     )
     parser.add_argument("dest", type=Path)
     parser.add_argument("--chars", type=int, default=1_200_000)
     parser.add_argument("--vocab", type=int, default=3000)
     parser.add_argument("--train-words", type=int, default=280_000)
     parser.add_argument("--tokens", type=int, default=150_000)
+    parser.add_argument("--train", type=int, default=60_000)
+    parser.add_argument("--test", type=int, default=10_000)
     parser.add_argument("--nodes", type=int, default=1800)
     parser.add_argument("--features", type=int, default=280)
     parser.add_argument("--classes", type=int, default=7)
@@ -150,6 +172,8 @@ def main() -> None:
         write_wikitext(args.dest, args.vocab, args.train_words)
     elif args.kind == "wikitext-file":
         write_wikitext_file(args.dest, args.vocab, args.tokens)
+    elif args.kind == "lightning-mnist":
+        write_lightning_mnist(args.dest, args.train, args.test)
     else:
         write_cora(args.dest, args.nodes, args.features, args.classes)
 
