@@ -1,23 +1,56 @@
-"""A no-op stand-in for `matplotlib` (not installed for the corpus): every pyplot call is
-accepted and draws nothing, `savefig` writes nothing.
-
-`MPL_SHIM_EXIT_AFTER_PAUSES=N` ends the program (exit status 0) at its N-th `pyplot.pause`:
-for a script whose only step cap is a literal but which draws its progress as it goes
-(e.g. every 1,000 iterations), that cap is the corpus's way to run it shorter unmodified.
-"""
+"""gradwatch corpus shim: matplotlib is not installed in the gradwatch environment and the
+corpus runs headless, so every plotting call is accepted and draws nothing. Only for
+programs whose plots are a side show of their training."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__version__ = "3.8.0"
+__version__ = "0.0+gradwatch.shim"
+
+
+class Anything:
+    """Stands for any figure, axes, artist or colour: every call, attribute and item is
+    another `Anything`; it iterates as empty and counts as a number where one is asked."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Anything:
+        return Anything()
+
+    def __getattr__(self, name: str) -> Anything:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Anything()
+
+    def __getitem__(self, key: Any) -> Anything:
+        return Anything()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __float__(self) -> float:
+        return 0.0
+
+    def __int__(self) -> int:
+        return 0
+
+    def __enter__(self) -> Anything:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
 
 
 def use(*args: Any, **kwargs: Any) -> None:
-    return None
+    pass
 
 
-def __getattr__(name: str) -> Any:
-    from matplotlib import pyplot
-
-    return getattr(pyplot, name)
+def __getattr__(name: str) -> Anything:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return Anything()

@@ -1,4 +1,8 @@
-"""The no-op pyplot of the matplotlib stand-in (see the package's docstring)."""
+"""No-op pyplot (see the package docstring).
+
+`MPL_SHIM_EXIT_AFTER_PAUSES=N` ends the program (exit status 0) at its N-th `pause`: for a
+script whose only step cap is a literal but which draws its progress as it goes (e.g. every
+1,000 iterations), that is the corpus's way to run it shorter, unmodified."""
 
 from __future__ import annotations
 
@@ -6,23 +10,9 @@ import os
 import sys
 from typing import Any
 
+from matplotlib import Anything
+
 _pauses = 0
-
-
-class _Anything:
-    """What a pyplot call returns: any attribute, call, index or unpacking gives another."""
-
-    def __getattr__(self, name: str) -> _Anything:
-        return _Anything()
-
-    def __call__(self, *args: Any, **kwargs: Any) -> _Anything:
-        return _Anything()
-
-    def __getitem__(self, key: Any) -> _Anything:
-        return _Anything()
-
-    def __iter__(self) -> Any:
-        return iter((_Anything(), _Anything()))
 
 
 def pause(interval: float = 0.0) -> None:
@@ -35,9 +25,11 @@ def pause(interval: float = 0.0) -> None:
         raise SystemExit(0)
 
 
-def subplots(*args: Any, **kwargs: Any) -> tuple[_Anything, _Anything]:
-    return _Anything(), _Anything()
+def subplots(nrows: int = 1, ncols: int = 1, **kwargs: Any) -> tuple[Anything, Anything]:
+    return Anything(), Anything()
 
 
-def __getattr__(name: str) -> Any:
-    return _Anything()
+def __getattr__(name: str) -> Anything:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return Anything()
