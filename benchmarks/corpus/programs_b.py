@@ -261,7 +261,7 @@ PROGRAMS: list[Program] = [
         LIGHTNING_AT,
         "examples/pytorch/domain_templates/reinforce_learn_Qnet.py",
         shims=("gym",),
-        env=(("GYM_SHIM_API", "0.21"), ("GYM_SHIM_MAX_EPISODES", "110")),
+        env=(("GYM_SHIM_API", "0.21"), ("GYM_SHIM_MAX_EPISODES", "80")),
         tags=("lightning-auto", "rl-dqn"),
     ),
     Program(
