@@ -130,8 +130,9 @@ def write_cora(dest: Path, nodes: int, features: int, classes: int) -> None:
     per_class = features // classes
     content = []
     for node, label in zip(ids, labels, strict=True):
-        words = set(rng.sample(range(label * per_class, (label + 1) * per_class), 6))
-        words |= set(rng.sample(range(features), 6))
+        own = range(label * per_class, (label + 1) * per_class)
+        words = set(rng.sample(own, min(6, len(own))))
+        words |= set(rng.sample(range(features), min(6, features)))
         row = ["1" if j in words else "0" for j in range(features)]
         content.append(f"{node}\t" + "\t".join(row) + f"\tclass_{label}")
     (dest / "cora.content").write_text("\n".join(content) + "\n")
