@@ -96,9 +96,9 @@ WLM_SMALL = ("--emsize", "64", "--nhid", "64", "--epochs", "1", "--log-interval"
 PROGRAMS: list[Program] = [
     # -- reinforcement learning (minimalRL: one file per algorithm, CartPole / Pendulum)
     _rl("REINFORCE.py", 310, ("rl-pg",)),
-    _rl("actor_critic.py", 60, ("rl-ac",)),
-    _rl("dqn.py", 60, ("rl-dqn",)),
-    _rl("ppo.py", 30, ("rl-ppo",)),
+    _rl("actor_critic.py", 300, ("rl-ac",)),
+    _rl("dqn.py", 320, ("rl-dqn",)),
+    _rl("ppo.py", 100, ("rl-ppo",)),
     _rl("ppo-lstm.py", 150, ("rl-ppo",)),
     _rl("ppo-continuous.py", 20, ("rl-ppo",)),
     _rl("ddpg.py", 45, ("rl-ac",)),
