@@ -270,7 +270,7 @@ PROGRAMS: list[Program] = [
         "examples/pytorch/domain_templates/reinforce_learn_ppo.py",
         args=("--steps_per_epoch", "256", "--batch_size", "32"),
         shims=("gym",),
-        env=(("GYM_SHIM_API", "0.21"), ("GYM_SHIM_MAX_EPISODES", "150")),
+        env=(("GYM_SHIM_API", "0.21"), ("GYM_SHIM_MAX_EPISODES", "360")),
         tags=("lightning-manual", "rl-ppo"),
     ),
     # -- meta-learning on sine waves: first-order MAML and Reptile by hand (no optimizer);
