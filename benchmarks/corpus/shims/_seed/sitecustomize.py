@@ -75,6 +75,8 @@ def _watch_optimizers():
         original(self, params, *args, **kwargs)
         if getattr(self, "_gw_corpus_index", None) is not None:
             return  # a subclass calling super().__init__: already counted
+        if type(self).__module__.split(".")[0] == "gradwatch":
+            return  # gradwatch's own stand-in (ManualUpdates for hand-updated parameters)
         tensors = [p for group in self.param_groups for p in group["params"]]
         self._gw_corpus_index = len(_optimizers)
         _optimizers.append((type(self).__name__, tensors))

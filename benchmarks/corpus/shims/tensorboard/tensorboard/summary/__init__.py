@@ -1,0 +1,1 @@
+"""Part of the no-op tensorboard stand-in (see the package's docstring)."""
