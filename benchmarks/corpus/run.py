@@ -119,6 +119,8 @@ def record(
             "with": round(sum(b.seconds for _, b in pairs), 1),
         },
         "findings": dedupe([f for _, b in pairs for f in b.findings]),
+        "gradwatch_commit": gradwatch_commit(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }  # fmt: skip
     if status != "ok" and pairs:
         bad = next((x for pair in pairs for x in pair if not x.ok), pairs[0][1])
