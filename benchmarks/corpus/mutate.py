@@ -555,8 +555,9 @@ def no_grad_forward(tree: ast.Module, at: int) -> bool:
 
 
 def plain_list(tree: ast.Module, at: int) -> bool:
-    """``nn.ModuleList(...)`` in a model's ``__init__`` replaced by ``list(...)`` (not when it
-    sits inside another container call, which would reject a list at once)."""
+    """``self.x = nn.ModuleList(...)`` in a model's ``__init__`` replaced by ``list(...)`` (not
+    one inside another container, which would reject a list at once; not a ModuleDict,
+    whose items are read as attributes)."""
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
         for fn in cls.body:
             if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
@@ -565,9 +566,8 @@ def plain_list(tree: ast.Module, at: int) -> bool:
                 if not isinstance(s.stmt, ast.Assign) or not isinstance(s.stmt.value, ast.Call):
                     continue
                 call = s.stmt.value
-                kind = func_name(call)
-                if kind in ("ModuleList", "ModuleDict"):
-                    call.func = ast.Name(id="list" if kind == "ModuleList" else "dict")
+                if func_name(call) == "ModuleList":
+                    call.func = ast.Name(id="list")
                     return True
     return False
 
@@ -947,7 +947,7 @@ MUTATIONS: dict[str, Mutation] = {
         Mutation(
             "plain-list",
             ("param-not-in-optimizer",),
-            "nn.ModuleList/ModuleDict in a model's __init__ replaced by list/dict",
+            "nn.ModuleList in a model's __init__ replaced by list",
             plain_list,
             scope="model",
         ),

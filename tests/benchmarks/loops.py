@@ -1,6 +1,6 @@
 """Small training loops in the styles real programs use, for test_mutate.py."""
 
-PLAIN = '''\
+PLAIN = """\
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -35,9 +35,9 @@ for x, y in loader:
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
-'''
+"""
 
-EPOCHS = '''\
+EPOCHS = """\
 import torch
 from torch import nn, optim
 
@@ -90,9 +90,9 @@ def main():
 
 if __name__ == "__main__":
     main()
-'''
+"""
 
-TRAIN_FN = '''\
+TRAIN_FN = """\
 import torch
 import torch.nn.functional as F
 
@@ -116,9 +116,9 @@ def train(model, optimizer, steps, accum=4):
 
 model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
 train(model, torch.optim.AdamW(model.parameters(), lr=3e-4), 10)
-'''
+"""
 
-TRAINER = '''\
+TRAINER = """\
 import torch
 import torch.nn as nn
 
@@ -150,9 +150,9 @@ class Trainer:
 
 model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
 Trainer(model, 0.1).fit([(torch.randn(8, 4), torch.randint(0, 3, (8,)))] * 4, 2)
-'''
+"""
 
-GAN = '''\
+GAN = """\
 import torch
 import torch.nn as nn
 
@@ -176,9 +176,9 @@ for epoch in range(2):
         errG = criterion(netD(fake), label)
         errG.backward()
         optG.step()
-'''
+"""
 
-NO_OPT = '''\
+NO_OPT = """\
 import torch
 
 w = torch.zeros(3, requires_grad=True)
@@ -187,6 +187,6 @@ for i in range(10):
     loss.backward()
     with torch.no_grad():
         w -= 0.1 * w.grad
-'''
+"""
 
 ALL = {"plain": PLAIN, "epochs": EPOCHS, "train_fn": TRAIN_FN, "trainer": TRAINER, "gan": GAN}
