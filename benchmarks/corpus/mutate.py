@@ -676,23 +676,43 @@ def lr_jump(tree: ast.Module, at: int) -> bool:
 
 def scheduler_per_batch(tree: ast.Module, at: int) -> bool:
     """A per-epoch ``scheduler.step()`` moved into the batch loop, right after the optimizer
-    step."""
+    step. When the batch loop is another function's (``train()`` called per epoch by
+    ``main()``, which owns the scheduler), the scheduler is handed over through
+    ``_gw_state`` right after it is built."""
     loop = Loop(tree)
     found = loop.first()
     if found is None:
         return False
     _, p = found
-    inner = p.loops[-1] if p.loops else None
+    if not p.loops:
+        return False
+    inner = p.loops[-1]
     for s in loop.sites:
         call = expr_call(s.stmt, "step") if isinstance(s.stmt, ast.Expr) else None
         if call is None or call.args or call.keywords or not is_scheduler(receiver(call)):
             continue
-        if not same_scope(s, p) or (inner is not None and contains(inner, s.stmt)):
+        if contains(inner, s.stmt) or not s.loops:
+            continue  # already per batch, or not in a loop at all
+        if same_scope(s, p):
+            remove(s)
+            insert_after(p, [s.stmt])
+            return True
+        name = receiver(call)
+        built = [
+            a
+            for a in loop.sites
+            if isinstance(a.stmt, ast.Assign)
+            and same_scope(a, s)
+            and any(text(t) == name for t in a.stmt.targets)
+            and a.stmt.lineno < s.stmt.lineno
+        ]
+        if not built:
             continue
-        if inner is None:
-            continue
+        add_state(tree)
+        insert_after(built[-1], parse_stmt(f"{STATE}['scheduler'] = {name}"))
         remove(s)
-        insert_after(p, [s.stmt])
+        step = f"if 'scheduler' in {STATE}:\n    {STATE}['scheduler'].step()"
+        insert_after(p, parse_stmt(step))
         return True
     return False
 

@@ -189,4 +189,39 @@ for i in range(10):
         w -= 0.1 * w.grad
 """
 
-ALL = {"plain": PLAIN, "epochs": EPOCHS, "train_fn": TRAIN_FN, "trainer": TRAINER, "gan": GAN}
+FUNCS = """\
+import torch
+import torch.nn.functional as F
+from torch.optim.lr_scheduler import StepLR
+
+
+def train(model, loader, optimizer):
+    model.train()
+    for data, target in loader:
+        optimizer.zero_grad()
+        loss = F.nll_loss(model(data), target)
+        loss.backward()
+        optimizer.step()
+
+
+def main():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LogSoftmax(dim=1))
+    optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)
+    scheduler = StepLR(optimizer, step_size=1, gamma=0.7)
+    loader = [(torch.randn(8, 4), torch.randint(0, 3, (8,)))] * 4
+    for epoch in range(1, 3):
+        train(model, loader, optimizer)
+        scheduler.step()
+
+
+main()
+"""
+
+ALL = {
+    "plain": PLAIN,
+    "epochs": EPOCHS,
+    "train_fn": TRAIN_FN,
+    "trainer": TRAINER,
+    "gan": GAN,
+    "funcs": FUNCS,
+}

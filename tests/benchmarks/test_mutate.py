@@ -215,6 +215,16 @@ def test_scheduler_per_batch_moves_an_epoch_scheduler_into_the_batch_loop() -> N
         assert mutate.apply(loops.ALL[style], "scheduler-per-batch") is None
 
 
+def test_scheduler_per_batch_reaches_a_batch_loop_in_another_function() -> None:
+    text = mutant("funcs", "scheduler-per-batch")
+    assert "scheduler.step()" not in text
+    i = text.index("scheduler = StepLR(optimizer, step_size=1, gamma=0.7)")
+    assert text[i + 1] == "_gw_state['scheduler'] = scheduler"
+    j = text.index("optimizer.step()")
+    assert text[j + 1 : j + 3] == ["if 'scheduler' in _gw_state:", "_gw_state['scheduler'].step()"]
+    exec(compile(mutate.apply(loops.FUNCS, "scheduler-per-batch") or "", "funcs", "exec"), {})
+
+
 def test_eval_mode_replaces_train_or_goes_before_the_loop() -> None:
     assert removed("epochs", "eval-mode") == ["model.train()"]
     assert added("epochs", "eval-mode") == ["model.eval()"]
