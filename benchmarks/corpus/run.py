@@ -1,0 +1,270 @@
+"""Run the corpus: every program, at its pinned commit, unmodified, with and without
+``gradwatch run``; record gradwatch's findings and whether training came out identical.
+
+    python benchmarks/corpus/run.py [--only SUBSTR ...] [--seeds] [--out FILE] [--jobs N]
+        [--list]
+
+``--only`` keeps programs whose name contains one of the substrings; their records replace
+those of the same name in an existing ``--out`` file (so the corpus runs in batches), the
+others are kept. ``--seeds`` runs every seed a program lists (default: its first).
+Writes ``benchmarks/results/corpus.json`` and a table in ``corpus.md`` next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from launch import Launch, launch
+from materialize import CACHE, materialize, tree_dir
+from spec import Program, all_programs
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "corpus.json"
+ALARM = ("warning", "error")
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": _torch_version(),
+    }
+
+
+def _torch_version() -> str:
+    try:
+        import torch
+
+        return str(torch.__version__)
+    except ImportError:
+        return "none"
+
+
+def gradwatch_commit() -> str:
+    out = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    commit = out.stdout.strip() or "unknown"
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "collector"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return f"{commit}+dirty" if dirty else commit
+
+
+def _tail(text: str, n: int = 1200) -> str:
+    return text[-n:]
+
+
+def dedupe(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Findings once each (over seeds), by step then check."""
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for f in findings:
+        key = (f.get("check"), f.get("severity"), f.get("step"), f.get("message"))
+        seen.setdefault(key, f)
+    return sorted(seen.values(), key=lambda f: (f.get("step") is None, f.get("step") or 0))
+
+
+def record(
+    program: Program, seeds: list[int], pairs: list[tuple[Launch, Launch]]
+) -> dict[str, Any]:
+    """The corpus.json record of one program from its (without, with gradwatch) launches."""
+    plain_ok = all(a.ok for a, _ in pairs)
+    watched_ok = all(b.ok for _, b in pairs)
+    identical = all(a.ok and b.ok and a.digest == b.digest for a, b in pairs)
+    steps = [a.steps for a, _ in pairs if a.steps is not None]
+    if not plain_ok:
+        status = "program-failed"  # without gradwatch: our setup, not gradwatch
+    elif not watched_ok:
+        status = "failed-under-gradwatch"
+    elif not identical:
+        status = "outputs-differ"
+    elif min(steps, default=0) < program.steps:
+        status = "too-few-steps"
+    else:
+        status = "ok"
+    rec: dict[str, Any] = {
+        "name": program.name,
+        "project": program.project,
+        "commit": program.commit,
+        "program": program.program,
+        "args": list(program.args),
+        "tags": list(program.tags),
+        "status": status,
+        "steps": min(steps) if steps else None,
+        "steps_expected": program.steps,
+        "seeds": seeds,
+        "outputs_identical": identical,
+        "digests": [{"seed": s, "without": a.digest[:16], "with": b.digest[:16]}
+                    for s, (a, b) in zip(seeds, pairs, strict=True)],
+        "seconds": {
+            "without": round(sum(a.seconds for a, _ in pairs), 1),
+            "with": round(sum(b.seconds for _, b in pairs), 1),
+        },
+        "findings": dedupe([f for _, b in pairs for f in b.findings]),
+    }  # fmt: skip
+    if status != "ok":
+        bad = next((x for pair in pairs for x in pair if not x.ok), pairs[0][1])
+        rec["returncode"] = bad.returncode
+        rec["stderr_tail"] = _tail(bad.stderr)
+    return rec
+
+
+def run_program(program: Program, seeds: list[int], cache: Path) -> dict[str, Any]:
+    tree = materialize(program, tree_dir(program, cache))
+    pairs: list[tuple[Launch, Launch]] = []
+    for seed in seeds:
+        with tempfile.TemporaryDirectory(prefix="gw-corpus-data-") as tmp:
+            plain = launch(program, tree, seed=seed, gradwatch=False, data_dir=Path(tmp))
+            watched = launch(program, tree, seed=seed, gradwatch=True, data_dir=Path(tmp))
+        pairs.append((plain, watched))
+    return record(program, seeds, pairs)
+
+
+def merge(
+    old: dict[str, Any] | None, new: list[dict[str, Any]], head: dict[str, Any]
+) -> dict[str, Any]:
+    """``head`` + the records of ``old`` whose names are not in ``new``, + ``new``, by name."""
+    fresh = {r["name"]: r for r in new}
+    kept = [r for r in (old or {}).get("programs", []) if r["name"] not in fresh]
+    programs = sorted([*kept, *fresh.values()], key=lambda r: r["name"])
+    return {**head, "programs": programs}
+
+
+def summary(doc: dict[str, Any]) -> dict[str, Any]:
+    programs = doc["programs"]
+    alarms = [f for r in programs for f in r["findings"] if f.get("severity") in ALARM]
+    return {
+        "programs": len(programs),
+        "projects": len({r["project"] for r in programs}),
+        "ok": sum(r["status"] == "ok" for r in programs),
+        "outputs_identical": sum(bool(r["outputs_identical"]) for r in programs),
+        "programs_with_alarms": sum(
+            any(f.get("severity") in ALARM for f in r["findings"]) for r in programs
+        ),
+        "alarms": len(alarms),
+        "tags": sorted({t for r in programs for t in r.get("tags", [])}),
+    }
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The readable table of corpus.json."""
+    s = doc["summary"]
+    m = doc["machine"]
+    out = [
+        "# gradwatch on the program corpus",
+        "",
+        f"Written by `{doc['command']}` on {doc['date']}; gradwatch {doc['gradwatch_commit']}; "
+        f"{m['platform']}, {m['cpus']} CPUs, Python {m['python']}, torch {m['torch']}.",
+        "",
+        f"{s['programs']} programs from {s['projects']} projects; {s['ok']} ran clean to the end "
+        f"in both modes; {s['outputs_identical']} came out identical with and without gradwatch; "
+        f"{s['programs_with_alarms']} drew warnings or errors ({s['alarms']} in all).",
+        "",
+        "| program | commit | tags | status | steps | seeds | identical | s without / with "
+        "| findings |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["programs"]:
+        counts: dict[str, int] = {}
+        for f in r["findings"]:
+            counts[f.get("severity") or "?"] = counts.get(f.get("severity") or "?", 0) + 1
+        found = ", ".join(f"{n} {sev}" for sev, n in sorted(counts.items())) or "none"
+        secs = f"{r['seconds']['without']} / {r['seconds']['with']}"
+        out.append(
+            f"| {_cell(r['name'])} | {r['commit'][:10]} | {', '.join(r.get('tags', []))} "
+            f"| {r['status']} | {r['steps']} | {r['seeds']} "
+            f"| {'yes' if r['outputs_identical'] else '**no**'} | {secs} | {found} |"
+        )
+    alarms = [(r, f) for r in doc["programs"] for f in r["findings"] if f.get("severity") in ALARM]
+    out += ["", "## Warnings and errors", ""]
+    if not alarms:
+        out.append("None.")
+    for r, f in alarms:
+        step = f"step {f['step']}" if f.get("step") is not None else "-"
+        out.append(
+            f"- {_cell(r['name'])}: **{f['severity']}** `{f['check']}` at {step} "
+            f"({f.get('source') or 'runtime'}): {_cell(str(f.get('message')))}"
+        )
+    failed = [r for r in doc["programs"] if r["status"] != "ok"]
+    if failed:
+        out += ["", "## Not ok", ""]
+        for r in failed:
+            tail = _cell(r.get("stderr_tail", "")[-300:])
+            out.append(f"- {_cell(r['name'])}: {r['status']} (exit {r.get('returncode')}): {tail}")
+    return "\n".join(out) + "\n"
+
+
+def write(doc: dict[str, Any], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    out.with_suffix(".md").write_text(markdown(doc))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", action="append", default=[], help="substring of program names")
+    ap.add_argument("--seeds", action="store_true", help="every seed a program lists")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--cache", type=Path, default=CACHE)
+    ap.add_argument("--list", action="store_true", help="list the programs and stop")
+    ap.add_argument("--fresh", action="store_true", help="re-extract the trees")
+    args = ap.parse_args(argv)
+    programs = [p for p in all_programs() if not args.only or any(o in p.name for o in args.only)]
+    if args.list:
+        for p in programs:
+            print(f"{p.name}  {' '.join(p.args)}  [{', '.join(p.tags)}]")
+        return 0
+    if args.fresh:
+        for p in programs:
+            shutil.rmtree(tree_dir(p, args.cache), ignore_errors=True)
+
+    def one(p: Program) -> dict[str, Any]:
+        seeds = list(p.seeds) if args.seeds else list(p.seeds[:1])
+        rec = run_program(p, seeds, args.cache)
+        alarms = sum(f.get("severity") in ALARM for f in rec["findings"])
+        print(
+            f"{p.name}: {rec['status']}, {rec['steps']} steps, identical "
+            f"{rec['outputs_identical']}, {alarms} alarms, {rec['seconds']}",
+            flush=True,
+        )
+        return rec
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        new = list(pool.map(one, programs))
+    old = json.loads(args.out.read_text()) if args.out.is_file() else None
+    head = {
+        "command": "python benchmarks/corpus/run.py " + " ".join(argv or sys.argv[1:]),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "gradwatch_commit": gradwatch_commit(),
+    }
+    doc = merge(old, new, head)
+    doc["summary"] = summary(doc)
+    write(doc, args.out)
+    print(json.dumps(doc["summary"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
