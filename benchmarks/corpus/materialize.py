@@ -120,6 +120,7 @@ def _extract_blobs(git_dir: Path, commit: str, into: Path) -> list[str]:
                 target.chmod(0o755)
     batch.stdin.close()
     batch.wait()
+    batch.stdout.close()
     return missing
 
 

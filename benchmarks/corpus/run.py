@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,7 @@ def record(
     """The corpus.json record of one program from its (without, with gradwatch) launches."""
     plain_ok = all(a.ok for a, _ in pairs)
     watched_ok = all(b.ok for _, b in pairs)
-    identical = all(a.ok and b.ok and a.digest == b.digest for a, b in pairs)
+    identical = bool(pairs) and all(a.ok and b.ok and a.digest == b.digest for a, b in pairs)
     steps = [a.steps for a, _ in pairs if a.steps is not None]
     if not plain_ok:
         status = "program-failed"  # without gradwatch: our setup, not gradwatch
@@ -118,7 +119,7 @@ def record(
         },
         "findings": dedupe([f for _, b in pairs for f in b.findings]),
     }  # fmt: skip
-    if status != "ok":
+    if status != "ok" and pairs:
         bad = next((x for pair in pairs for x in pair if not x.ok), pairs[0][1])
         rec["returncode"] = bad.returncode
         rec["stderr_tail"] = _tail(bad.stderr)
@@ -241,7 +242,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def one(p: Program) -> dict[str, Any]:
         seeds = list(p.seeds) if args.seeds else list(p.seeds[:1])
-        rec = run_program(p, seeds, args.cache)
+        try:
+            rec = run_program(p, seeds, args.cache)
+        except Exception as exc:  # materialising or setup failed: say so, run the others
+            rec = {
+                **record(p, seeds, []),
+                "status": "runner-error",
+                "stderr_tail": f"{type(exc).__name__}: {exc}"[-1200:],
+            }
         alarms = sum(f.get("severity") in ALARM for f in rec["findings"])
         print(
             f"{p.name}: {rec['status']}, {rec['steps']} steps, identical "
@@ -250,19 +258,29 @@ def main(argv: list[str] | None = None) -> int:
         )
         return rec
 
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        new = list(pool.map(one, programs))
-    old = json.loads(args.out.read_text()) if args.out.is_file() else None
     head = {
         "command": "python benchmarks/corpus/run.py " + " ".join(argv or sys.argv[1:]),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(),
         "gradwatch_commit": gradwatch_commit(),
     }
-    doc = merge(old, new, head)
-    doc["summary"] = summary(doc)
-    write(doc, args.out)
-    print(json.dumps(doc["summary"]))
+    lock = threading.Lock()
+    doc: dict[str, Any] = {}
+
+    def done(rec: dict[str, Any]) -> None:
+        """Merge one finished program into the result file at once (a batch cut short
+        keeps what it ran)."""
+        nonlocal doc
+        with lock:
+            old = json.loads(args.out.read_text()) if args.out.is_file() else None
+            doc = merge(old, [rec], head)
+            doc["summary"] = summary(doc)
+            write(doc, args.out)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for rec in pool.map(one, programs):
+            done(rec)
+    print(json.dumps(doc.get("summary", {})))
     return 0
 
 

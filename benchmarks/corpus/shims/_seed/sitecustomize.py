@@ -9,6 +9,7 @@ import atexit
 import hashlib
 import importlib.machinery
 import importlib.util
+import itertools
 import json
 import os
 import random
@@ -44,8 +45,8 @@ def _tensor_bytes(t):
 
 
 def _write_digest():
-    if os.getpid() != _PID or not _DIGEST:
-        return  # a forked worker, or nobody asked
+    if os.getpid() != _PID or not _DIGEST or not _optimizers:
+        return  # a forked worker, a process that built no optimizer, or nobody asked
     h = hashlib.sha256()
     tensors = 0
     for kind, params in _optimizers:
@@ -93,9 +94,13 @@ def _watch_optimizers():
 
 
 _FIRST = not getattr(sys, "_gw_corpus_site", False)  # a second import of this file: no-op
+_argv = getattr(sys, "orig_argv", [])
+_GRADWATCH_CLI = any(  # `python -m gradwatch run ...` itself is not the training
+    a == "-m" and b.split(".")[0] == "gradwatch" for a, b in itertools.pairwise(_argv)
+)
 sys._gw_corpus_site = True
 
-if _FIRST and (_SEED is not None or _DIGEST):
+if _FIRST and not _GRADWATCH_CLI and (_SEED is not None or _DIGEST):
     try:
         import torch  # noqa: F401
     except ImportError:

@@ -119,6 +119,9 @@ class MNIST(_Synthetic):
     def train_labels(self):
         return self.targets
 
+    test_data = train_data
+    test_labels = train_labels
+
 
 class FashionMNIST(MNIST):
     classes = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",

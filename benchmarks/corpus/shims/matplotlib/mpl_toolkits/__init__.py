@@ -1,0 +1,1 @@
+"""gradwatch corpus shim (see matplotlib's)."""

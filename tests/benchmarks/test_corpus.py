@@ -1,0 +1,166 @@
+"""benchmarks/corpus: the runner's own logic (program lists, digests, merging batches,
+materialising a pinned tree from a local mirror), on a tiny local git repository and a
+tiny training script; no network."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "corpus"
+sys.path.insert(0, str(CORPUS))
+import launch as lc  # noqa: E402
+import materialize as mz  # noqa: E402
+import run as runner  # noqa: E402
+import spec  # noqa: E402
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+TINY = """\
+import torch
+torch.nn.Module.__module__
+model = torch.nn.Linear(3, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(5):
+    opt.zero_grad()
+    model(torch.randn(4, 3)).pow(2).mean().backward()
+    opt.step()
+print("done in 0.123s")
+"""
+
+
+def git(*args: str, cwd: Path) -> str:
+    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def make_mirror(tmp_path: Path) -> tuple[Path, str]:
+    """A work repo with two files and a bare mirror of it at mirrors/me+tiny/repo."""
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    (work / "sub" / "train.py").write_text(TINY)
+    (work / "data.txt").write_text("payload\n")
+    git("init", "-q", cwd=work)
+    git("add", "-A", cwd=work)
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    git(*ident, "commit", "-q", "-m", "one", cwd=work)
+    commit = git("rev-parse", "HEAD", cwd=work)
+    mirrors = tmp_path / "mirrors"
+    git("clone", "-q", "--bare", str(work), str(mirrors / "me+tiny" / "repo"), cwd=tmp_path)
+    return mirrors, commit
+
+
+def test_a_program_names_itself_and_checks_its_fields() -> None:
+    p = spec.Program("a/b", COMMIT, "x/train.py", args=("--n", "1"))
+    assert p.name == "a/b:x/train.py" and p.workdir == "x"
+    assert spec.Program("a/b", COMMIT, "t.py", variant="amp").name == "a/b:t.py [amp]"
+    assert spec.Program("a/b", COMMIT, "t.py", cwd="y").workdir == "y"
+    with pytest.raises(ValueError, match="40 hex"):
+        spec.Program("a/b", "abc", "t.py")
+    with pytest.raises(ValueError, match="unknown tags"):
+        spec.Program("a/b", COMMIT, "t.py", tags=("cnnn",))
+    with pytest.raises(ValueError, match="no shim folder"):
+        spec.Program("a/b", COMMIT, "t.py", shims=("nope",))
+
+
+def test_all_programs_collects_every_programs_file_and_refuses_twins(tmp_path: Path) -> None:
+    one = f"from spec import Program\nPROGRAMS = [Program('a/b', '{COMMIT}', 't.py')]\n"
+    two = f"from spec import Program\nPROGRAMS = [Program('c/d', '{COMMIT}', 'u.py')]\n"
+    (tmp_path / "programs_x.py").write_text(one)
+    (tmp_path / "programs_y.py").write_text(two)
+    (tmp_path / "other.py").write_text("PROGRAMS = [1]\n")
+    assert [p.name for p in spec.all_programs(tmp_path)] == ["a/b:t.py", "c/d:u.py"]
+    (tmp_path / "programs_y.py").write_text(one)
+    with pytest.raises(ValueError, match="two programs are named"):
+        spec.all_programs(tmp_path)
+
+
+def test_the_committed_corpus_is_well_formed() -> None:
+    programs = spec.all_programs()
+    assert len(programs) >= 10
+    assert all(p.steps >= 300 and p.seeds for p in programs)
+
+
+def test_stdout_is_compared_without_its_timings() -> None:
+    a = "epoch 1 loss 0.51234\ntook 1.23s\n12:01:02 step 3 | 45.1 ms/batch\nat 0x7f00aa"
+    b = "epoch 1 loss 0.51234\ntook 9.87s\n13:11:12 step 4 | 99.0 ms/batch\nat 0x7f11bb"
+    assert lc.normalise_stdout(a) == lc.normalise_stdout(b)
+    c = a.replace("0.51234", "0.51235")
+    assert lc.normalise_stdout(a) != lc.normalise_stdout(c)
+    params = {"params": "ab", "steps": [3]}
+    assert lc.combine_digest(params, a) == lc.combine_digest(dict(params), b)
+    assert lc.combine_digest(params, a) != lc.combine_digest({**params, "params": "cd"}, a)
+
+
+def _launch(code: int | None, digest: str, steps: int | None = 300) -> lc.Launch:
+    return lc.Launch(code, "", "boom" if code else "", 1.0, digest, steps)
+
+
+def test_a_record_says_what_went_wrong_first() -> None:
+    p = spec.Program("a/b", COMMIT, "t.py")
+    alarm = {"check": "x", "severity": "warning", "step": 3, "message": "m"}
+    watched = _launch(0, "d")
+    watched.findings = [alarm, dict(alarm)]
+    rec = runner.record(p, [0], [(_launch(0, "d"), watched)])
+    assert rec["status"] == "ok" and rec["outputs_identical"] and rec["findings"] == [alarm]
+    assert runner.record(p, [0], [(_launch(0, "d"), _launch(0, "e"))])["status"] == (
+        "outputs-differ"
+    )
+    assert runner.record(p, [0], [(_launch(1, "d"), _launch(0, "d"))])["status"] == (
+        "program-failed"
+    )
+    failed = runner.record(p, [0], [(_launch(0, "d"), _launch(1, "d"))])
+    assert failed["status"] == "failed-under-gradwatch" and failed["stderr_tail"] == "boom"
+    short = runner.record(p, [0, 1], [(_launch(0, "d", 10), _launch(0, "d", 10))] * 2)
+    assert short["status"] == "too-few-steps" and short["steps"] == 10
+
+
+def test_a_batch_replaces_its_own_records_and_keeps_the_rest() -> None:
+    old = {"date": "old", "programs": [{"name": "b", "v": 1}, {"name": "a", "v": 1}]}
+    doc = runner.merge(old, [{"name": "b", "v": 2}, {"name": "c", "v": 2}], {"date": "new"})
+    assert doc["date"] == "new"
+    assert [(r["name"], r["v"]) for r in doc["programs"]] == [("a", 1), ("b", 2), ("c", 2)]
+    assert runner.merge(None, [{"name": "x"}], {})["programs"] == [{"name": "x"}]
+
+
+def test_materialize_extracts_the_pinned_commit_once_and_runs_setup_once(tmp_path: Path) -> None:
+    mirrors, commit = make_mirror(tmp_path)
+    p = spec.Program(
+        "me/tiny", commit, "sub/train.py", setup=("echo x >> sub/setup.log; echo $PYTHON > py",)
+    )
+    dest = tmp_path / "tree"
+    cache = tmp_path / "cache"
+    assert mz.materialize(p, dest, mirrors=mirrors, cache=cache) == dest
+    assert (dest / "sub" / "train.py").read_text() == TINY and not (dest / ".git").exists()
+    assert (dest / "py").read_text().strip() == sys.executable
+    (dest / "data.txt").write_text("kept\n")
+    mz.materialize(p, dest, mirrors=mirrors, cache=cache)
+    assert (dest / "data.txt").read_text() == "kept\n"  # not extracted again
+    assert (dest / "sub" / "setup.log").read_text() == "x\n"  # setup ran once
+
+
+def test_materialize_writes_what_a_mirror_holds_when_a_blob_is_missing(tmp_path: Path) -> None:
+    mirrors, commit = make_mirror(tmp_path)
+    bare = mirrors / "me+tiny" / "repo"
+    blob = git("rev-parse", f"{commit}:data.txt", cwd=bare)
+    (bare / "objects" / blob[:2] / blob[2:]).unlink()
+    dest = tmp_path / "tree"
+    mz.materialize(spec.Program("me/tiny", commit, "sub/train.py"), dest, mirrors=mirrors)
+    assert (dest / "sub" / "train.py").read_text() == TINY
+    assert (dest / mz.MISSING_MARK).read_text() == "data.txt\n"
+
+
+@pytest.mark.slow  # three python processes importing torch
+def test_launch_digests_the_trained_parameters_under_the_seed(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(TINY)
+    p = spec.Program("me/tiny", COMMIT, "train.py")
+    runs = [
+        lc.launch(p, tmp_path, seed=s, gradwatch=False, data_dir=tmp_path / "gw") for s in (0, 0, 1)
+    ]
+    assert all(r.ok for r in runs), runs[0].stderr
+    assert runs[0].steps == 5 and runs[0].params is not None
+    assert runs[0].params["optimizers"] == ["SGD"] and runs[0].params["tensors"] == 2
+    assert runs[0].digest == runs[1].digest != runs[2].digest
