@@ -90,7 +90,9 @@ PARAMETERLESS = frozenset(
 )
 #: the parameter that holds the batch in a per-batch step function
 BATCH_ARGS = ("batch", "data", "inputs", "sample", "samples")
-CONSTANT_TENSORS = frozenset({"ones", "zeros", "full", "ones_like", "zeros_like", "full_like"})
+CONSTANT_TENSORS = frozenset(
+    {"ones", "zeros", "full", "ones_like", "zeros_like", "full_like", "fill_"}
+)
 CLIPS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
 
 
@@ -818,9 +820,22 @@ def reuse_batch(tree: ast.Module, at: int) -> bool:
     return True
 
 
+def _made_here(loop: Loop, y: str) -> bool:
+    """``y`` is assigned a tensor the program makes itself (a GAN's ones/zeros targets)."""
+    return any(
+        isinstance(s.stmt, ast.Assign)
+        and any(text(t) == y for t in s.stmt.targets)
+        and any(
+            isinstance(n, ast.Call) and func_name(n) in CONSTANT_TENSORS
+            for n in ast.walk(s.stmt.value)
+        )
+        for s in loop.sites
+    )
+
+
 def _loss_call(loop: Loop, b: Site, name: str) -> tuple[Site, ast.expr] | None:
-    """The statement that computes loss ``name`` from a call with a second argument (the
-    labels: ``criterion(out, y)``, ``model(x, y)``), and that argument."""
+    """The statement that computes loss ``name`` from a call with a second argument that is
+    data (the labels: ``criterion(out, y)``, ``model(x, y)``), and that argument."""
     before = [s for s in loop.sites if same_scope(s, b) and s.stmt.lineno <= b.stmt.lineno]
     for s in reversed(before):
         if not isinstance(s.stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -832,8 +847,10 @@ def _loss_call(loop: Loop, b: Site, name: str) -> tuple[Site, ast.expr] | None:
         for call in ast.walk(s.stmt.value):
             if isinstance(call, ast.Call) and len(call.args) >= 2:
                 label = call.args[1]
-                if isinstance(label, (ast.Name, ast.Attribute, ast.Subscript)) and (
-                    name not in {n.id for n in ast.walk(label) if isinstance(n, ast.Name)}
+                if (
+                    isinstance(label, (ast.Name, ast.Attribute, ast.Subscript))
+                    and name not in {n.id for n in ast.walk(label) if isinstance(n, ast.Name)}
+                    and not _made_here(loop, text(label))
                 ):
                     return s, label
     return None
@@ -854,14 +871,6 @@ def shuffle_labels(tree: ast.Module, at: int) -> bool:
         return False
     s, label = hit
     y = text(label)
-    for other in loop.sites:  # labels the loop makes itself (a GAN's ones/zeros) are no data
-        if (
-            isinstance(other.stmt, ast.Assign)
-            and any(text(t) == y for t in other.stmt.targets)
-            and isinstance(other.stmt.value, ast.Call)
-            and func_name(other.stmt.value) in CONSTANT_TENSORS
-        ):
-            return False
     torch = torch_name(tree)
     insert_before(s, parse_stmt(f"{y} = {y}[{torch}.randperm({y}.shape[0], device={y}.device)]"))
     return True
