@@ -24,6 +24,7 @@ import ast
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -172,9 +173,7 @@ def run_case(program: Any, bug_class: str, base_tree: Path) -> dict[str, Any]:
         "at_step": at_step,
         **judge(m.expected, findings),
         "returncode": run.returncode,
-        "error": run.stderr.strip().splitlines()[-1][:300]
-        if failed and run.stderr.strip()
-        else None,
+        "error": error_line(run.stderr) if failed else None,
         "optimizer_steps": run.steps,
         "seconds": round(seconds, 1),
     }
@@ -183,6 +182,14 @@ def run_case(program: Any, bug_class: str, base_tree: Path) -> dict[str, Any]:
 def missing_checks(bug_class: str) -> list[str]:
     """Expected check ids this build of gradwatch does not have (yet)."""
     return [c for c in mutate.MUTATIONS[bug_class].expected if c not in CHECKS]
+
+
+def error_line(stderr: str) -> str | None:
+    """The exception a failed program ended with (the last ``SomethingError: ...`` line),
+    else its last line of stderr."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Interrupt)\b", line)]
+    return (raised or lines or [""])[-1][:300] or None
 
 
 def summary(cases: list[dict[str, Any]]) -> dict[str, Any]:

@@ -337,3 +337,12 @@ def test_a_mutant_under_gradwatch_run_is_caught(tmp_path: Path) -> None:
     got = inject.judge(("grad-zeroed-before-step",), inject.read_findings(data))
     assert got["caught"] and got["check"] == "grad-zeroed-before-step", got
     assert got["root_first"] and got["incidents"] <= 2, got
+
+
+def test_a_failed_program_is_named_by_its_exception() -> None:
+    stderr = "Traceback (most recent call last):\n  File 'x'\nValueError: bad shape\n" + (
+        "gradwatch run: run 1: 1 error, 0 warnings\n"
+    )
+    assert inject.error_line(stderr) == "ValueError: bad shape"
+    assert inject.error_line("killed\n") == "killed"
+    assert inject.error_line("") is None
