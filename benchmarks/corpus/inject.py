@@ -44,6 +44,7 @@ from gradwatch.catalogue import CHECKS  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "injection.json"
 ALARM = ("warning", "error")
+KEPT = ("check", "severity", "step", "role", "incident", "source")
 
 
 # ---------------------------------------------------------------- mutating a tree
@@ -127,20 +128,35 @@ def judge(expected: tuple[str, ...], findings: list[dict[str, Any]]) -> dict[str
         key = str(f.get("incident") or f"{f.get('check')}@{f.get('step')}")
         incidents.setdefault(key, f)
     causes = [f for f in alarms if f.get("role", "cause") == "cause"]
-    first = causes[0] if causes else None
+    # the root cause first: an expected check among the causes of the earliest step with one
+    # (findings of one step have no order between them)
+    first = [f for f in causes if _step(f) == _step(causes[0])] if causes else []
     lint = [f for f in findings if f.get("source") == "lint" and f.get("severity") in ALARM]
     return {
         "caught": bool(hits),
         "check": hits[0]["check"] if hits else None,
         "step": hits[0].get("step") if hits else None,
         "incidents": len(incidents),
-        "root_first": bool(first is not None and first.get("check") in expected),
+        "root_first": any(f.get("check") in expected for f in first),
         "alarms": [
             {k: f.get(k) for k in ("check", "severity", "step", "role", "message")}
             for f in alarms[:6]
         ],
         "lint": sorted({str(f.get("check")) for f in lint}),
+        # every warning/error, without messages: what --report judges again from
+        "findings": [{k: f.get(k) for k in KEPT} for f in alarms + lint],
     }
+
+
+def rejudge(case: dict[str, Any]) -> dict[str, Any]:
+    """A stored case judged again with the class's current expected checks (the judging
+    rules may have changed since it ran; its findings have not)."""
+    if not case.get("applicable", True) or "findings" not in case:
+        return case
+    expected = mutate.MUTATIONS[case["bug_class"]].expected
+    fresh = judge(expected, case["findings"])
+    fresh["alarms"] = case["alarms"]  # with their messages, which findings lacks
+    return {**case, "expected": list(expected), **fresh}
 
 
 # ---------------------------------------------------------------- running
@@ -311,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.report:
         data = json.loads(args.out.read_text())
-        write(args.out, data["meta"], earlier(args.out))
+        write(args.out, data["meta"], [rejudge(c) for c in earlier(args.out)])
         return 0
     import spec
     from materialize import materialize, tree_dir

@@ -1000,7 +1000,7 @@ MUTATIONS: dict[str, Mutation] = {
         ),
         Mutation(
             "lr-jump",
-            ("lr-jump",),
+            ("lr-jump", "lr-too-large"),
             f"every learning rate multiplied by 1,000 from step {AT_STEP} on",
             lr_jump,
         ),

@@ -346,3 +346,19 @@ def test_a_failed_program_is_named_by_its_exception() -> None:
     assert inject.error_line(stderr) == "ValueError: bad shape"
     assert inject.error_line("killed\n") == "killed"
     assert inject.error_line("") is None
+
+
+def test_causes_of_one_step_have_no_order_and_stored_cases_are_judged_again() -> None:
+    findings = [
+        {"check": "lr-too-large", "severity": "warning", "step": 50, "source": "runtime",
+         "incident": "lr-too-large@50", "role": "cause"},
+        {"check": "lr-jump", "severity": "warning", "step": 50, "source": "runtime",
+         "incident": "lr-jump@50", "role": "cause"},
+    ]  # fmt: skip
+    assert inject.judge(("lr-jump",), findings)["root_first"]
+    assert not inject.judge(("lr-jump",), findings[:1])["root_first"]
+    case = {"program": "p", "bug_class": "lr-jump", "applicable": True, "expected": ["x"],
+            **inject.judge(("x",), findings)}  # fmt: skip
+    assert not case["caught"]
+    again = inject.rejudge(case)
+    assert again["caught"] and again["expected"] == list(mutate.MUTATIONS["lr-jump"].expected)
