@@ -314,10 +314,12 @@ def torch_name(tree: ast.Module) -> str:
     return "__import__('torch')"
 
 
-def add_state(tree: ast.Module) -> None:
-    """``_gw_state = {}`` after the docstring and the ``__future__`` imports."""
-    if any(isinstance(n, ast.Assign) and text(n.targets[0]) == STATE for n in tree.body):
-        return
+def add_state(tree: ast.Module, src: str | None = None) -> None:
+    """``_gw_state = {}`` (or ``src``) after the docstring and the ``__future__`` imports."""
+    if src is None:
+        if any(isinstance(n, ast.Assign) and text(n.targets[0]) == STATE for n in tree.body):
+            return
+        src = f"{STATE} = {{}}"
     i = 0
     while i < len(tree.body):
         node = tree.body[i]
@@ -326,7 +328,7 @@ def add_state(tree: ast.Module) -> None:
         if not (doc or future):
             break
         i += 1
-    tree.body[i:i] = parse_stmt(f"{STATE} = {{}}")
+    tree.body[i:i] = parse_stmt(src)
 
 
 def counter(key: str) -> list[ast.stmt]:
@@ -574,9 +576,22 @@ def plain_list(tree: ast.Module, at: int) -> bool:
     return False
 
 
+#: the parameters of a model without its last child that has any (a head after which only
+#: parameterless layers such as Sigmoid follow); a model of one child: that child's, likewise
+WITHOUT_HEAD = """
+def _gw_without_head(model):
+    kids = list(model.children())
+    if len(kids) == 1:
+        return _gw_without_head(kids[0])
+    held = [i for i, c in enumerate(kids) if any(True for _ in c.parameters())]
+    kept = [q for c in kids[: held[-1]] for q in c.parameters()] if held else []
+    return kept or list(model.parameters())
+"""
+
+
 def optimizer_missing_module(tree: ast.Module, at: int) -> bool:
-    """The first optimizer built without the model's last child module (the head), or
-    without its last param group."""
+    """The first optimizer built without the model's last child module that has parameters
+    (the head), or without its last param group."""
     loop = Loop(tree)
     for ctor in loop.ctors:
         params = ctor.args[0] if ctor.args else None
@@ -590,15 +605,12 @@ def optimizer_missing_module(tree: ast.Module, at: int) -> bool:
             return True
         call = call_attr(params, "parameters")
         if call is not None and not call.args:
-            model = receiver(call)
-            new = parse_expr(
-                f"[q for c in list({model}.children())[:-1] for q in c.parameters()]"
-                f" or list({model}.parameters())"
-            )
+            new = parse_expr(f"_gw_without_head({receiver(call)})")
             if ctor.args:
                 ctor.args[0] = new
             else:
                 next(k for k in ctor.keywords if k.arg == "params").value = new
+            add_state(tree, WITHOUT_HEAD)
             return True
     return False
 

@@ -160,14 +160,30 @@ def test_a_module_list_inside_another_container_is_left_alone() -> None:
 
 
 def test_optimizer_missing_module_drops_the_head_or_the_last_group() -> None:
-    (line,) = added("plain", "optimizer-missing-module")
-    assert "list(model.children())[:-1]" in line and line.startswith("optimizer = torch.optim.SGD(")
+    text = mutant("plain", "optimizer-missing-module")
+    assert "optimizer = torch.optim.SGD(_gw_without_head(model), lr=0.1)" in text
+    assert text[0] == "def _gw_without_head(model):"
     assert added("trainer", "optimizer-missing-module") == [
         "self.optimizer = torch.optim.SGD([{'params': model[0].parameters()}], lr=lr)"
     ]
     # two optimizers: only the first changes
-    (line,) = added("gan", "optimizer-missing-module")
-    assert line.startswith("optD = ")
+    text = mutant("gan", "optimizer-missing-module")
+    assert "optD = torch.optim.Adam(_gw_without_head(netD), lr=0.0002, betas=(0.5, 0.999))" in text
+    assert "optG = torch.optim.Adam(netG.parameters(), lr=0.0002, betas=(0.5, 0.999))" in text
+
+
+def test_the_head_left_out_is_the_last_child_with_parameters() -> None:
+    import torch.nn as nn
+
+    space: dict[str, object] = {}
+    exec(mutate.WITHOUT_HEAD, space)
+    without = space["_gw_without_head"]
+    gen = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 4), nn.Sigmoid())
+    assert [p.shape for p in without(gen)] == [(3, 2), (3,)]  # type: ignore[operator]
+    wrapped = nn.Sequential(gen)  # one child: its children
+    assert len(without(wrapped)) == 2  # type: ignore[operator,arg-type]
+    alone = nn.Linear(2, 2)  # nothing to leave out: every parameter
+    assert len(without(alone)) == 2  # type: ignore[operator,arg-type]
 
 
 def test_learning_rate_mutations() -> None:
