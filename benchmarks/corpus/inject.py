@@ -151,9 +151,15 @@ def judge(expected: tuple[str, ...], findings: list[dict[str, Any]]) -> dict[str
 def rejudge(case: dict[str, Any]) -> dict[str, Any]:
     """A stored case judged again with the class's current expected checks (the judging
     rules may have changed since it ran; its findings have not)."""
-    if not case.get("applicable", True) or "findings" not in case:
+    if not case.get("applicable", True):
         return case
     expected = mutate.MUTATIONS[case["bug_class"]].expected
+    if "findings" not in case:  # a case from before findings were kept: its first 6 alarms
+        shown = judge(expected, [{**a, "source": "runtime"} for a in case["alarms"]])
+        caught = case["caught"] or shown["caught"]
+        return {**case, "expected": list(expected), "caught": caught,
+                "check": case["check"] or shown["check"], "step": case["step"] or shown["step"],
+                "root_first": shown["root_first"]}  # fmt: skip
     fresh = judge(expected, case["findings"])
     fresh["alarms"] = case["alarms"]  # with their messages, which findings lacks
     return {**case, "expected": list(expected), **fresh}
@@ -233,6 +239,13 @@ def _rate(rows: list[dict[str, Any]]) -> str:
     return f"{caught}/{len(rows)} ({100 * caught / len(rows):.0f} %) | {clean}/{len(rows)}"
 
 
+def _invocations(command: str) -> str:
+    runs = command.split("; then ")
+    if len(runs) == 1:
+        return f"`{command}`"
+    return f"{len(runs)} invocations of `inject.py` (the json's `meta.command` lists them)"
+
+
 def markdown(
     meta: dict[str, Any], cases: list[dict[str, Any]], skipped: list[dict[str, Any]]
 ) -> str:
@@ -241,7 +254,8 @@ def markdown(
     lines = [
         "# Bug injection into the corpus",
         "",
-        f"`{meta['command']}` on {meta['date']} ({meta['machine']}), gradwatch {meta['commit']}.",
+        f"{_invocations(meta['command'])} on {meta['date']} ({meta['machine']}), "
+        f"gradwatch {meta['commit']}.",
         "",
         f"{s['pairs']} (program, bug class) pairs over {s['classes']} classes and "
         f"{s['programs']} programs; caught by an expected check: {s['caught']} "
