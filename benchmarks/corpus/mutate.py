@@ -485,15 +485,18 @@ def _self_layer(node: ast.AST, layers: dict[str, str]) -> bool:
                 first = chain.attr
                 if call.func.attr in ("view", "reshape", "size", "permute", "transpose"):
                     continue
-                if layers.get(first, "") not in PARAMETERLESS:
-                    return True
+                if first in layers and layers[first] not in PARAMETERLESS:
+                    return True  # a layer built in __init__ (not a method: self.encode(x))
     return False
 
 
-def _model_forward(tree: ast.Module) -> tuple[ast.FunctionDef, list[ast.stmt], int] | None:
+def _model_forward(
+    tree: ast.Module, *, tensor_target: bool = False
+) -> tuple[ast.FunctionDef, list[ast.stmt], int] | None:
     """The model's forward (of a class no other class of the module instantiates, the last
     defined), and the index of the first statement that assigns the output of a layer that
-    may hold parameters and is followed by another layer call."""
+    may hold parameters and is followed by another layer call (with ``tensor_target``: one
+    not unpacked into several names, an LSTM's ``out, state``, as ``.detach()`` needs)."""
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
     names = {c.name for c in classes}
     inner: set[str] = set()
@@ -504,13 +507,15 @@ def _model_forward(tree: ast.Module) -> tuple[ast.FunctionDef, list[ast.stmt], i
                 inner.add(node.func.id)
     outer = [c for c in classes if c.name not in inner]
     for cls in [*reversed(outer), *reversed([c for c in classes if c.name in inner])]:
-        pick = _cut_point(cls)
+        pick = _cut_point(cls, tensor_target)
         if pick is not None:
             return pick
     return None
 
 
-def _cut_point(cls: ast.ClassDef) -> tuple[ast.FunctionDef, list[ast.stmt], int] | None:
+def _cut_point(
+    cls: ast.ClassDef, tensor_target: bool
+) -> tuple[ast.FunctionDef, list[ast.stmt], int] | None:
     fwd = next(
         (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None
     )
@@ -524,6 +529,11 @@ def _cut_point(cls: ast.ClassDef) -> tuple[ast.FunctionDef, list[ast.stmt], int]
         if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign))
         and s.value is not None
         and _self_layer(s.value, layers)
+        and not (
+            tensor_target
+            and isinstance(s, ast.Assign)
+            and any(isinstance(t, (ast.Tuple, ast.List)) for t in s.targets)
+        )
     ]
     for i in assigns:
         if any(_self_layer(s, layers) for s in body[i + 1 :]):
@@ -533,7 +543,7 @@ def _cut_point(cls: ast.ClassDef) -> tuple[ast.FunctionDef, list[ast.stmt], int]
 
 def detach_intermediate(tree: ast.Module, at: int) -> bool:
     """The output of the model's first parameterised layer wrapped in ``.detach()``."""
-    pick = _model_forward(tree)
+    pick = _model_forward(tree, tensor_target=True)
     if pick is None:
         return False
     _, body, i = pick

@@ -378,3 +378,30 @@ def test_causes_of_one_step_have_no_order_and_stored_cases_are_judged_again() ->
     assert not case["caught"]
     again = inject.rejudge(case)
     assert again["caught"] and again["expected"] == list(mutate.MUTATIONS["lr-jump"].expected)
+
+
+def test_no_cut_at_an_unpacked_output_or_a_method() -> None:
+    src = (
+        "import torch\nimport torch.nn as nn\n\n"
+        "class RNN(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lstm = nn.LSTM(4, 8, batch_first=True)\n"
+        "        self.fc = nn.Linear(8, 2)\n\n"
+        "    def forward(self, x):\n"
+        "        out, _ = self.lstm(x)\n"
+        "        return self.fc(out[:, -1, :])\n\n"
+        "class VAE(RNN):\n"
+        "    def forward(self, x):\n"
+        "        mu, log_var = self.encode(x)\n"
+        "        z = self.reparameterize(mu, log_var)\n"
+        "        return self.decode(z)\n"
+    )
+    assert mutate.apply(src, "detach-intermediate") is None  # a tuple has no .detach()
+    out = lines(mutate.apply(src, "no-grad-forward") or "")
+    i = out.index("with torch.no_grad():")
+    assert out[i + 1] == "out, _ = self.lstm(x)"
+    vae_only = src.replace(
+        "    def forward(self, x):\n        out, _", "    def f(self, x):\n        out, _"
+    )
+    assert mutate.apply(vae_only, "no-grad-forward") is None  # methods are no layers
