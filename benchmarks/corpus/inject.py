@@ -317,8 +317,11 @@ def write(out: Path, meta: dict[str, Any], cases: list[dict[str, Any]]) -> None:
     ]
     body = {"meta": meta, "summary": summary(cases), "cases": ran, "not_applicable": skipped}
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(body, indent=1) + "\n")
-    out.with_suffix(".md").write_text(markdown(meta, ran, skipped))
+    for path, content in ((out, json.dumps(body, indent=1) + "\n"),
+                          (out.with_suffix(".md"), markdown(meta, ran, skipped))):  # fmt: skip
+        part = path.with_name(path.name + ".part")  # whole files even if stopped mid-write
+        part.write_text(content)
+        os.replace(part, path)
 
 
 def earlier(out: Path) -> list[dict[str, Any]]:
