@@ -28,8 +28,10 @@ from collections.abc import Iterable
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gradwatch_server.jsonresp import GWJSONResponse
+from gradwatch_server.settings import ALLOWED_HOSTS_ENV, parse_allowed_hosts
 
-ALLOWED_HOSTS_ENV = "GRADWATCH_ALLOWED_HOSTS"
+__all__ = ["ALLOWED_HOSTS_ENV", "HostCheck", "HostPolicy", "host_name", "parse_allowed_hosts"]
+
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _WILDCARD_BINDS = ("0.0.0.0", "::", "")
 
@@ -44,11 +46,6 @@ def host_name(value: str) -> str:
     if value.count(":") == 1:  # name:port (a bare IPv6 address has several colons)
         value = value.split(":", 1)[0]
     return value.rstrip(".")
-
-
-def parse_allowed_hosts(text: str) -> tuple[str, ...]:
-    """``GRADWATCH_ALLOWED_HOSTS``: comma-separated names (spaces and empty entries ignored)."""
-    return tuple(h.strip() for h in text.split(",") if h.strip())
 
 
 def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

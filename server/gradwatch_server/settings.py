@@ -20,7 +20,17 @@ from typing import Any
 
 from gradwatch import paths
 from gradwatch_server.exceptions import ServerConfigError
-from gradwatch_server.hostcheck import ALLOWED_HOSTS_ENV, parse_allowed_hosts
+
+#: the names, besides loopback and the bind address, the server answers as ``Host``
+#: (:mod:`gradwatch_server.hostcheck`, which needs starlette; settings must not: the
+#: collector's commands read them without the web stack)
+ALLOWED_HOSTS_ENV = "GRADWATCH_ALLOWED_HOSTS"
+
+
+def parse_allowed_hosts(text: str) -> tuple[str, ...]:
+    """``GRADWATCH_ALLOWED_HOSTS``: comma-separated names (spaces and empty entries ignored)."""
+    return tuple(h.strip() for h in text.split(",") if h.strip())
+
 
 DB_ENV = "GRADWATCH_DB"
 ALLOW_PRIVATE_ENV = "GRADWATCH_ALLOW_PRIVATE_WEBHOOKS"

@@ -101,7 +101,7 @@ def test_csv_export_is_safe_to_open_in_a_spreadsheet(
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     config = {"lr": "-1+1", "note": '=HYPERLINK("http://x/")', "by": "@SUM(A1)"}
     with gradwatch.watch(model, opt, name=FORMULAS[0], config=config) as run:
-        for step in range(12):
+        for step in range(24):
             opt.zero_grad()
             model["net"](torch.randn(4, 3)).pow(2).mean().backward()  # the other never runs
             opt.step()
