@@ -217,15 +217,16 @@ CATALOGUE: Final[tuple[Check, ...]] = (
     _C("repeated-batch", "Loss and data", "warning",
        "The model got the same input batch (the same batch checksum) on consecutive steps, "
        "and the DataLoaders say why: a new iterator made at about every step and left after "
-       "its first batch (`next(iter(loader))` in the loop, `shuffle=False`), or one batch "
-       "drawn before the loop from a loader of several batches and none since.",
+       "its first batch (`next(iter(loader))` in the loop, `shuffle=False`); one batch "
+       "drawn before the loop from a loader of several batches and none since; or a loader "
+       "walked a batch per step while the model's input stays the same (what the loop draws "
+       "never reaches the model, or every sample of the dataset is identical).",
        "{repeated.REPEAT_STEPS} collected steps in a row with one checksum (asked again at "
        "twice as many); a loader of 2 or more batches (or of unknown length)",
        "full-batch training on a fixed tensor (no DataLoader), loaders of one batch (epochs "
        "of one batch), loaders walked to their end (concatenated into one tensor, a full "
-       "validation pass), loaders walked batch after batch whose batches are equal; batches "
-       "drawn with gradients disabled; a batch drawn before `watch()` in a script that calls "
-       "it by hand (`gradwatch run` sees it)"),
+       "validation pass); batches drawn with gradients disabled; a batch drawn before "
+       "`watch()` in a script that calls it by hand (`gradwatch run` sees it)"),
     _C("loss-at-chance", "Loss and data", "warning",
        "A classification loss (`cross_entropy`, `nll_loss`, their modules) stays at ln C, "
        "the loss of guessing uniformly among its C classes, while the parameters change: "

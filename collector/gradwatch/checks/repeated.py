@@ -17,7 +17,12 @@ batches it yielded, at the step it was used):
 
 Quiet without DataLoaders (a fixed tensor), with loaders of one batch, with iterators
 walked to their end (a loader concatenated into one tensor, a full validation pass each
-step) and with loaders walked batch after batch whose batches happen to be equal.
+step). A third cause is a finding too:
+
+* ``not-fed``: one iterator of a loader of several batches drew a batch at every step of
+  the repeat, yet the model's input stayed the same: what the loop draws does not reach
+  the model (a batch kept from before the loop, a stale variable), or every sample of the
+  dataset is identical (then the data is the bug).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ ID = "repeated-batch"
 REPEAT_STEPS = 5
 KEPT_ITERATORS = 256  # iterator records kept per run (the latest ones)
 
-Verdict = Literal["new-iterator", "drawn-once"]
+Verdict = Literal["new-iterator", "drawn-once", "not-fed"]
 
 
 @dataclass
@@ -101,6 +106,17 @@ class LoaderLog:
             left = [r for r in records if r.left_early]
             if left:
                 return "drawn-once", left[-1]
+        # one iterator drew a batch at every step of the repeat: the loop walks the loader,
+        # but what it draws never reaches the model (a stale variable, a batch kept from
+        # before the loop) — or every batch of the dataset is the same sample
+        span = last - first + 1
+        walking = [
+            r
+            for r in records
+            if r.several and r.first <= first and r.last >= last and r.yielded >= span
+        ]
+        if walking:
+            return "not-fed", walking[-1]
         return None
 
 
@@ -162,6 +178,16 @@ class RepeatedBatch:
             hint = (
                 "make the iterator once per epoch (for x, y in loader: …), or keep one "
                 "iterator and call next() on it, making a new one when it is exhausted."
+            )
+        elif why == "not-fed":
+            cause = (
+                f"the loop draws a new batch at every step from a DataLoader of {size} "
+                "batches, but the model is not fed what it draws (a batch kept from before "
+                "the loop, a stale variable), or every sample of the dataset is the same"
+            )
+            hint = (
+                "pass the batch the loop draws to the model; when overfitting one batch on "
+                "purpose, ignore this warning."
             )
         else:
             cause = (

@@ -93,9 +93,10 @@ def test_a_loader_concatenated_into_one_tensor_is_quiet() -> None:
     assert_quiet(loop(make, 30))
 
 
-def test_equal_batches_walked_in_order_are_quiet() -> None:
-    same = TensorDataset(torch.ones(N, 6), torch.zeros(N, 3))  # every batch alike
-    loader = DataLoader(same, batch_size=BATCH, shuffle=False)
+def test_a_loader_walked_while_the_model_sees_one_batch_is_not_fed() -> None:
+    """The loop draws a new batch every step but feeds the model the first one it kept (or
+    every sample of the dataset is the same): the draws never reach the model."""
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=False)
 
     def make() -> Batches:
         def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -103,9 +104,17 @@ def test_equal_batches_walked_in_order_are_quiet() -> None:
                 yield from loader
 
         it = batches()
-        return lambda i: next(it)
+        kept = next(it)
 
-    assert_quiet(loop(make, 30))
+        def fed(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+            next(it)  # drawn, then dropped
+            return kept
+
+        return fed
+
+    found = of(loop(make, 30), "repeated-batch")
+    assert [f.details["why"] for f in found] == ["not-fed"]
+    assert "the model is not fed what it draws" in found[0].message
 
 
 def test_a_full_batch_with_a_partial_validation_pass_under_no_grad_is_quiet() -> None:
@@ -154,6 +163,12 @@ def test_verdict_ignores_exhausted_iterators_and_loaders_of_one_batch() -> None:
     single = [IteratorRecord(1, s, s, yielded=1) for s in range(1, 6)]
     assert log(*walked).verdict(1, 5) is None
     assert log(*single).verdict(1, 5) is None
+
+
+def test_verdict_not_fed_needs_one_iterator_drawing_at_every_step() -> None:
+    walking = IteratorRecord(8, 1, 5, yielded=5)
+    assert log(walking).verdict(1, 5) == ("not-fed", walking)
+    assert log(IteratorRecord(8, 1, 3, yielded=3)).verdict(1, 5) is None  # stopped drawing
 
 
 def test_verdict_drawn_once_only_when_nothing_was_drawn_since() -> None:
