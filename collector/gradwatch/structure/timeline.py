@@ -89,6 +89,19 @@ def names_text(names: Sequence[str]) -> str:
     return f"{len(names)} tensors ({shown})"
 
 
+#: a tensor's gradients stopped or started, for one tensor and for several
+_GRAD_WORDS: Final = {
+    "stopped": (
+        "no longer receives gradients; it did on every step before (frozen?)",
+        "no longer receive gradients; they did on every step before (frozen?)",
+    ),
+    "started": (
+        "receives gradients; it had none before (unfrozen?)",
+        "receive gradients; they had none before (unfrozen?)",
+    ),
+}
+
+
 def _finding(step: int, message: str, details: dict[str, Any]) -> dict[str, Any]:
     return {
         "check": CHECK,
@@ -126,32 +139,20 @@ def changes(
         step = shapes[c.index].step
         text = _lifecycle_text(c.before, c.after)
         out.append(_finding(step, f"From step {step:,}{label}, {text}.", {"element": "lifecycle"}))
-    stopped: dict[int, list[str]] = {}
-    started: dict[int, list[str]] = {}
+    groups: dict[tuple[int, str], list[str]] = {}  # (index, "stopped" | "started") -> names
     for j, name in enumerate(names):
         seq = [s.has_grad[j] if j < len(s.has_grad) else False for s in shapes]
         for c in regime_changes(seq):
-            (stopped if True in c.before else started).setdefault(c.index, []).append(name)
-    for index, group in sorted(stopped.items()):
-        step = shapes[index].step
-        verb = "no longer receives" if len(group) == 1 else "no longer receive"
+            key = (c.index, "stopped" if True in c.before else "started")
+            groups.setdefault(key, []).append(name)
+    for (index, change), group in sorted(groups.items()):
+        step, one = shapes[index].step, len(group) == 1
+        what = _GRAD_WORDS[change][0 if one else 1]
         out.append(
             _finding(
                 step,
-                f"From step {step:,}{label}, {names_text(group)} {verb} gradients; "
-                f"{'it' if len(group) == 1 else 'they'} did on every step before (frozen?).",
-                {"element": "grads", "tensors": group, "change": "stopped"},
-            )
-        )
-    for index, group in sorted(started.items()):
-        step = shapes[index].step
-        verb = "receives" if len(group) == 1 else "receive"
-        out.append(
-            _finding(
-                step,
-                f"From step {step:,}{label}, {names_text(group)} {verb} gradients; "
-                f"{'it' if len(group) == 1 else 'they'} had none before (unfrozen?).",
-                {"element": "grads", "tensors": group, "change": "started"},
+                f"From step {step:,}{label}, {names_text(group)} {what}.",
+                {"element": "grads", "tensors": group, "change": change},
             )
         )
     return sorted(out, key=lambda f: int(f["step"]))
