@@ -186,7 +186,7 @@ class GraphWatch:
         from gradwatch.session.autowatch import root_names
 
         wanted = {id(t) for t in tensors}
-        modules = [o for o in gc.get_objects() if issubclass(type(o), nn.Module)]
+        modules = _live_modules()
         children = {id(c) for m in modules for c in m.children()}
         watched = self.run._model_hooks.models
         ids = {id(m) for m in watched.values()}
@@ -200,10 +200,9 @@ class GraphWatch:
         if not owners:
             return ""
         owner = owners[0]
-        shapes = [p.shape for p in owner.parameters()]
         name = root_names([owner])[0]
         for key, model in watched.items():
-            if type(model) is type(owner) and [p.shape for p in model.parameters()] == shapes:
+            if _same_model(model, owner):
                 mine = {id(p) for p in model.parameters()}
                 held = sum(1 for w in self.run._watches for p in w.params if id(p) in mine)
                 copy = f"`{key or root_names([model])[0]}`"
@@ -221,18 +220,24 @@ def _owner(tensors: list[torch.Tensor]) -> nn.Module | None:
     heap, done only when loose parameters were found)."""
     ids = {id(t) for t in tensors}
     best: nn.Module | None = None
-    for obj in gc.get_objects():
-        if issubclass(type(obj), nn.Module):  # type(): isinstance may run a __class__ property
-            own = {id(p) for p in obj.parameters()}
-            if own == ids and (
-                best is None or len(list(best.modules())) > len(list(obj.modules()))
-            ):
-                best = obj
+    for obj in _live_modules():
+        own = {id(p) for p in obj.parameters()}
+        if own == ids and (best is None or len(list(best.modules())) > len(list(obj.modules()))):
+            best = obj
     return best
 
 
-def _shapes(module: nn.Module) -> list[tuple[int, ...]]:
-    return [tuple(p.shape) for p in module.parameters()]
+def _live_modules() -> list[nn.Module]:
+    """Every live module (a scan of the heap: only when a finding is being written);
+    ``type()``, since ``isinstance`` may run a ``__class__`` property of any object."""
+    return [o for o in gc.get_objects() if issubclass(type(o), nn.Module)]
+
+
+def _same_model(a: nn.Module, b: nn.Module) -> bool:
+    """Whether ``a`` and ``b`` are two copies of one model: the same class and the same
+    parameter shapes, in order."""
+    shapes = [tuple(p.shape) for p in a.parameters()]
+    return type(a) is type(b) and shapes == [tuple(p.shape) for p in b.parameters()]
 
 
 def _twin_of(tensors: list[torch.Tensor], models: Any) -> tuple[nn.Module, nn.Module] | None:
@@ -244,8 +249,7 @@ def _twin_of(tensors: list[torch.Tensor], models: Any) -> tuple[nn.Module, nn.Mo
         return None
     for model in models:
         for module in (model, *model.children()):
-            same = module is not owner and type(module) is type(owner)
-            if same and _shapes(module) == _shapes(owner):
+            if module is not owner and _same_model(module, owner):
                 return owner, module
     return None
 
