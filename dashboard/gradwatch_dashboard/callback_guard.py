@@ -7,14 +7,21 @@ list where an object belongs or an unknown callback each end in an HTML 500. Her
 must be what the dashboard's own pages send: a JSON object at most ``MAX_DEPTH`` levels
 deep naming a registered callback (``output``), with its ``outputs``, and ``inputs`` and
 ``state`` matching that callback's registered ids and properties in number and order
-(pattern-matching ids: a list of objects). Anything else is answered with a 400 JSON
-error naming what was wrong, before a worker thread of the dashboard is taken.
+(pattern-matching ids: a list of objects), and each value of the type the callback's
+function declares for it (its annotations: ``str | None``, ``list[str] | None``, ...), so
+that a callback never runs on a value its own page could not send. A callback that runs
+in the browser (a clientside callback) has no server side and is refused. Anything else
+is answered with a 400 JSON error naming what was wrong, before a worker thread of the
+dashboard is taken.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
+import types
+import typing
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -98,9 +105,12 @@ def check_callback(body: bytes, callbacks: dict[str, Any]) -> None:
     callback = callbacks.get(output)
     if callback is None:
         raise BadCallbackError(f"no callback has the outputs {output[:200]!r}")
+    if callback.get("callback") is None:
+        raise BadCallbackError(f"the callback of {output[:200]!r} runs in the browser")
     _check_outputs(request.get("outputs"), output)
     for part in ("inputs", "state"):
         _check_args(part, request.get(part, []), callback.get(part, []))
+    _check_types(request, callback)
     changed = request.get("changedPropIds", [])
     if not isinstance(changed, list) or not all(isinstance(c, str) for c in changed):
         raise BadCallbackError("'changedPropIds' must be a list of strings")
@@ -139,8 +149,12 @@ def _check_outputs(outputs: Any, output: str) -> None:
         if not isinstance(outputs, list) or len(outputs) != count:
             raise BadCallbackError(f"'outputs' must be a list of {count} objects")
         items = outputs
+    elif output.startswith("{"):  # one pattern-matching output: a list of matches
+        items = outputs if isinstance(outputs, list) else [None]
+    elif not _is_prop(outputs):  # one output: one object (a list reads as a pattern's)
+        raise BadCallbackError("'outputs' must be an object with an 'id' and a 'property'")
     else:
-        items = outputs if isinstance(outputs, list) else [outputs]
+        return
     if not all(_is_prop(o) or (isinstance(o, list) and all(map(_is_prop, o))) for o in items):
         raise BadCallbackError("each of 'outputs' must be an object with an 'id' and a 'property'")
 
@@ -159,3 +173,76 @@ def _check_args(part: str, sent: Any, registered: list[dict[str, Any]]) -> None:
             raise BadCallbackError(
                 f"{part!r} must be {spec['id']}.{spec['property']} where {str(item)[:100]} was sent"
             )
+
+
+def _check_types(request: dict[str, Any], callback: dict[str, Any]) -> None:
+    """``BadCallbackError`` unless every value has the type the callback's function declares
+    for its argument (inputs, then state, in order; a pattern-matching input gives a list)."""
+    hints = _hints(callback["callback"])
+    if hints is None:
+        return
+    items = [*request.get("inputs", []), *request.get("state", [])]
+    for (name, hint), item in zip(hints, items, strict=False):
+        value = [i.get("value") for i in item] if isinstance(item, list) else item.get("value")
+        if not _conforms(value, hint):
+            raise BadCallbackError(
+                f"{name!r} takes {_show(hint)} where a JSON {_kind(value)} was sent"
+            )
+
+
+_HINTS: dict[Any, list[tuple[str, Any]] | None] = {}
+
+
+def _hints(function: Any) -> list[tuple[str, Any]] | None:
+    """(argument name, declared type) of a callback's function in order, or None where its
+    annotations cannot be read (then values are not checked)."""
+    if function not in _HINTS:
+        original = inspect.unwrap(function)
+        try:
+            declared = typing.get_type_hints(original)
+            names = list(inspect.signature(original).parameters)
+        except (NameError, TypeError, ValueError):
+            _HINTS[function] = None
+        else:
+            _HINTS[function] = [(n, declared.get(n, Any)) for n in names]
+    return _HINTS[function]
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a JSON value is of the declared type (``Any`` and unknown forms accept all)."""
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, h) for h in typing.get_args(hint))
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint is list or origin is list or origin is tuple:
+        args = typing.get_args(hint)
+        inner = args[0] if args else Any
+        return isinstance(value, list) and all(_conforms(v, inner) for v in value)
+    if typing.is_typeddict(hint):
+        fields = typing.get_type_hints(hint)
+        return (
+            isinstance(value, dict)
+            and set(value) <= set(fields)
+            and hint.__required_keys__ <= set(value)
+            and all(_conforms(value.get(k), fields[k]) for k in fields)
+        )
+    if hint is dict or origin is dict:
+        args = typing.get_args(hint)
+        inner = args[1] if len(args) == 2 else Any
+        return isinstance(value, dict) and all(_conforms(v, inner) for v in value.values())
+    return True
+
+
+def _show(hint: Any) -> str:
+    return str(hint).replace("typing.", "").replace("NoneType", "None")

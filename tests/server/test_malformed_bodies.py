@@ -114,6 +114,12 @@ RULE_CALL = {
 }
 
 
+def _with_value(call: dict[str, Any], index: int, value: Any) -> dict[str, Any]:
+    inputs = list(call["inputs"])
+    inputs[index] = {**inputs[index], "value": value}
+    return {**call, "inputs": inputs}
+
+
 def test_the_callback_check_names_what_is_wrong() -> None:
     from gradwatch_dashboard.dash_app import create_dash
 
@@ -131,9 +137,60 @@ def test_the_callback_check_names_what_is_wrong() -> None:
         json.dumps({**ROUTER_CALL, "state": [{"id": "x", "property": "data"}]}): "routed.data",
         json.dumps({**RULE_CALL, "inputs": [RULE_CALL["inputs"][0], {"id": "x"}]}): "matches",
         json.dumps({**ROUTER_CALL, "changedPropIds": [1]}): "changedPropIds",
+        json.dumps(_with_value(ROUTER_CALL, 0, {"a": 1})): "'pathname' takes str | None",
+        json.dumps(_with_value(RULE_CALL, 0, True)): "'_add' takes int | None",
+        json.dumps({**RULE_CALL, "outputs": []}): "'outputs' must be an object",
+        json.dumps({**ROUTER_CALL, "output": "cmp-address.data"}): "runs in the browser",
         "[]": "JSON array",
         "{": "not JSON",
     }
     for body, why in wrong.items():
         with pytest.raises(BadCallbackError, match=why):
             check_callback(body.encode(), callbacks)
+
+
+WRONG_VALUES: tuple[Any, ...] = (12345, -1.5, True, {"run": [1]}, [1, "x", None], "x" * 5000, [[[]]])
+
+
+def _wrong_typed_calls(callbacks: dict[str, Any]) -> list[tuple[str, bytes]]:
+    """For every server-side callback, well-formed requests (its ids, properties and
+    outputs) in which one value at a time is of a type its page never sends."""
+    calls = []
+    for output, callback in callbacks.items():
+        if callback.get("callback") is None:
+            continue
+        names = output.strip(".").split("...")
+        outputs: Any = [dict(zip(("id", "property"), n.split("."), strict=True)) for n in names]
+        specs = [*callback["inputs"], *callback["state"]]
+        for index, spec in enumerate(specs):
+            if str(spec["id"]).startswith("{"):
+                continue
+            for value in WRONG_VALUES:
+                items: list[Any] = [
+                    [] if str(s["id"]).startswith("{") else {**s, "value": None} for s in specs
+                ]
+                items[index] = {**spec, "value": value}
+                split = len(callback["inputs"])
+                request = {
+                    "output": output,
+                    "outputs": outputs if output.startswith("..") else outputs[0],
+                    "inputs": items[:split],
+                    "state": items[split:],
+                    "changedPropIds": [],
+                }
+                calls.append((f"{output} #{index} {value!r:.20}", json.dumps(request).encode()))
+    return calls
+
+
+@pytest.mark.slow
+def test_every_dashboard_callback_answers_wrong_typed_values_with_a_4xx(server: Settings) -> None:
+    from gradwatch_dashboard.dash_app import create_dash
+
+    calls = _wrong_typed_calls(create_dash().callback_map)
+    assert len(calls) > 50
+    with live_server(server) as base:
+        for what, body in calls:
+            status, content_type, raw = _send(base, "POST", DASH_ROUTE, body)
+            assert status < 500, (what, raw[:300])
+            assert content_type.startswith("application/json"), what
+        assert router_call(base)[0] == 200

@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from dash import Dash, Input, Output, State, dcc, html, no_update
@@ -50,13 +50,21 @@ MAX_SCALARS = 64  # user metrics drawn (the first logged); the API's reply budge
 INITIAL = "initial"  # the pending token of the drawing the page was laid out with
 
 
+class RunKey(TypedDict):
+    """What the page shows, kept in the browser (``ids.RUN_KEY``): the run and the step
+    in focus (``?step=N``)."""
+
+    run: str
+    focus: int | None
+
+
 def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
     """The page, drawn: in a dashboard request the router's reply carries the header, the
     figures and the findings (read ahead, ``Ahead``), so the browser draws the page from
     one round trip after Dash starts; the callbacks then only redraw a live run. Outside
     a request (nothing to read from) the skeleton, which the first poll fills."""
     focus = focus_of(step)
-    key = {"run": run_id, "focus": focus}
+    key = RunKey(run=run_id, focus=focus)
     parts = first_drawing(key)
     filled = parts or {}
 
@@ -65,7 +73,7 @@ def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
 
     return html.Div(
         [
-            dcc.Store(id=ids.RUN_KEY, data=key),
+            dcc.Store(id=ids.RUN_KEY, data=dict(key)),
             dcc.Store(id=ids.RUN_PENDING, data=INITIAL),
             dcc.Store(id=ids.RUN_VERSION, data=filled.get(ids.RUN_VERSION)),
             dcc.Interval(id=ids.RUN_TICK, interval=REFRESH_MS),
@@ -435,7 +443,7 @@ class Ahead:
         return view(fetch(api, run_id, focus))
 
 
-def first_drawing(key: dict[str, Any]) -> dict[str, Any] | None:
+def first_drawing(key: RunKey) -> dict[str, Any] | None:
     """In a request of a dashboard with ``register``ed run pages: the page's first drawing
     (``drawing``, the data read ahead when they are), else ``None``."""
     import flask
@@ -480,7 +488,7 @@ def register(app: Dash) -> None:
         State(ids.RUN_VERSION, "data"),
         prevent_initial_call=True,  # else Dash holds the first drawing until a poll changes
     )
-    def _poll(_tick: int | None, key: dict[str, Any], pending: Any, drawn: Any) -> list[Any]:
+    def _poll(_tick: int | None, key: RunKey, pending: Any, drawn: Any) -> list[Any]:
         return poll(from_request(), key, pending, drawn)
 
     @app.callback(
@@ -489,11 +497,11 @@ def register(app: Dash) -> None:
         State(ids.RUN_KEY, "data"),
         prevent_initial_call=True,  # the layout came drawn
     )
-    def _draw(pending: Any, key: dict[str, Any]) -> list[Any]:
+    def _draw(pending: Any, key: RunKey) -> list[Any]:
         return draw(from_request(), key, pending, list(OUTPUTS), ahead)
 
 
-def poll(api: Api, key: dict[str, Any], pending: Any, drawn: Any) -> list[Any]:
+def poll(api: Api, key: RunKey, pending: Any, drawn: Any) -> list[Any]:
     """``[new pending token or no_update, live line, interval disabled]``; a page laid out
     without its drawing (``drawn`` is ``None``) asks for one."""
     try:
@@ -524,7 +532,7 @@ def live_line(detail: dict[str, Any]) -> str:
 
 
 def draw(
-    api: Api, key: dict[str, Any], pending: Any, outputs: list[str], ahead: Ahead | None = None
+    api: Api, key: RunKey, pending: Any, outputs: list[str], ahead: Ahead | None = None
 ) -> list[Any]:
     """The callback's reply: ``drawing``'s parts in the order of ``outputs``, then
     ``{token, version}`` of what it drew."""
@@ -532,9 +540,7 @@ def draw(
     return [*(parts[i] for i in outputs), parts[ids.RUN_VERSION]]
 
 
-def drawing(
-    api: Api, key: dict[str, Any], pending: Any, ahead: Ahead | None = None
-) -> dict[str, Any]:
+def drawing(api: Api, key: RunKey, pending: Any, ahead: Ahead | None = None) -> dict[str, Any]:
     """The whole page by output id, and ``{token, version}`` of what it drew under
     ``ids.RUN_VERSION``. The graphs come with their figures: a graph drawn empty first,
     then again with the data, cost the browser a Plotly drawing of every chart (the first,
