@@ -27,7 +27,7 @@ from gradwatch_server.exceptions import ServerConfigError
 from gradwatch_server.migrate import migrate
 from gradwatch_server.settings import PREPARE_HELPER_ENV, Settings, is_loopback
 from gradwatch_server.spool_import import SpoolImporter
-from gradwatch_server.startup import check_database, database_failure
+from gradwatch_server.startup import check_database, database_failure, undone_if_new
 from gradwatch_server.status import StatusPolicy
 
 
@@ -72,7 +72,8 @@ def serve(settings: Settings) -> None:
             print(f"gradwatch serve: {hint}", file=sys.stderr)
         if PREPARE_HELPER_ENV not in os.environ:  # a server: its helper starts with it
             settings = settings.with_(prepare_helper="on")
-        app = create_app(settings)
+        with undone_if_new(settings.db_url):
+            app = create_app(settings)
     except DBAPIError as e:  # what the checks could not foresee (a full disk)
         raise database_failure(settings.db_url, e) from e
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")

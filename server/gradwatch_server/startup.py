@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import exc
@@ -184,4 +186,29 @@ def database_failure(url: str, error: exc.DBAPIError) -> ServerConfigError:
     hint = "check the database and try again"
     if "full" in said:
         hint = "free disk space where the database lives and start again"
+    elif "I/O" in said:
+        hint = "check the disk where the database lives (full, failing, or over a size limit)"
     return ServerConfigError(f"cannot start on the database {shown} ({said}); {hint}")
+
+
+@contextmanager
+def undone_if_new(url: str) -> Iterator[None]:
+    """When the block fails while starting on a SQLite file that did not exist before
+    (migrations on a full disk), remove what the attempt made — the file, its journal and
+    WAL files, and the folders made for it — so a failed start changes nothing on disk."""
+    path = sqlite_file(normalize_url(url))
+    if path is None or path.exists():
+        yield
+        return
+    folders = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+    try:
+        yield
+    except BaseException:
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        for folder in folders:  # the deepest first; one that is not empty stays
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise

@@ -228,3 +228,47 @@ def test_a_missing_postgresql_database(tmp_path: Path) -> None:
         .render_as_string(hide_password=False)
     )
     _refused(serve(url, tmp_path), "gradwatch_no_such_db", "does not exist", "createdb")
+
+
+@contextmanager
+def _full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs filled to its last few KiB (needs the power to mount; else skip)."""
+    where = tmp_path / "small-disk"
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root powers here")
+    try:
+        with (where / "fill").open("wb") as f:
+            f.write(b"\0" * 60 * 1024)
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=False)
+
+
+@pytest.mark.slow
+def test_a_full_disk(tmp_path: Path) -> None:
+    with _full_disk(tmp_path) as disk:
+        before = _state(disk)
+        path = disk / "runs" / "gradwatch.db"
+        _refused(serve(f"sqlite:///{path}", tmp_path), str(path), "full", "free disk space")
+        assert _state(disk) == before  # no empty database file or folder left behind
+
+
+#: runs a command with files limited to 20,000 bytes (writes past it fail, as on a full disk)
+_FILE_SIZE_LIMIT = (
+    "import os, resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000)); os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
+@pytest.mark.slow
+def test_a_write_that_fails_while_the_database_is_made(tmp_path: Path) -> None:
+    folder = tmp_path / "db"
+    folder.mkdir()
+    path = folder / "new" / "gradwatch.db"
+    done = serve(f"sqlite:///{path}", tmp_path, prefix=(sys.executable, "-c", _FILE_SIZE_LIMIT))
+    _refused(done, str(path), "I/O", "check the disk")
+    assert list(folder.iterdir()) == []  # the file and the folder made for it are gone
