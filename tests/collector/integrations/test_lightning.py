@@ -33,7 +33,10 @@ class Tiny(lit.LightningModule):
         if index == self.hparams["fail_at"]:
             raise RuntimeError("boom")
         x, y = batch
-        return nn.functional.mse_loss(self.net(x), y)
+        loss = nn.functional.mse_loss(self.net(x), y)
+        self.log("train/loss", loss)
+        self.log("train/batch", float(index))
+        return loss
 
     def on_before_optimizer_step(self, optimizer: Any) -> None:
         grads = [p.grad for p in self.net[0].parameters()]
@@ -98,3 +101,16 @@ def test_bad_options_fail_when_the_callback_is_built() -> None:
         GradwatchCallback(projet="typo")
     with pytest.raises(ConfigError, match="every must be a positive integer"):
         GradwatchCallback(every=0)
+
+
+def test_what_the_module_logs_is_the_runs_own_metrics(tmp_path: Path) -> None:
+    callback = fit(tmp_path, Tiny())
+    assert callback.run is not None
+    run = load_run(callback.run.dir)
+    batch = sorted((step, value) for step, key, value in run.scalars if key == "train/batch")
+    # one value per optimizer step, as self.log gave it (4 batches an epoch, 2 epochs)
+    assert [v for _, v in batch] == [0.0, 1.0, 2.0, 3.0] * 2
+    assert [s for s, _ in batch] == sorted({s for s, _ in batch})  # each on its own step
+    losses = {step: v for step, key, v in run.scalars if key == "train/loss"}
+    # each logged loss sits on the step whose loss it is
+    assert losses == pytest.approx({r.step: r.loss for r in run.steps[0]}, rel=1e-6)
