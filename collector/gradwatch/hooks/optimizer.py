@@ -69,6 +69,7 @@ class OptimizerWatch:
         # applied: a clear finds there the passes it discards (accumulation-wiped)
         self.unapplied: list[int] = []
         self.discarded = 0  # of those, cleared without a step: a wipe once backward follows
+        self.versions_at_backward: tuple[int, int] = (-1, -1)  # see parameter_versions()
         self.stepped_at = 0  # the run's pass count at this optimizer's last step
         self.in_step = False  # inside step(): a closure's clears are the optimizer's own
         self._grads_untouched = grads_untouched_by_step(optimizer)
@@ -194,8 +195,16 @@ class OptimizerWatch:
         pass follows before a step, that is a ``wiped`` event (accumulation-wiped); when a
         step follows, grad-zeroed-before-step says it."""
         unapplied, self.unapplied = self.unapplied, []
+        if self.parameter_versions() != self.versions_at_backward:
+            return  # the parameters were changed by hand since: the gradients were used
         if unapplied and not self.in_step:
             self.discarded += sum(1 for n in unapplied if not self.run._applied_elsewhere(n, self))
+
+    def parameter_versions(self) -> tuple[int, int]:
+        """In-place version counters of the first and last parameter: when they moved between
+        a backward pass and a clear with no step, the gradients were applied by hand (a
+        sharpness-aware first pass perturbs the weights with them, a manual update steps)."""
+        return (self.params[0]._version, self.params[-1]._version) if self.params else (0, 0)
 
     def note_applied(self) -> None:
         """The gradients were used (a step, or a GradScaler's decision to skip one)."""
@@ -227,6 +236,7 @@ class OptimizerWatch:
             reached += 1
             grads[i] = (weakref.ref(g), g._version)
         if reached:
+            self.versions_at_backward = self.parameter_versions()
             self._count_backward(root, took, by_hand)
             self.run._model_hooks.reached(self.index)
         return reached

@@ -54,6 +54,12 @@ class Event:
         return int(getattr(self.node, "lineno", 0))
 
     @property
+    def at(self) -> tuple[int, int]:
+        """Where the event is in the source: (line, column), so that the statements of
+        one line (``opt.zero_grad(); loss.backward(); opt.step()``) keep their order."""
+        return self.line, int(getattr(self.node, "col_offset", 0))
+
+    @property
     def accum_guarded(self) -> bool:
         return any(g.accum and not g.negated for g in self.guards)
 

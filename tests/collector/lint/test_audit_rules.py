@@ -89,3 +89,29 @@ def test_a_data_read_in_forward_gets_no_gradient() -> None:
     w, v = nn.Parameter(torch.ones(2)), nn.Parameter(torch.ones(2))
     (torch.randn(3, 2) * w.data * v).sum().backward()  # what data-in-loss-path reports
     assert w.grad is None and v.grad is not None
+
+
+ONE_LINE_GAN = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+G, D = nn.Linear(4, 2), nn.Linear(2, 1)
+og = torch.optim.Adam(G.parameters())
+od = torch.optim.Adam(D.parameters())
+for it in range(100):
+    fake = G(torch.randn(8, 4)).detach()
+    d_loss = D(fake).mean() - D(torch.randn(8, 2)).mean()
+    od.zero_grad(); d_loss.backward(); od.step()
+    if it % 5 == 0:
+        g_loss = -D(G(torch.randn(8, 4))).mean()
+        og.zero_grad(); g_loss.backward(); og.step()
+"""
+
+
+def test_statements_on_one_line_keep_their_order() -> None:
+    # the critic's loss is stepped by od on the same line: G's detached fake is its input,
+    # not a cut (G trains through g_loss); stepping og there instead trains G through it
+    assert rules(ONE_LINE_GAN) == set()
+    bug = ONE_LINE_GAN.replace("d_loss.backward(); od.step()", "d_loss.backward(); og.step()")
+    assert rules(bug) == {"detached-in-loss-path"}

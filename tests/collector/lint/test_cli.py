@@ -196,5 +196,5 @@ def test_the_repository_lints_fast_and_its_examples_clean(
     took = time.perf_counter() - start
     assert not result.errors and result.files > 30
     assert [f for f in result.findings if f.severity == "error"] == []
-    assert took < 30, f"{took:.1f} s"  # a hang guard; the README has the measured figure
+    assert took < 120, f"{took:.1f} s"  # a hang guard (2 loaded cores); the README has the figure
     assert lint(capsys, str(ROOT / "examples"), "--fail-on", "warning")[0] == 0

@@ -35,21 +35,21 @@ def check(a: Analysis) -> None:
         events = a.events(unit)
         for e in events:
             if e.kind == BACKWARD and e.via is None and e.operand is not None:
-                roots = _trained_roots(events, e.line)
+                roots = _trained_roots(events, e.at)
                 for node, why in _cuts(a, unit.scope, e.operand, roots, None, 0):
                     a.emit("detached-in-loss-path", node, why, unit)
         _data_in_forward(a, unit)
         _data_writes_before_backward(a, unit)
 
 
-def _trained_roots(events: list[Event], backward: int) -> tuple[str, ...]:
+def _trained_roots(events: list[Event], backward: tuple[int, int]) -> tuple[str, ...]:
     """The modules trained by the optimizers that apply the gradients of the backward() at
-    line ``backward``: those stepped after it and before the next backward (a GAN's two
-    optimizers each own one loss); every stepped optimizer when none follows it."""
+    ``backward`` (line, column): those stepped after it and before the next backward (a
+    GAN's two optimizers each own one loss); every stepped optimizer when none follows it."""
     steps = [e for e in events if e.kind == STEP and e.tkind is not None and e.tkind.roots]
-    later = [b.line for b in events if b.kind == BACKWARD and b.line > backward]
-    until = min(later, default=10**9)
-    mine = [e for e in steps if backward < e.line < until] or steps
+    later = [b.at for b in events if b.kind == BACKWARD and b.at > backward]
+    until = min(later, default=(10**9, 0))
+    mine = [e for e in steps if backward < e.at < until] or steps
     return tuple(r for e in mine for r in (e.tkind.roots if e.tkind and e.tkind.roots else ()))
 
 
