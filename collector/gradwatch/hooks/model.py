@@ -20,7 +20,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from gradwatch.hooks.module_runs import ModuleRuns
-from gradwatch.hooks.outermost import Probe
+from gradwatch.hooks.outermost import Probe, in_backward
 from gradwatch.session import portable
 from gradwatch.stats import batch_checksum as batch
 
@@ -172,8 +172,8 @@ class ModelHooks:
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             for driver in manual:
                 driver.check()
-            if not torch.is_grad_enabled() or key in started:
-                return None  # not training, or inside the root's (or its own) capture
+            if not torch.is_grad_enabled() or key in started or in_backward():
+                return None  # not training, inside the root's capture, or a recomputation
             checksum, sig = (
                 batch.inspect(args, kwargs, defer=defer, leaves_only=True)
                 if want_checksum

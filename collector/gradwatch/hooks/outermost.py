@@ -8,7 +8,8 @@ backward pass that reaches a model's trained parameters comes without a training
 of its root, a :class:`Probe` watches the model's next training forward: a pre-hook and a
 post-hook on each submodule that holds a trained parameter (itself or below it) count the
 nesting, and the modules entered at depth 0 with gradients enabled are the outermost ones
-that ran; their capture hooks run from then on, so the probed step is captured too.
+that ran (a forward recomputed inside a backward pass by activation checkpointing is not
+one); their capture hooks run from then on, so the probed step is captured too.
 Modules without a trained parameter below them (a loss module, a metric) are left out:
 what they are given is not the input of the trained computation. At the next backward pass
 the probe's hooks come off and the capture hooks stay on the modules found. A model whose
@@ -27,6 +28,12 @@ from torch.utils.hooks import RemovableHandle
 from gradwatch.session import portable
 
 Hook = Callable[..., Any]
+
+
+def in_backward() -> bool:
+    """Whether the calling thread runs a backward pass: a forward there is activation
+    checkpointing's recomputation (``torch.utils.checkpoint``), not a training forward."""
+    return bool(torch._C._current_graph_task_id() != -1)
 
 
 class Probe:
@@ -61,7 +68,7 @@ class Probe:
 
         def hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             depth, self._depth = self._depth, self._depth + 1
-            if depth or not is_grad_enabled():
+            if depth or not is_grad_enabled() or in_backward():
                 return
             entry = found.get(name)
             if entry is None:

@@ -215,3 +215,24 @@ def test_a_nan_before_the_modules_are_known_says_so() -> None:
     run, _ = train(model, batches, steps_=3, checks=NAN_CHECKS)
     f = first(run, "nonfinite-loss")
     assert f.step == bad and f.details["origin"]["reason"] == NO_FORWARD
+
+
+def test_activation_checkpointing_recomputation_is_not_a_forward() -> None:
+    """``checkpoint(model.backbone, x)`` runs the backbone again inside the backward pass:
+    neither the probe nor the capture counts that run, so the checksum is still x's."""
+    from torch.utils.checkpoint import checkpoint
+
+    model = Split()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gradwatch.watch(model, opt) as run:
+        for i in range(4):
+            x, y = data(i)
+            opt.zero_grad()
+            h = checkpoint(model.backbone, x, use_reentrant=False)
+            model.loss(model.head(h), y).backward()
+            opt.step()
+        assert run._model_hooks.moved == {"": ["backbone", "head"]}
+    sig = [f"float32[{N}, {D_IN}]"]
+    recorded = [s["batch_hash"] for s in steps(run.dir)][1:]
+    expected = [batch_hash(checksum_of([data(i)[0]]).double().tolist()[:2], sig) for i in (1, 2, 3)]
+    assert recorded == expected
