@@ -1,6 +1,13 @@
 """Hooks on the watched models: forward timing, the batch checksum, the NaN-origin capture
 (:mod:`gradwatch.nan.origin`, called from the same hooks) and ``zero_grad``.
 What they put on a model stays out of ``torch.save(model)`` (:mod:`gradwatch.session.portable`).
+
+The capture hooks go on each watched root module. A model whose own ``forward()`` does not
+run in training (its submodules are called directly) has its capture moved to the
+outermost submodules that do run (:mod:`gradwatch.hooks.outermost`): there only the inputs
+that enter from outside the trained computation (no autograd history) count as the batch,
+since a submodule's input made by another one (``head(backbone(x))``) changes with every
+update.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from gradwatch.hooks.module_runs import ModuleRuns
+from gradwatch.hooks.outermost import Probe, in_backward
 from gradwatch.session import portable
 from gradwatch.stats import batch_checksum as batch
 
@@ -41,6 +49,12 @@ class ModelHooks:
         self._started: dict[str, tuple[float, torch.Tensor | batch.Deferred | None, list[str]]] = {}
         #: which modules ran in forward, for param-no-grad (gradwatch.hooks.module_runs)
         self.runs = ModuleRuns(self.models, watches)
+        self._fed: set[str] = set()  # models whose root ran a training forward
+        #: per optimizer: its models not yet known to run their root in training
+        self._unknown: dict[int, list[str]] = {}
+        self._probes: dict[str, Probe] = {}  # models whose next training forward is probed
+        #: per model whose root does not run: the submodules that carry its capture
+        self.moved: dict[str, list[str]] = {}
 
     def attach(self) -> None:
         """Register the hooks on every model."""
@@ -57,23 +71,71 @@ class ModelHooks:
             self.handles.append(portable.forward_pre_hook(model, pre))
             self.handles.append(portable.forward_hook(model, post))
             self._wrap_zero_grad(model, owners)
+            for watch in owners:
+                self._unknown.setdefault(watch.index, []).append(key)
         self.runs.attach()
 
     def reached(self, optimizer: int) -> None:
-        """A backward pass reached ``optimizer``'s tensors (see :class:`ModuleRuns`)."""
+        """A backward pass reached ``optimizer``'s tensors (see :class:`ModuleRuns`); the
+        first one decides whether its models' capture stays on their root."""
         self.runs.after_backward(optimizer)
+        if self._probes:
+            self._end_probes()
+        if self._unknown:
+            for key in self._unknown.pop(optimizer, ()):
+                self._decide(key)
+
+    def _decide(self, key: str) -> None:
+        """A backward pass reached model ``key``'s trained parameters for the first time:
+        without a training forward of its root before it, probe the next one."""
+        if key in self._fed or key in self._probes or key in self.moved:
+            return
+        trained = {id(p) for w in self.owners[key] for p in w.params if p.requires_grad}
+        probe = Probe(self.models[key], trained, lambda name: self._capture(key, name))
+        if probe.hooks:
+            self._probes[key] = probe
+
+    def _end_probes(self) -> None:
+        """A backward pass after a probed forward: keep the capture on the outermost
+        submodules that ran (unless the root ran after all), and take the probe off."""
+        for key, probe in list(self._probes.items()):
+            if not probe.saw and key not in self._fed:
+                continue  # no training forward of the model yet: probe the next one
+            probe.remove()
+            del self._probes[key]
+            if key in self._fed:
+                continue
+            for module, pre, post in probe.found.values():
+                self.handles.append(portable.forward_pre_hook(module, pre))
+                self.handles.append(portable.forward_hook(module, post))
+            self.moved[key] = list(probe.found)
+
+    def _capture(self, key: str, name: str) -> tuple[Any, Any]:
+        """The capture hooks of submodule ``name`` of model ``key`` (its root does not run)."""
+        self.run._nan_origin.spread(key, len(self._probes[key].found) + 1)
+        guard, disable = self.run._guard, torch.compiler.disable
+        pre = disable(guard(self._pre_hook(key, name), "forward pre-hook"))  # type: ignore[no-untyped-call]
+        post = disable(guard(self._post_hook(key, name), "forward hook"))  # type: ignore[no-untyped-call]
+        return pre, post
 
     def detach(self) -> None:
         """Remove every hook and restore ``zero_grad``."""
         for handle in self.handles:
             handle.remove()
         self.handles.clear()
+        for probe in self._probes.values():
+            probe.remove()
+        self._probes.clear()
+        self._unknown.clear()
         self.runs.detach()
         for model in self._wrapped:
             portable.unwatch_zero_grad(model)
         self._wrapped.clear()
 
-    def _pre_hook(self, key: str) -> Any:
+    def _pre_hook(self, key: str, sub: str | None = None) -> Any:
+        """The capture pre-hook of model ``key``'s root, or of its submodule ``sub``."""
+        if sub is not None:
+            return self._sub_pre_hook(key, sub)
         want_checksum = self.run._options.batch_checksum
         nan = self.run._nan_origin  # its ``on`` is read per call (benchmarks toggle it)
         started = self._started
@@ -97,16 +159,49 @@ class ModelHooks:
 
         return hook
 
-    def _post_hook(self, key: str) -> Any:
+    def _sub_pre_hook(self, key: str, sub: str) -> Any:
+        """The capture pre-hook of submodule ``sub`` of a model whose root does not run:
+        the batch is the inputs that enter from outside the trained computation."""
+        want_checksum = self.run._options.batch_checksum
+        nan = self.run._nan_origin
+        started = self._started
+        defer = all(w.stats.on_host for w in self.run._watches)
+        manual = [w.manual for w in self.owners[key] if w.manual is not None]
+        point = f"{key}/{sub}"  # no module name holds a slash
+
+        def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            for driver in manual:
+                driver.check()
+            if not torch.is_grad_enabled() or key in started or in_backward():
+                return None  # not training, inside the root's capture, or a recomputation
+            checksum, sig = (
+                batch.inspect(args, kwargs, defer=defer, leaves_only=True)
+                if want_checksum
+                else (None, [])
+            )
+            started[point] = (time.perf_counter(), checksum, sig)
+            if nan.on:
+                nan.before_forward(key, args, kwargs, sub)
+            return None
+
+        return hook
+
+    def _post_hook(self, key: str, sub: str | None = None) -> Any:
+        """The capture post-hook of model ``key``'s root, or of its submodule ``sub``."""
         nan = self.run._nan_origin
         pop = self._started.pop
         owners = self.owners[key]
+        fed = self._fed
         clock = time.perf_counter
+        point = key if sub is None else f"{key}/{sub}"
+        root = sub is None
 
         def hook(module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
-            started = pop(key, None)
+            started = pop(point, None)
             if started is None:
                 return
+            if root:
+                fed.add(key)
             t0, checksum, sig = started
             took = clock() - t0
             for watch in owners:

@@ -2,7 +2,9 @@
 
 Steady state (nothing non-finite): no per-module work. A forward pre-hook on each watched
 root module keeps a reference to the step's inputs (the last ``MAX_FORWARDS``) and the CPU
-generator state, a forward hook tags the outputs' autograd nodes (no reference kept), and
+generator state — on the outermost submodules that ran, for a model whose own forward does
+not run (:mod:`gradwatch.hooks.outermost`; an input another of them made is kept detached),
+a forward hook tags the outputs' autograd nodes (no reference kept), and
 a backward listener keeps the loss's node (its saved tensors are freed by the backward);
 on the CPU the optimizer step pre-hook also reads the loss and the gradient norms gradwatch
 has already computed (two scalar reads).
@@ -28,7 +30,7 @@ import torch
 
 from gradwatch.hooks import backward as backward_tap
 from gradwatch.nan import opcause
-from gradwatch.nan.replay import Captured, bad, replay, tensors
+from gradwatch.nan.replay import Captured, bad, detached, replay, tensors
 
 if TYPE_CHECKING:
     from torch import nn
@@ -37,15 +39,16 @@ if TYPE_CHECKING:
     from gradwatch.hooks.context import HookContext
     from gradwatch.hooks.optimizer import OptimizerWatch
 
-MAX_FORWARDS = 4  # forwards (inputs only) kept per model and step: gradient accumulation
+MAX_FORWARDS = 4  # forwards (inputs only) kept per model, step and capture point
 MAX_LOSSES = 4  # loss nodes kept per step (their saved tensors are freed by backward)
 _OUTPUT = "gradwatch_model_output"  # metadata key on the autograd node of a model output
 MAX_REPLAYS = 8  # localisations per run: bounds the cost of a run that keeps going NaN
 #: why a step was not replayed when no forward of a watched model ran with gradients in it
 NO_FORWARD = (
-    "the watched model's own forward() did not run in this step (training code that calls "
-    "its submodules directly, as a LightningModule's training_step calling self.net(x) "
-    "does, is not captured), so there was nothing to replay"
+    "the watched model's own forward() did not run in this step and the submodules that "
+    "do run were not known yet (training code that calls them directly, as a "
+    "LightningModule's training_step calling self.net(x) does, is captured on them from "
+    "the second backward pass on), so there was nothing to replay"
 )
 _RISKY = ("Log", "Div", "Exp", "Pow", "Sqrt", "Rsqrt", "Reciprocal", "Xlogy", "Acos", "Asin")
 
@@ -59,6 +62,7 @@ class NanOrigin:
         self.models: dict[str, nn.Module] = dict(run._model_hooks.models)
         self.handles: list[Any] = []
         self.forwards: dict[str, deque[Captured]] = {}
+        self._points: dict[str, int] = {}  # per model: capture points, when not its root
         self.losses: deque[Any] = deque(maxlen=MAX_LOSSES)
         self.epoch = 0  # optimizer steps so far: forwards of an older epoch are dropped
         self._epochs: dict[str, int] = {}
@@ -86,12 +90,20 @@ class NanOrigin:
         self.forwards.clear()
         self.losses.clear()
 
-    def before_forward(self, key: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """A training forward of model ``key`` starts: keep its inputs and the generator
-        state (called by the model's forward pre-hook, with gradients enabled)."""
+    def spread(self, key: str, points: int) -> None:
+        """Model ``key``'s capture moved to ``points`` submodules (its root does not run)."""
+        self._points[key] = max(1, points)
+
+    def before_forward(
+        self, key: str, args: tuple[Any, ...], kwargs: dict[str, Any], module: str | None = None
+    ) -> None:
+        """A training forward of model ``key`` (of its submodule ``module``) starts: keep
+        its inputs and the generator state (called by the forward pre-hook of the model or
+        of that submodule, with gradients enabled)."""
         kept = self.forwards.get(key)
         if kept is None or self._epochs.get(key) != self.epoch:
-            kept = self.forwards[key] = deque(maxlen=MAX_FORWARDS)
+            kept = deque(maxlen=MAX_FORWARDS * self._points.get(key, 1))
+            self.forwards[key] = kept
             self._epochs[key] = self.epoch
         self.thread = threading.get_ident()
         cuda = None
@@ -101,7 +113,14 @@ class NanOrigin:
         if first is not None and first.device.type == "cuda":
             index = first.device.index or 0
             cuda = (index, torch.cuda.get_rng_state(index))
-        kept.append(Captured(args, dict(kwargs), torch.get_rng_state(), cuda))
+        rng = torch.get_rng_state()
+        if module is None:
+            kept.append(Captured(args, dict(kwargs), rng, cuda))
+            return
+        given = [*tensors(args, "args"), *tensors(kwargs, "kwargs")]
+        derived = frozenset(p for p, t in given if t.grad_fn is not None)
+        args, kwargs = detached(args), detached(kwargs)
+        kept.append(Captured(args, dict(kwargs), rng, cuda, module, derived))
 
     def after_forward(self, key: str, output: Any) -> None:
         """Tag the outputs' autograd nodes (no reference kept: the graph is not held)."""
@@ -218,8 +237,11 @@ class NanOrigin:
         for key in keys:
             for i, c in enumerate(self.forwards.get(key, ())):
                 given = [*tensors(c.args, "args"), *tensors(c.kwargs, "kwargs")]
-                inputs = [(p, t) for p, t in given if bad(t)]
-                found = replay(self.models[key], f"{key}." if key else "", c)
+                inputs = [(p, t) for p, t in given if bad(t) and p not in c.derived]
+                model = self.models[key]
+                if c.module:
+                    model = model.get_submodule(c.module)
+                found = replay(model, f"{_prefixed(key, c.module)}." if key or c.module else "", c)
                 if found is None and not inputs:
                     continue
                 found = found or {"module": None, "op": None}

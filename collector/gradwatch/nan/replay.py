@@ -37,6 +37,27 @@ class Captured:
     kwargs: dict[str, Any]
     rng: torch.Tensor | None  # CPU generator state before the forward
     cuda_rng: tuple[int, torch.Tensor] | None  # (device index, state) when on an accelerator
+    module: str = ""  # the submodule called, when the model's own forward does not run
+    derived: frozenset[str] = frozenset()  # paths of inputs another module made (detached)
+
+
+def detached(obj: Any, depth: int = 0) -> Any:
+    """``obj`` with every tensor that autograd made detached (same storage, no graph kept),
+    through nested tuples, lists and dicts as :func:`tensors` walks them; a container with
+    no such tensor is returned as it is."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach() if obj.grad_fn is not None else obj
+    if depth < 4 and isinstance(obj, tuple | list):
+        items = [detached(item, depth + 1) for item in obj]
+        if all(a is b for a, b in zip(items, obj, strict=True)):
+            return obj
+        if isinstance(obj, list):
+            return items
+        return type(obj)(*items) if hasattr(obj, "_fields") else tuple(items)
+    if depth < 4 and isinstance(obj, dict):
+        found = {key: detached(value, depth + 1) for key, value in obj.items()}
+        return obj if all(found[k] is obj[k] for k in obj) else found
+    return obj
 
 
 def tensors(obj: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:

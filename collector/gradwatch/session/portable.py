@@ -54,10 +54,13 @@ def forward_pre_hook(module: nn.Module, hook: Callable[..., Any]) -> RemovableHa
     return handle
 
 
-def forward_hook(module: nn.Module, hook: Callable[..., Any]) -> RemovableHandle:
-    """``module.register_forward_hook(hook)``, left out of pickles."""
+def forward_hook(
+    module: nn.Module, hook: Callable[..., Any], *, always_call: bool = False
+) -> RemovableHandle:
+    """``module.register_forward_hook(hook, always_call=...)``, left out of pickles
+    (``always_call``: it runs also when the forward raises)."""
     hooks = _portable(module, "_forward_hooks")
-    handle = module.register_forward_hook(hook)
+    handle = module.register_forward_hook(hook, always_call=always_call)
     if hooks is not None:
         hooks.ours.add(handle.id)
     return handle

@@ -148,15 +148,23 @@ def resolve(value: torch.Tensor | Deferred) -> torch.Tensor:
 
 
 def inspect(
-    args: tuple[Any, ...], kwargs: dict[str, Any], *, defer: bool = False
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    defer: bool = False,
+    leaves_only: bool = False,
 ) -> tuple[torch.Tensor | Deferred | None, list[str]]:
     """The checksum of the inputs (``None`` without a tensor; with ``defer``, a
     :class:`Deferred` to compute later) and their host-side description
-    (``"float32[64,3,32,32]"`` per tensor), in one walk over the inputs."""
+    (``"float32[64,3,32,32]"`` per tensor), in one walk over the inputs. With
+    ``leaves_only``, tensors that autograd made (a ``grad_fn``: another module's output)
+    are left out, so that a submodule's checksum covers only what enters from outside."""
     if not kwargs and len(args) == 1 and isinstance(args[0], torch.Tensor):
         found = [args[0]]  # model(x): the common case, without the walk
     else:
         found = list(_tensors((args, kwargs)))[:_MAX_TENSORS]
+    if leaves_only:
+        found = [t for t in found if t.grad_fn is None]
     sig = [_describe(t) for t in found]
     if not found:
         return None, sig

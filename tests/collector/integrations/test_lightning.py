@@ -23,7 +23,7 @@ pytestmark = pytest.mark.filterwarnings(
 
 
 class Tiny(lit.LightningModule):
-    def __init__(self, lr: float = 0.05, fail_at: int = -1) -> None:
+    def __init__(self, lr: float = 0.05, fail_at: int = -1, nan_at: int = -1) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 2))
@@ -33,6 +33,9 @@ class Tiny(lit.LightningModule):
         if index == self.hparams["fail_at"]:
             raise RuntimeError("boom")
         x, y = batch
+        if self.global_step + 1 == self.hparams["nan_at"]:
+            x = x.clone()
+            x[0, 0] = float("nan")  # a bad sample in the batch of that step
         loss = nn.functional.mse_loss(self.net(x), y)
         self.log("train/loss", loss)
         self.log("train/batch", float(index))
@@ -46,10 +49,10 @@ class Tiny(lit.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=self.hparams["lr"])
 
 
-def fit(tmp_path: Path, module: Tiny, accumulate: int = 1) -> GradwatchCallback:
+def fit(tmp_path: Path, module: Tiny, accumulate: int = 1, **options: Any) -> GradwatchCallback:
     torch.manual_seed(0)
     data = torch.utils.data.TensorDataset(torch.randn(64, 6), torch.randn(64, 2))
-    callback = GradwatchCallback(project="lightning", data_dir=tmp_path / "gw")
+    callback = GradwatchCallback(project="lightning", data_dir=tmp_path / "gw", **options)
     trainer = lit.Trainer(
         max_epochs=2,
         callbacks=[callback],
@@ -71,7 +74,7 @@ def test_records_every_step_with_its_own_gradients(tmp_path: Path) -> None:
     assert callback.run is not None and callback.run.closed
     run = load_run(callback.run.dir)
     assert run.tensor_names == ["net.0.weight", "net.0.bias", "net.2.weight", "net.2.bias"]
-    assert run.start["config"] == {"lr": 0.05, "fail_at": -1}
+    assert run.start["config"] == {"lr": 0.05, "fail_at": -1, "nan_at": -1}
     assert run.end is not None and run.end["status"] == "finished"
     rows = run.steps[0]
     assert [r.step for r in rows] == list(range(1, 9))  # 2 epochs x 4 batches
@@ -79,6 +82,29 @@ def test_records_every_step_with_its_own_gradients(tmp_path: Path) -> None:
     assert [r.stats[0][0] for r in rows] == pytest.approx(module.grad_norms, rel=1e-6)
     assert all(r.loss is not None and r.n_backward == 1 for r in rows)
     assert callback.run.findings == []
+
+
+def test_training_step_calling_self_net_is_captured_on_net(tmp_path: Path) -> None:
+    """Lightning never calls the LightningModule's own forward: from the second backward
+    pass on the batch checksum and the NaN-origin capture sit on ``self.net``, the
+    outermost module that runs, and a NaN batch at step 3 is traced to its input."""
+    module = Tiny(nan_at=3)
+    checks = {"all": "record", "nonfinite-loss": "warn", "nonfinite-grad": "warn"}
+    callback = fit(tmp_path, module, checks=checks)
+    assert callback.run is not None
+    assert callback.run._model_hooks.moved == {"": ["net"]}
+    hashes = [r.batch_hash for r in load_run(callback.run.dir).steps[0]]
+    assert hashes[0] is None and all(hashes[1:])  # step 1 ran before net was known
+    found = [f for f in callback.run.findings if f.check == "nonfinite-loss"]
+    origin = found[0].details["origin"]
+    assert found[0].step == 3 and origin["found"], origin
+    assert (origin["phase"], origin["module"], origin["batch"]["argument"]) == (
+        "input",
+        "net.0",
+        "args[0]",
+    )
+    hooks = [len(m._forward_pre_hooks) + len(m._forward_hooks) for m in module.modules()]
+    assert sum(hooks) == 0  # every hook off once training ended
 
 
 def test_gradient_accumulation_is_declared(tmp_path: Path) -> None:
