@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from gradwatch.structure.signature import StepShape, shape
+from gradwatch.structure.signature import StepShape, shapes
 from gradwatch.structure.timeline import names_text
 
 MIN_GOOD: Final = 2
@@ -193,9 +193,7 @@ def member(run_dir: Path, has_error: Callable[[Path], bool]) -> Member:
         status=str((run.end or {}).get("status") or "running"),
         has_error=has_error(run_dir),
         started_at=float(run.start.get("started_at") or 0.0),
-        shapes={
-            o: [shape(r.step, r.events, r.has_grad) for r in rows] for o, rows in run.steps.items()
-        },
+        shapes={o: shapes(rows) for o, rows in run.steps.items()},
     )
 
 
