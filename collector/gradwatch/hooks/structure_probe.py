@@ -31,15 +31,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 import torch
 
-from gradwatch.checks.view import MAX_EVENTS, Event, Pending
+from gradwatch.checks.view import Event, Pending
 
 if TYPE_CHECKING:
     from gradwatch.hooks.optimizer import OptimizerWatch
 
-#: event kinds that carry a state (a value that holds until the next such event)
-STATE_KINDS: Final = frozenset({"sched", "modes", "hparams", "dtype", "scaler"})
-#: param-group keys that are not structure: the tensors, the scheduled rate and its copies
-SKIP_KEYS: Final = frozenset({"params", "lr", "initial_lr", "max_lr", "min_lr", "base_lr", "name"})
+#: param-group keys that are not structure: the tensors, the scheduled rate and its bounds
+#: (``initial_lr``, the base rate a scheduler was built for, is kept: it tells a warm-up
+#: that ended from a schedule cut short)
+SKIP_KEYS: Final = frozenset({"params", "lr", "max_lr", "min_lr", "base_lr", "name"})
 #: a hyperparameter that changed on more collected steps than this is driven by a schedule
 SCHEDULED: Final = 20
 #: collected steps between looks at the dtypes (a dtype changes only by ``model.to()``)
@@ -119,7 +119,7 @@ class StructureProbe:
         if scaler is not None:
             self._state(events, "scaler", _scaler_state(scaler, self.w.optimizer))
         self._samples += 1
-        if events and len(pending.events) + len(events) <= MAX_EVENTS:
+        if events:  # at most one per kind: bounded without MAX_EVENTS
             pending.events[0:0] = events
 
     def _state(self, events: list[Event], kind: str, value: str) -> None:

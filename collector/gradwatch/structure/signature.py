@@ -23,7 +23,7 @@ from typing import Any, Final, Protocol
 
 #: events that describe gradwatch's own action, not the training loop's structure
 OWN_EVENTS: Final = frozenset({"skipped"})
-#: events that carry a state (gradwatch.hooks.structure_probe.STATE_KINDS), not an action
+#: events that carry a state (written by gradwatch.hooks.structure_probe), not an action
 STATE_KINDS: Final = frozenset({"sched", "modes", "hparams", "dtype", "scaler"})
 #: the lifecycle words of the safeguards whose end is a warning of its own
 CLIP_WORDS: Final = frozenset({"clip_grad_norm_", "clip_grad_value_"})

@@ -176,11 +176,27 @@ def dropped(shapes: Sequence[StepShape], word: str) -> Dropped | None:
     return Dropped(word, at[0], at[-1], gap)
 
 
-def _lr_moving(shapes: Sequence[StepShape], d: Dropped) -> bool:
-    """Whether a learning rate still moved over the steps before the scheduler stopped."""
+def _schedule_ended(shapes: Sequence[StepShape], d: Dropped) -> str | None:
+    """Why the scheduler that stopped had finished its schedule (None: it had not): every
+    group's rate is back at the base rate it was built for (``initial_lr``: a warm-up
+    that ended), or the rates were flat over the WINDOW steps before it stopped."""
+    after = shapes[d.last + 1]
+    bases = [after.value(f"hp:g{g}.initial_lr") for g in range(len(after.lr))]
+    if after.lr and all(
+        b is not None and _close(float(b), lr) for b, lr in zip(bases, after.lr, strict=True)
+    ):
+        return (
+            "the learning rates had reached the base rates it was built for (a warm-up that ended)"
+        )
     recent = [s.lr for s in shapes[max(d.first, d.last - WINDOW) : d.last + 2] if s.lr]
     width = max((len(row) for row in recent), default=0)
-    return any(len({row[g] for row in recent if g < len(row)}) > 1 for g in range(width))
+    if not any(len({row[g] for row in recent if g < len(row)}) > 1 for g in range(width)):
+        return "the learning rates were already flat (its schedule had ended)"
+    return None
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
 
 
 def _safeguard_finding(shapes: Sequence[StepShape], d: Dropped, label: str) -> dict[str, Any]:
@@ -190,11 +206,12 @@ def _safeguard_finding(shapes: Sequence[StepShape], d: Dropped, label: str) -> d
     often = "on every step" if d.gap == 1 else f"at least every {d.gap} steps"
     had = f"it was called {often} from step {first:,} to step {last:,}"
     if d.word == SCHEDULER:
-        if not _lr_moving(shapes, d):
+        ended = _schedule_ended(shapes, d)
+        if ended is not None:
             return _finding(
                 step,
                 f"From step {step:,}{label}, no scheduler steps the learning rate any more; "
-                f"{had}, and the learning rates were already flat (its schedule had ended).",
+                f"{had}, and {ended}.",
                 {"element": "lifecycle", "stopped": d.word},
             )
         return _finding(
