@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import json
+import operator
 from typing import TYPE_CHECKING, Any, Final
 
 import torch
@@ -42,8 +43,9 @@ if TYPE_CHECKING:
 SKIP_KEYS: Final = frozenset({"params", "lr", "max_lr", "min_lr", "base_lr", "name"})
 #: a hyperparameter that changed on more collected steps than this is driven by a schedule
 SCHEDULED: Final = 20
-#: collected steps between looks at the dtypes (a dtype changes only by ``model.to()``)
-DTYPE_EVERY: Final = 10
+#: collected steps between looks at every tensor's dtype (the first tensor's is looked at
+#: on every step: ``model.to(dtype)`` changes it too)
+DTYPE_EVERY: Final = 100
 
 
 def _plain(value: Any) -> Any:
@@ -68,6 +70,16 @@ def _ranges(indices: list[int]) -> str:
     return ",".join(out)
 
 
+def _driven(schedulers: list[Any], n_groups: int) -> str:
+    """``CosineAnnealingLR:0-1``: the groups each scheduler sets (a scheduler sets the
+    first ``len(base_lrs)`` groups; "" without any)."""
+    parts = []
+    for s in schedulers:
+        width = len(getattr(s, "base_lrs", ()) or ()) or n_groups
+        parts.append(f"{type(s).__name__}:{_ranges(list(range(min(width, n_groups))))}")
+    return " ".join(parts)
+
+
 def _find_schedulers(optimizer: object) -> list[Any]:
     """The LR schedulers whose ``optimizer`` is ``optimizer`` (anything with ``step`` and
     an integer ``last_epoch``), from the objects that refer to it."""
@@ -84,17 +96,43 @@ def _find_schedulers(optimizer: object) -> list[Any]:
     return found
 
 
+class _GroupKeys:
+    """One param group's followed hyperparameters, read in one C call (``itemgetter``) and
+    compared as a tuple: the common step's whole look at a group."""
+
+    __slots__ = ("get", "group", "size", "values")
+
+    def __init__(self, group: dict[str, Any], keys: list[str]) -> None:
+        self.group = group
+        self.size = len(group)
+        self.get = operator.itemgetter(*keys, "params")  # params: a tuple even for one key
+        self.values = self.get(group)
+
+    def same(self, group: dict[str, Any]) -> bool:
+        if group is not self.group or len(group) != self.size:
+            return False
+        try:
+            return bool(self.get(group) == self.values)
+        except Exception:  # a key gone, a tensor compared elementwise: the full look
+            return False
+
+
 class StructureProbe:
-    """One optimizer's structure facts, written as events when they change."""
+    """One optimizer's structure facts, written as events when they change. The common
+    step costs a few attribute reads and one tuple comparison per param group."""
 
     def __init__(self, watch: OptimizerWatch) -> None:
         self.w = watch
         self._last: dict[str, str] = {}  # state kind -> last recorded value
-        self._schedulers: list[Any] | None = None
+        self._schedulers: list[Any] = []
         self._epochs: list[int] = []
+        self._driven = ""
         self._n_groups = -1
         self._hp: dict[str, Any] = {}  # "g0.weight_decay" -> last value
         self._hp_changes: dict[str, int] = {}
+        self._fast: list[_GroupKeys] = []
+        self._followed: list[tuple[str, Any]] | None = None  # (label, module) for modes
+        self._dtype_of: tuple[Any, Any] = (None, None)  # the first tensor's and its grad's
         self._samples = 0
 
     def sample(self, pending: Pending) -> None:
@@ -104,16 +142,22 @@ class StructureProbe:
             self._n_groups = len(groups)
             self._schedulers = _find_schedulers(self.w.optimizer)
             self._epochs = [s.last_epoch for s in self._schedulers]
+            self._driven = _driven(self._schedulers, len(groups))
         events: list[Event] = []
-        stepped = self._stepped()
-        if stepped:
-            events.append(("scheduler", 0.0, stepped))
-        self._state(events, "sched", self._driven(len(groups)))
+        if self._schedulers:
+            stepped = self._stepped()
+            if stepped:
+                events.append(("scheduler", 0.0, stepped))
+        self._state(events, "sched", self._driven)
         self._state(events, "modes", self._modes())
-        hp = self._hparams(groups)
-        if hp:
-            events.append(("hparams", 0.0, hp))
-        if self._samples % DTYPE_EVERY == 0:
+        fast = self._fast
+        if len(fast) != len(groups) or not all(
+            k.same(g) for k, g in zip(fast, groups, strict=True)
+        ):
+            hp = self._hparams(groups)
+            if hp:
+                events.append(("hparams", 0.0, hp))
+        if self._dtype_moved() or self._samples % DTYPE_EVERY == 0:
             self._state(events, "dtype", self._dtypes())
         scaler = self.w.run._options.scaler
         if scaler is not None:
@@ -137,31 +181,26 @@ class StructureProbe:
                 names.append(type(s).__name__)
         return ",".join(names)
 
-    def _driven(self, n_groups: int) -> str:
-        """``CosineAnnealingLR:0-1``: the groups each scheduler sets (a scheduler sets the
-        first ``len(base_lrs)`` groups; "" without any)."""
-        parts = []
-        for s in self._schedulers or ():
-            width = len(getattr(s, "base_lrs", ()) or ()) or n_groups
-            parts.append(f"{type(s).__name__}:{_ranges(list(range(min(width, n_groups))))}")
-        return " ".join(parts)
-
     def _modes(self) -> str:
         """The followed dropout/normalisation modules in eval() (``name:Class``, sorted),
         and ``<model>`` for a watched model itself in eval()."""
+        followed = self._followed
+        if followed is None:
+            followed = self._followed = self._follow()
+        off = [label for label, m in followed if not m.training]
+        return ",".join(sorted(off)) if off else ""
+
+    def _follow(self) -> list[tuple[str, Any]]:
+        """(label, module) of every watched model and of its followed modules."""
         engine = self.w.checker.engine
-        names: list[str] = []
+        out: list[tuple[str, Any]] = []
         for key in self.w.model_keys:
-            root = engine.models.get(key)
             prefix = f"{key}." if key else ""
-            if root is not None and not root.training:
-                names.append(f"{prefix}<model>" if key else "<model>")
-            names += [
-                f"{prefix}{name}:{type(m).__name__}"
-                for name, m in engine.modes.get(key, ())
-                if not m.training
-            ]
-        return ",".join(sorted(names))
+            root = engine.models.get(key)
+            if root is not None:
+                out.append((f"{prefix}<model>", root))
+            out += [(f"{prefix}{n}:{type(m).__name__}", m) for n, m in engine.modes.get(key, ())]
+        return out
 
     def _hparams(self, groups: list[dict[str, Any]]) -> str:
         """The changed non-LR hyperparameters as JSON (``{"g0.weight_decay": 0.0}``), ""
@@ -189,7 +228,31 @@ class StructureProbe:
         for name in [n for n in self._hp if n not in seen]:  # a group removed
             del self._hp[name]
             changed[name] = None
+        self._fast = [
+            _GroupKeys(
+                group,
+                [
+                    k
+                    for k in group
+                    if k not in SKIP_KEYS and self._hp_changes.get(f"g{g}.{k}", 0) <= SCHEDULED
+                ],
+            )
+            for g, group in enumerate(groups)
+        ]
         return json.dumps(changed, sort_keys=True) if changed else ""
+
+    def _dtype_moved(self) -> bool:
+        """Whether the first tensor's dtype or its gradient's differs from the last look
+        (``model.to(dtype)`` converts every tensor: the others are looked at then)."""
+        params = self.w.params
+        if not params:
+            return False
+        grad = params[0].grad
+        now = (params[0].dtype, None if grad is None else grad.dtype)
+        if now == self._dtype_of:
+            return False
+        self._dtype_of = now
+        return True
 
     def _dtypes(self) -> str:
         """``params float32; grads float32`` (each the sorted set of dtypes present)."""
