@@ -106,11 +106,16 @@ def drop_scheduler(tree: ast.Module, at: int) -> bool:
 
 
 def _model_of(loop: Loop) -> str | None:
-    """The model whose parameters the first optimizer is built from (``X.parameters()``)."""
+    """The model whose parameters the first optimizer is built from (``X.parameters()``),
+    else the one the program switches to ``train()`` (``model.train()``)."""
     for ctor in loop.ctors:
         first = ctor.args[0] if ctor.args else None
         call = call_attr(first, "parameters")
         if call is not None:
+            return receiver(call)
+    for s in loop.sites:
+        call = expr_call(s.stmt, "train") if isinstance(s.stmt, ast.Expr) else None
+        if call is not None and not call.args and "trainer" not in receiver(call).lower():
             return receiver(call)
     return None
 

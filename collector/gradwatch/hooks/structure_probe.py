@@ -134,6 +134,7 @@ class StructureProbe:
         self._followed: list[tuple[str, Any]] | None = None  # (label, module) for modes
         self._dtype_of: tuple[Any, Any] = (None, None)  # the first tensor's and its grad's
         self._samples = 0
+        self._scaler = watch.run._options.scaler
 
     def sample(self, pending: Pending) -> None:
         """Put this step's changed structure facts first among ``pending``'s events."""
@@ -159,7 +160,7 @@ class StructureProbe:
                 events.append(("hparams", 0.0, hp))
         if self._dtype_moved() or self._samples % DTYPE_EVERY == 0:
             self._state(events, "dtype", self._dtypes())
-        scaler = self.w.run._options.scaler
+        scaler = self._scaler
         if scaler is not None:
             self._state(events, "scaler", _scaler_state(scaler, self.w.optimizer))
         self._samples += 1
