@@ -4,17 +4,17 @@
 Each one changes how training is put together from optimizer step ``at`` on, the way a
 resume path, a validation helper or a flag does, and leaves every step before it as it was:
 
-- ``clip-dropped`` — the program's gradient clipping call is skipped from step ``at + 1``
-  (a safeguard dropped; only programs that clip);
-- ``scheduler-dropped`` — the program's ``scheduler.step()`` is skipped from step ``at + 1``
-  (only programs with a scheduler);
-- ``eval-after-validation`` — after step ``at`` the model is put in ``eval()`` and its
-  ``train()`` does nothing any more: a validation that leaves the model in eval mode, with
-  the program's own ``model.train()`` calls no longer restoring it (only models with
-  dropout or batch norm).
+- ``clip-dropped`` — the program's gradient clipping call is skipped from its call
+  ``at + 1`` on (a safeguard dropped; only programs that clip);
+- ``scheduler-dropped`` — the program's ``scheduler.step()`` is skipped once ``at``
+  backward passes ran (only programs with a scheduler);
+- ``eval-after-validation`` — after backward pass ``at`` the model is put in ``eval()``
+  and its ``train()`` does nothing any more: a validation that leaves the model in eval
+  mode, with the program's own ``model.train()`` calls no longer restoring it (only models
+  with dropout or batch norm).
 
-The step counter lives in ``_gw_state`` (see :mod:`mutate`), counted just before the
-optimizer's step.
+The counters live in ``_gw_state`` (see :mod:`mutate`): of the clipping calls and of the
+backward passes (counted there: the optimizer step may be conditional, as with manual SGD).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from mutate import (
     expr_call,
     func_name,
     insert_after,
-    insert_before,
     is_scheduler,
     parse_expr,
     parse_stmt,
@@ -42,19 +41,22 @@ from mutate import (
     same_scope,
 )
 
-STEPS = "structure_steps"  # the _gw_state key of the optimizer steps counted so far
+#: the _gw_state key of the backward passes counted so far (counted at the backward: the
+#: optimizer step may be conditional, as with manual SGD)
+BACKWARDS = "structure_backward"
 
 
-def _count_steps(p: Site) -> None:
-    """Count the optimizer steps just before ``p`` (once per program)."""
-    insert_before(p, counter(STEPS))
+def _count_backward(b: Site) -> None:
+    """Count the backward passes right after ``b``."""
+    insert_after(b, counter(BACKWARDS))
 
 
-def _guard(s: Site, at: int) -> None:
-    """``s`` runs only while fewer than ``at`` optimizer steps were counted."""
+def _guard(s: Site, at: int, key: str = BACKWARDS, *, count_here: bool = False) -> None:
+    """``s`` runs only while fewer than ``at`` were counted under ``key`` (``count_here``:
+    ``s`` counts its own runs, so it runs ``at`` times)."""
     i = next(i for i, x in enumerate(s.block) if x is s.stmt)
-    test = parse_expr(f"{STATE}.get({STEPS!r}, 0) < {at}")
-    s.block[i] = ast.If(test=test, body=[s.stmt], orelse=[])
+    test = parse_expr(f"{STATE}.get({key!r}, 0) {'<=' if count_here else '<'} {at}")
+    s.block[i : i + 1] = [*(counter(key) if count_here else []), ast.If(test, [s.stmt], [])]
 
 
 def _is_clip(s: Site) -> bool:
@@ -68,14 +70,13 @@ def drop_clip(tree: ast.Module, at: int) -> bool:
     found = loop.first()
     if found is None:
         return False
-    b, p = found
+    b, _ = found
     clips = [s for s in loop.sites if _is_clip(s) and same_scope(s, b)]
     if not clips:
         return False
     add_state(tree)
-    for s in clips:
-        _guard(s, at)
-    _count_steps(p)
+    for s in clips:  # counted at the clip: an optimizer step may be conditional (manual SGD)
+        _guard(s, at, "structure_clips", count_here=True)
     return True
 
 
@@ -94,14 +95,14 @@ def drop_scheduler(tree: ast.Module, at: int) -> bool:
     found = loop.first()
     if found is None:
         return False
-    _, p = found
+    b, _ = found
     steps = _scheduler_steps(loop)
     if not steps:
         return False
     add_state(tree)
     for s in steps:
         _guard(s, at)
-    _count_steps(p)
+    _count_backward(b)
     return True
 
 
@@ -121,24 +122,25 @@ def _model_of(loop: Loop) -> str | None:
 
 
 def eval_after_validation(tree: ast.Module, at: int) -> bool:
-    """After step ``at``: ``model.eval()``, and ``model.train`` made to do nothing."""
+    """After backward pass ``at`` (counted there: the optimizer step may be conditional):
+    ``model.eval()``, and ``model.train`` made to do nothing."""
     loop = Loop(tree)
     found = loop.first()
     if found is None:
         return False
-    _, p = found
+    b, _ = found
     model = _model_of(loop)
     if model is None:
         return False
     add_state(tree)
     stuck = (
-        f"if {STATE}.get({STEPS!r}, 0) == {at} and not {STATE}.get('stuck_in_eval'):\n"
+        f"if {STATE}.get({BACKWARDS!r}, 0) == {at} "
+        f"and not {STATE}.get('stuck_in_eval'):\n"
         f"    {STATE}['stuck_in_eval'] = True\n"
         f"    {model}.eval()\n"
         f"    {model}.train = lambda mode=True: {model}"
     )
-    insert_after(p, parse_stmt(stuck))
-    _count_steps(p)
+    insert_after(b, [*counter(BACKWARDS), *parse_stmt(stuck)])
     return True
 
 
@@ -150,20 +152,21 @@ def mutations() -> dict[str, Mutation]:
             Mutation(
                 "clip-dropped",
                 ("structure-safeguard",),
-                f"the gradient clipping call skipped from optimizer step {mutate.AT_STEP + 1} on",
+                f"the gradient clipping call skipped from its call {mutate.AT_STEP + 1} on",
                 drop_clip,
                 needs_text=tuple(sorted(CLIPS)),
             ),
             Mutation(
                 "scheduler-dropped",
                 ("structure-safeguard",),
-                f"scheduler.step() skipped from optimizer step {mutate.AT_STEP + 1} on",
+                f"scheduler.step() skipped from backward {mutate.AT_STEP} on",
                 drop_scheduler,
             ),
             Mutation(
                 "eval-after-validation",
                 ("structure-safeguard", "eval-mode-training"),
-                f"the model left in eval() after step {mutate.AT_STEP} (its train() does nothing)",
+                f"the model left in eval() after backward {mutate.AT_STEP} "
+                "(its train() does nothing)",
                 eval_after_validation,
                 needs_text=("Dropout", "dropout", "BatchNorm", "batch_norm"),
             ),

@@ -18,8 +18,8 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "corpus"))
 import inject  # noqa: E402
 import mutate  # noqa: E402
 
-GUARD = "if _gw_state.get('structure_steps', 0) < 50:"
-COUNT = "_gw_state['structure_steps'] = _gw_state.get('structure_steps', 0) + 1"
+GUARD = "if _gw_state.get('structure_backward', 0) < 50:"
+COUNT = "_gw_state['structure_backward'] = _gw_state.get('structure_backward', 0) + 1"
 
 
 def test_the_structure_mutations_are_registered_with_the_others() -> None:
@@ -27,16 +27,19 @@ def test_the_structure_mutations_are_registered_with_the_others() -> None:
         assert "structure-safeguard" in mutate.MUTATIONS[name].expected
 
 
-def test_clip_dropped_guards_the_clip_and_counts_steps_before_step() -> None:
-    text = mutant("plain", "clip-dropped")
-    clip = "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
-    assert text.index(GUARD) + 1 == text.index(clip)
-    assert text.index(clip) < text.index(COUNT) < text.index("optimizer.step()")
+def test_clip_dropped_counts_the_clips_and_guards_them() -> None:
+    assert added("plain", "clip-dropped") == [
+        "_gw_state = {}",
+        "_gw_state['structure_clips'] = _gw_state.get('structure_clips', 0) + 1",
+        "if _gw_state.get('structure_clips', 0) <= 50:",
+    ]
     assert mutate.apply(loops.ALL["epochs"], "clip-dropped") is None  # nothing clips there
 
 
 def test_scheduler_dropped_guards_every_scheduler_step() -> None:
-    assert added("epochs", "scheduler-dropped")[-2:] == [COUNT, GUARD]
+    text = mutant("epochs", "scheduler-dropped")
+    assert text[text.index("loss.backward()") + 1] == COUNT
+    assert text.index(GUARD) + 1 == text.index("scheduler.step()")
     text = mutant("funcs", "scheduler-dropped")
     assert text.index(GUARD) + 1 == text.index("scheduler.step()")
     assert mutate.apply(loops.ALL["plain"], "scheduler-dropped") is None
@@ -44,9 +47,10 @@ def test_scheduler_dropped_guards_every_scheduler_step() -> None:
 
 def test_eval_after_validation_sticks_the_model_in_eval_after_step_n() -> None:
     text = mutant("epochs", "eval-after-validation")
-    at = text.index("opt.step()")
-    assert text[at + 1 : at + 5] == [
-        "if _gw_state.get('structure_steps', 0) == 50 and (not _gw_state.get('stuck_in_eval')):",
+    at = text.index("loss.backward()")
+    assert text[at + 1 : at + 6] == [
+        "_gw_state['structure_backward'] = _gw_state.get('structure_backward', 0) + 1",
+        "if _gw_state.get('structure_backward', 0) == 50 and (not _gw_state.get('stuck_in_eval')):",
         "_gw_state['stuck_in_eval'] = True",
         "model.eval()",
         "model.train = lambda mode=True: model",
@@ -76,7 +80,7 @@ for step in range(90):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("bug", "step"),
-    [("clip-dropped", 31), ("scheduler-dropped", 31), ("eval-after-validation", 31)],
+    [("clip-dropped", 31), ("scheduler-dropped", 31), ("eval-after-validation", 30)],
 )
 def test_each_structure_mutant_is_caught_at_its_first_differing_step(
     tmp_path: Path, bug: str, step: int
