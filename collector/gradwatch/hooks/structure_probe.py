@@ -12,7 +12,8 @@ attributes the training loop already keeps — no hook of its own, no device wor
   (``g0.weight_decay=0.05``); a key that changed on more than ``SCHEDULED`` steps is a
   schedule's (OneCycleLR cycles momentum) and is followed no more;
 * ``dtype`` — the parameters' and gradients' dtypes (looked at every ``DTYPE_EVERY`` steps);
-* ``scaler`` — with a GradScaler passed to ``watch()``: whether the gradients reaching
+* ``scaler`` — with a GradScaler (passed to ``watch()`` or found by
+  :mod:`gradwatch.session.ampdetect`): whether the gradients reaching
   ``step()`` were unscaled by it (``unscaled``), still scaled (``scaled``) or the scaler is
   disabled (``off``).
 
@@ -134,7 +135,6 @@ class StructureProbe:
         self._followed: list[tuple[str, Any]] | None = None  # (label, module) for modes
         self._dtype_of: tuple[Any, Any] = (None, None)  # the first tensor's and its grad's
         self._samples = 0
-        self._scaler = watch.run._options.scaler
 
     def sample(self, pending: Pending) -> None:
         """Put this step's changed structure facts first among ``pending``'s events."""
@@ -160,7 +160,7 @@ class StructureProbe:
                 events.append(("hparams", 0.0, hp))
         if self._dtype_moved() or self._samples % DTYPE_EVERY == 0:
             self._state(events, "dtype", self._dtypes())
-        scaler = self._scaler
+        scaler = self.w.run._options.scaler  # adopted later when found (session.ampdetect)
         if scaler is not None:
             self._state(events, "scaler", _scaler_state(scaler, self.w.optimizer))
         self._samples += 1

@@ -300,3 +300,22 @@ def test_a_per_epoch_scheduler_is_a_period_not_a_change(data_dir: Path) -> None:
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2)
     body = _plain_loop(model, opt, sched=sched, sched_step=lambda s: s % 10 == 0)
     assert _run(data_dir, model, opt, 80, body) == []
+
+
+def test_a_step_that_bypasses_the_grad_scaler_is_an_info_change(data_dir: Path) -> None:
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0)
+
+    def body(step: int) -> None:
+        opt.zero_grad()
+        scaler.scale(_loss(model)).backward()
+        if step <= 30:
+            scaler.step(opt)
+            scaler.update()
+        else:  # a resumed loop that calls the optimizer itself: gradients still scaled
+            opt.step()
+
+    found = _run(data_dir, model, opt, 60, body)
+    assert _seen(found) == [("info", "structure-change", 31)]
+    assert "the GradScaler's part is 'scaled' instead of 'unscaled'" in found[0]["message"]
