@@ -123,7 +123,8 @@ def _model_of(loop: Loop) -> str | None:
 
 def eval_after_validation(tree: ast.Module, at: int) -> bool:
     """After backward pass ``at`` (counted there: the optimizer step may be conditional):
-    ``model.eval()``, and ``model.train`` made to do nothing."""
+    ``model.eval()``, and the model class's ``train`` made to do nothing (on the class: an
+    instance attribute would be pickled with a ``torch.save(model)``)."""
     loop = Loop(tree)
     found = loop.first()
     if found is None:
@@ -138,7 +139,7 @@ def eval_after_validation(tree: ast.Module, at: int) -> bool:
         f"and not {STATE}.get('stuck_in_eval'):\n"
         f"    {STATE}['stuck_in_eval'] = True\n"
         f"    {model}.eval()\n"
-        f"    {model}.train = lambda mode=True: {model}"
+        f"    type({model}).train = lambda self, mode=True: self"
     )
     insert_after(b, [*counter(BACKWARDS), *parse_stmt(stuck)])
     return True

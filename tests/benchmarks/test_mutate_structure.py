@@ -53,7 +53,7 @@ def test_eval_after_validation_sticks_the_model_in_eval_after_step_n() -> None:
         "if _gw_state.get('structure_backward', 0) == 50 and (not _gw_state.get('stuck_in_eval')):",
         "_gw_state['stuck_in_eval'] = True",
         "model.eval()",
-        "model.train = lambda mode=True: model",
+        "type(model).train = lambda self, mode=True: self",
     ]
 
 
