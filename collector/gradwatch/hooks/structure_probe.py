@@ -83,17 +83,21 @@ def _driven(schedulers: list[Any], n_groups: int) -> str:
 
 def _find_schedulers(optimizer: object) -> list[Any]:
     """The LR schedulers whose ``optimizer`` is ``optimizer`` (anything with ``step`` and
-    an integer ``last_epoch``), from the objects that refer to it."""
+    an integer ``last_epoch``), from the objects that refer to it (two heap scans: the
+    referrers, then the owners of the referring ``__dict__``s)."""
+    refs = gc.get_referrers(optimizer)
+    dicts = [r for r in refs if isinstance(r, dict)]
+    owners = [r for r in refs if not isinstance(r, dict)]
+    if dicts:
+        owners += gc.get_referrers(*dicts)
     found: list[Any] = []
-    for ref in gc.get_referrers(optimizer):
-        owners = gc.get_referrers(ref) if isinstance(ref, dict) else [ref]
-        for owner in owners:
-            if owner is optimizer or getattr(owner, "optimizer", None) is not optimizer:
-                continue
-            stepping = callable(getattr(owner, "step", None))
-            new = all(owner is not f for f in found)
-            if stepping and new and isinstance(getattr(owner, "last_epoch", None), int):
-                found.append(owner)
+    for owner in owners:
+        if owner is optimizer or getattr(owner, "optimizer", None) is not optimizer:
+            continue
+        stepping = callable(getattr(owner, "step", None))
+        new = all(owner is not f for f in found)
+        if stepping and new and isinstance(getattr(owner, "last_epoch", None), int):
+            found.append(owner)
     return found
 
 
