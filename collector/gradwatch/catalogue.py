@@ -292,6 +292,34 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "The first rank (and host) that produced NaN/Inf.",
        "any non-finite loss, gradient or parameter on a rank",
        "nothing"),
+    _C("structure-change", "Structure", "info",
+       "The run's structure changed for good at a step (derived when the run is read, see "
+       "[structure.md](structure.md)): a lifecycle event (zero_grad, a clip, a scheduler "
+       "step) stops or starts, a tensor stops or starts receiving gradients, a module enters "
+       "or leaves eval(), a param group's non-LR hyperparameter, the dtypes, the schedulers' "
+       "groups or the GradScaler's part change.",
+       "the {timeline.WINDOW} steps before and from the step share no value (fewer at the "
+       "run's edges, never fewer than {timeline.SETTLE}); a state value held "
+       "{timeline.SETTLE} steps on each side",
+       "periodic patterns (accumulation, alternating heads, GAN n_critic, evaluation every N "
+       "steps with train() restored, a per-epoch scheduler); a hyperparameter a schedule "
+       "moves on every step"),
+    _C("structure-safeguard", "Structure", "warning",
+       "A safeguard the run relied on stops for the rest of the run: the clipping call or "
+       "the scheduler step is no longer made, or a dropout/normalisation module (or the "
+       "model) that trained in train() stays in eval() to the end.",
+       "a clip or scheduler step that recurred at least {timeline.SETTLE} times with gaps "
+       "of at most G steps is absent from the last max(2G, {timeline.WINDOW}) or more steps; "
+       "a module in eval() from a change to the run's end",
+       "clipping switched on after a warm-up; a scheduler that stops once its learning rates "
+       "are flat or back at the base rate it was built for (a warm-up that ended): info"),
+    _C("group-invariant", "Structure", "warning",
+       "A run breaks what held on every step of every good run of its replicate group (same "
+       "config and code hash, same layout, finished with no error finding): a tensor that "
+       "always (or never) received a gradient, the step lifecycles, a state value.",
+       "the difference lasts {group.PERSIST} steps in a row (or the whole run); at least "
+       "{group.MIN_GOOD} good runs",
+       "fewer than {group.MIN_GOOD} good runs; runs without a config or code hash"),
 )  # fmt: skip
 
 #: check id -> default severity (``amp-overflow`` escalates info -> warning -> error itself).

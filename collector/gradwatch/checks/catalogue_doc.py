@@ -37,6 +37,8 @@ _CONSTANTS = {
     "clipping": "gradwatch.checks.clipping",
     "chance": "gradwatch.checks.chance",
     "envelope": "gradwatch.drift.envelope",
+    "timeline": "gradwatch.structure.timeline",
+    "group": "gradwatch.structure.group",
 }
 
 POLICY_TEXT = {

@@ -18,6 +18,9 @@ from typing import Any, Final, Literal
 
 Role = Literal["cause", "consequence"]
 UNBOUNDED: Final = 1 << 62
+#: steps after a structure change within which it is a candidate cause (five times the
+#: window over which gradwatch.structure.timeline judges a change)
+STRUCTURE_WINDOW: Final = 100
 
 _NONFINITE: Final = frozenset(
     {"nonfinite-loss", "nonfinite-grad", "nonfinite-param", "ddp-nonfinite-rank"}
@@ -67,6 +70,12 @@ RULES: Final[tuple[Rule, ...]] = (
         "parameter changed outside step()",
     ),
     Rule("ddp-param-desync", frozenset({"ddp-rank-spread", "repro-drift"}), UNBOUNDED, "desync"),
+    # a change of the run's structure (gradwatch.structure, derived when a run is read) is
+    # a candidate cause of the symptoms after it: a dropped safeguard for the rest of the
+    # run, any other change for STRUCTURE_WINDOW steps
+    Rule("structure-safeguard", _SYMPTOMS | _STALLED, UNBOUNDED, "safeguard dropped"),
+    Rule("group-invariant", _SYMPTOMS | _STALLED, UNBOUNDED, "differs from its replicates"),
+    Rule("structure-change", _SYMPTOMS | _STALLED, STRUCTURE_WINDOW, "structure change"),
     # no cause upstream was recorded: the first numeric symptom stands for the others
     Rule("nonfinite", _NONFINITE | {"exploding-grad", "loss-diverging", "update-ratio"}, 20, "NaN"),
     Rule("exploding-grad", _SYMPTOMS, 20, "exploding gradients"),

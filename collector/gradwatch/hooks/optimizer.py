@@ -23,6 +23,7 @@ from torch.utils.hooks import RemovableHandle
 from gradwatch.checks.view import Pending
 from gradwatch.hooks.manual_updates import ManualDriver, ManualUpdates
 from gradwatch.hooks.stepcheck import StepChecker
+from gradwatch.hooks.structure_probe import StructureProbe
 from gradwatch.stats.batch_checksum import Deferred, combine
 from gradwatch.stats.rows import LEADING, HostStep, assemble, write_row
 from gradwatch.stats.tensors import PreStep, StepStats, StepValues, grads_untouched_by_step
@@ -106,6 +107,8 @@ class OptimizerWatch:
         # on the CPU the NaN screen (gradwatch.nan.origin) looks at the gradient norms before
         # the update, so they are measured then
         self.screened = run._options.nan_origin and self.stats.on_host
+        #: the structure facts no other hook sees, recorded on change (structure_probe)
+        self.probe = StructureProbe(self)
 
     # -- attach / detach -------------------------------------------------------------------
     def attach(self) -> None:
@@ -330,7 +333,10 @@ class OptimizerWatch:
         self._manual_clearing()
         closure = has_closure(args, kwargs)  # step(closure) computes new gradients
         now = closure or self.screened or self.checker.engine.needs_values_now()
-        self._pre = self.stats.before_step(now=now) if self.collecting() else None
+        collecting = self.collecting()
+        self._pre = self.stats.before_step(now=now) if collecting else None
+        if collecting:
+            self.probe.sample(self.pending)
         if self.checker.pre_step(self.pending, self._pre, closure) == "skip":
             self._drop_update()
         if self.screened:

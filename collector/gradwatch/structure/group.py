@@ -6,7 +6,10 @@ finding; with fewer than ``MIN_GOOD`` of them nothing is learned. What held on e
 every good run is an invariant:
 
 - a tensor received a gradient on every step (or on none);
-- every step after the first had one of at most ``MAX_LIFECYCLES`` lifecycles.
+- every step after the first had one of at most ``MAX_LIFECYCLES`` lifecycles;
+- a state element (which modules are in eval mode, a param group's hyperparameter, the
+  schedulers and the groups they drive, the dtypes, the GradScaler's part) had one value on
+  every step.
 
 Another run of the group breaks an invariant at the first step from which it differs for
 ``PERSIST`` steps in a row (or to its end, if it ends sooner): one step that differs is not
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from gradwatch.structure.signature import StepShape, shape
+from gradwatch.structure.signature import StepShape, shapes
 from gradwatch.structure.timeline import names_text
 
 MIN_GOOD: Final = 2
@@ -54,6 +57,7 @@ class Invariants:
     always: dict[int, list[int]]  # tensor indices with a gradient on every step
     never: dict[int, list[int]]  # tensor indices with a gradient on no step
     lifecycles: dict[int, frozenset[str]]  # the lifecycles of every step after the first
+    states: dict[int, dict[str, str]] = field(default_factory=dict)  # element -> its value
 
 
 def learn(good: Sequence[Member]) -> Invariants | None:
@@ -70,7 +74,54 @@ def learn(good: Sequence[Member]) -> Invariants | None:
         later = frozenset(s.lifecycle for m in good for s in m.shapes[o][1:])
         if later and len(later) <= MAX_LIFECYCLES:
             inv.lifecycles[o] = later
+        inv.states[o] = _constant_states(rows)
     return inv
+
+
+def _constant_states(rows: Sequence[StepShape]) -> dict[str, str]:
+    """The state elements recorded on every step of ``rows`` with one value throughout."""
+    values: dict[str, set[str]] = {}
+    for r in rows:
+        for key, value in r.state:
+            values.setdefault(key, set()).add(value)
+    return {
+        k: next(iter(v))
+        for k, v in values.items()
+        if len(v) == 1 and all(r.value(k) is not None for r in rows)
+    }
+
+
+def _element_text(element: str) -> str:
+    if element.startswith("hp:"):
+        group, _, key = element.removeprefix("hp:").partition(".")
+        return f"param group {group[1:]}'s {key}"
+    return {
+        "modes": "the modules in eval() mode",
+        "dtype": "the dtypes",
+        "sched": "the schedulers and the groups they drive",
+        "scaler": "the GradScaler's part",
+    }.get(element, element)
+
+
+def _state_breaks(run: Member, inv: Invariants, o: int, label: str) -> list[dict[str, Any]]:
+    rows = run.shapes.get(o, [])
+    out = []
+    for element, expected in sorted(inv.states.get(o, {}).items()):
+        values = [r.value(element) for r in rows]
+        at = first_lasting([v is not None and v != expected for v in values], 0)
+        if at is None:
+            continue
+        step = rows[at].step
+        out.append(
+            _finding(
+                step,
+                f"{_element_text(element)}{label} was '{expected or 'none'}' on every step in "
+                f"runs {_runs_text(inv.runs)}; in this run it is '{values[at] or 'none'}' "
+                f"from step {step:,}.",
+                {"invariant": f"state:{element}", "learned_from": inv.runs, "expected": expected},
+            )
+        )
+    return out
 
 
 def first_lasting(flags: Sequence[bool], start: int = 0) -> int | None:
@@ -165,6 +216,7 @@ def check(run: Member, inv: Invariants) -> list[dict[str, Any]]:
     for o in range(len(run.layout)):
         label = f" (optimizer {o})" if len(run.layout) > 1 else ""
         out += _lifecycle_break(run, inv, o, label)
+        out += _state_breaks(run, inv, o, label)
         out += _tensor_breaks(run, inv, o, label, "always")
         out += _tensor_breaks(run, inv, o, label, "never")
     return sorted(out, key=lambda f: int(f["step"]))
@@ -193,9 +245,7 @@ def member(run_dir: Path, has_error: Callable[[Path], bool]) -> Member:
         status=str((run.end or {}).get("status") or "running"),
         has_error=has_error(run_dir),
         started_at=float(run.start.get("started_at") or 0.0),
-        shapes={
-            o: [shape(r.step, r.events, r.has_grad) for r in rows] for o, rows in run.steps.items()
-        },
+        shapes={o: shapes(rows) for o, rows in run.steps.items()},
     )
 
 

@@ -203,3 +203,25 @@ def test_an_lr_jump_also_explains_the_spike_counted_one_step_earlier() -> None:
         ("lr-jump@151", "cause"),
         ("loss-diverging@149", "cause"),
     ]
+
+
+def test_a_structure_change_shortly_before_a_symptom_is_named_as_its_candidate_cause() -> None:
+    dropped = f(
+        "structure-safeguard",
+        1200,
+        message="From step 1,200, clip_grad_norm_ is no longer called before step(): it was "
+        "called on every step from step 1 to step 1,199.",
+    )
+    changed = f("structure-change", 300, "info", message="From step 300, param group 0's "
+                "weight_decay is 0.0 instead of 0.05.")  # fmt: skip
+    grads = f("exploding-grad", 1350)
+    late = f("loss-plateau", 300 + 101)
+    (view, *_) = views([dropped, grads])
+    assert view.cause["check"] == "structure-safeguard"
+    assert view.sentence().startswith(
+        "structure-safeguard at step 1200: From step 1,200, clip_grad_norm_ is no longer called"
+    )
+    assert view.sentence().endswith("; then exploding-grad at step 1350.")
+    # an info change explains what follows within its window, not later
+    roles = group([changed, f("loss-plateau", 350), late])
+    assert [r for _, r in roles] == ["cause", "consequence", "cause"]

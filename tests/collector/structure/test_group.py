@@ -107,3 +107,35 @@ def test_first_lasting_needs_persist_steps_or_the_whole_run() -> None:
     assert first_lasting([False, True, True]) is None
     assert first_lasting([True] + [False] * 10) is None
     assert first_lasting([False] * 3 + [True] * PERSIST) == 3
+
+
+def clipped_replicate(
+    name: str, seed: int, *, weight_decay: float = 0.05, clip: bool = True
+) -> str:
+    """One run of a group that clips and decays its weights (both dropped on request)."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=weight_decay)
+    with gradwatch.watch(model, opt, name=name, config=CONFIG) as run:
+        for _ in range(30):
+            opt.zero_grad()
+            model(torch.randn(4, 4)).pow(2).mean().backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+    return run.id
+
+
+def test_a_replicate_without_its_weight_decay_or_its_clipping_breaks_the_group() -> None:
+    clipped_replicate("replicate-a", 1)
+    clipped_replicate("replicate-b", 2)
+    assert structure(clipped_replicate("replicate-c", 3)) == []
+    found = structure(clipped_replicate("replicate-d", 4, weight_decay=0.0))
+    assert [(f["check"], f["step"]) for f in found] == [("group-invariant", 1)]
+    assert found[0]["message"] == (
+        "param group 0's weight_decay was '0.05' on every step in runs replicate-a, "
+        "replicate-b, replicate-c; in this run it is '0.0' from step 1."
+    )
+    found = structure(clipped_replicate("replicate-e", 5, clip=False))
+    assert [(f["check"], f["step"]) for f in found] == [("group-invariant", 2)]
+    assert "in this run steps are 'zero_grad backward step' from step 2" in found[0]["message"]
