@@ -30,6 +30,19 @@ PARALLEL = {
     "gradwatch_server.api.routes",
     "gradwatch_dashboard.pages",
 }
+#: the server's folders by role (docs/architecture.md) -> the other role folders each may
+#: import; every folder may import the flat shared modules at the top of gradwatch_server
+SERVER_ROLES: dict[str, set[str]] = {
+    "ingest": {"alerts"},  # ingest raises alerts as it stores findings; never the read side
+    "drift": {"read", "alerts"},
+    "read": set(),
+    "alerts": set(),
+    "guards": set(),
+}
+#: flat server modules that wire the roles together: no role folder imports them
+SERVER_WIRING = ("app", "cli_actions", "monitor", "api")
+#: the only modules that import the routes (besides the routes themselves)
+ROUTES_USERS = {"gradwatch_server.app"}
 #: the same role in two parallel trees, named once here: the catalogue of the run-time checks
 #: (gradwatch.catalogue) and that of the static lint rules that mirror them
 SAME_ROLE = {"catalogue": {"gradwatch.catalogue", "gradwatch.lint.catalogue"}}
@@ -72,13 +85,20 @@ def _module_level(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     return out
 
 
-def import_graph() -> dict[str, set[str]]:
-    """module -> the project modules it imports at module level."""
+def _every_import(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of a module, those inside function bodies included."""
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+
+
+def import_graph(in_functions: bool = False) -> dict[str, set[str]]:
+    """module -> the project modules it imports at module level (``in_functions``: inside
+    function bodies as well)."""
     sources = _sources()
+    reader = _every_import if in_functions else _module_level
     graph: dict[str, set[str]] = defaultdict(set)
     for name, path in sources.items():
         is_package = path.name == "__init__.py"
-        for node in _module_level(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in reader(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             else:
@@ -172,3 +192,58 @@ def test_no_two_modules_share_a_name_outside_parallel_trees() -> None:
         if len(names) > 1 and len(outside) > 1:
             clashes[base] = sorted(names)
     assert clashes == {}
+
+
+def _server_part(module: str) -> str | None:
+    """The first name below ``gradwatch_server`` (a role folder, a flat module, ``api``)."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "gradwatch_server" and len(parts) > 1 else None
+
+
+def server_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Imports that break the server's folder rules: a role folder importing a role folder
+    it may not (ingest -> read above all) or the wiring (app, cli_actions, monitor, api),
+    and any module but ``app`` and the routes importing ``gradwatch_server.api.routes``."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        role = _server_part(module)
+        for target in sorted(targets):
+            if target.startswith("gradwatch_server.api.routes") and not (
+                module in ROUTES_USERS or module.startswith("gradwatch_server.api.routes")
+            ):
+                found.append(f"{module} -> {target}: only app.py mounts the routes")
+            into = _server_part(target)
+            if role not in SERVER_ROLES or into is None or into == role:
+                continue
+            if into in SERVER_ROLES and into not in SERVER_ROLES[role]:
+                found.append(f"{module} -> {target}: {role}/ may not import {into}/")
+            elif into in SERVER_WIRING:
+                found.append(f"{module} -> {target}: {role}/ may not import the wiring")
+    return found
+
+
+def test_the_server_rules_fail_on_a_violation() -> None:
+    bad = {
+        "gradwatch_server.ingest.frame_rows": {"gradwatch_server.read.series"},
+        "gradwatch_server.alerts.rules": {"gradwatch_server.monitor"},
+        "gradwatch_server.read.runs": {"gradwatch_server.api.routes.runs"},
+        "gradwatch_server.drift.live": {"gradwatch_server.read.runs", "gradwatch_server.db"},
+        "gradwatch_server.app": {"gradwatch_server.api.routes"},
+    }
+    assert server_violations(bad) == [
+        "gradwatch_server.alerts.rules -> gradwatch_server.monitor: alerts/ may not import "
+        "the wiring",
+        "gradwatch_server.ingest.frame_rows -> gradwatch_server.read.series: ingest/ may not "
+        "import read/",
+        "gradwatch_server.read.runs -> gradwatch_server.api.routes.runs: only app.py mounts "
+        "the routes",
+        "gradwatch_server.read.runs -> gradwatch_server.api.routes.runs: read/ may not import "
+        "the wiring",
+    ]
+
+
+def test_server_folders_import_in_one_direction() -> None:
+    """Imports inside functions count too: a lazy import is still an arrow."""
+    graph = import_graph(in_functions=True)
+    assert "gradwatch_server.ingest.frame_store" in graph  # the reader found the folders
+    assert server_violations(graph) == []

@@ -3,7 +3,7 @@ kind's ``meta`` holds (:class:`typing.TypedDict` per kind), the names of the per
 statistics, the severities and the defaults. The framing (how a record becomes bytes) is
 :mod:`gradwatch.wire`; the collector builds its records through
 :mod:`gradwatch.transport.record_builder` and the server validates them in
-``gradwatch_server.frame_rows`` against the names here.
+``gradwatch_server.ingest.frame_rows`` against the names here.
 
 Standard library only: the server imports it without torch.
 """

@@ -1,7 +1,7 @@
 """The dashboard's WSGI bridge: the Flask app behind ``a2wsgi`` with a bounded pool.
 
 ``a2wsgi`` runs each request on one of ``WORKERS`` threads. Two things keep a client from
-holding them: the server's body guard (:mod:`gradwatch_server.bodylimit`) hands a request
+holding them: the server's body guard (:mod:`gradwatch_server.guards.bodylimit`) hands a request
 on only once its body is complete, and here at most ``WORKERS`` requests enter the bridge
 at once; a request that waits more than ``WAIT_S`` for a slot is answered 503 (retry), so
 a flood of page requests queues briefly and then fails fast instead of hanging pages.

@@ -1,16 +1,19 @@
 """gradwatch_server — the FastAPI + SQLModel service (installed with ``gradwatch[server]``).
 
-Modules, by role: ``settings`` (Settings), ``db`` (engines; SQLite in WAL mode),
-``migrate`` (packaged Alembic migrations), ``models`` (tables), ``schemas`` (what the API
-returns), ``frame_rows`` + ``validate`` (wire frames to rows, all input checked), ``store``
-(idempotent inserts), ``frame_ingest`` (idempotent storage by ``(run, seq)``), ``series`` +
-``overview`` (chunked series, min/max downsampling, the overview heatmap), ``step_events``
-(the optimizer lifecycle per step), ``incident_regroup``, ``alerting`` + ``webhooks``,
-``live_drift`` + ``monitor`` (the background passes), ``status``
-(running/finished/failed/crashed/stalled), ``auth`` (per-project tokens), ``spool_import``
-(runs from the local data directory), ``crud`` (queries), ``api`` (routes), ``app``
-(``create_app(settings)``) and ``cli_actions`` (what ``gradwatch serve`` / ``gradwatch
-runs`` call). The wire schema is :mod:`gradwatch.wire`; nothing here copies it.
+Folders by role, each with its own docstring: ``ingest/`` (frames in: the writer thread,
+the prepare helper, frame decoding and validation, the overview summaries, the spool
+import), ``read/`` (runs, findings, series, step events, status, groups, overviews),
+``drift/`` (comparisons, live drift) and ``alerts/`` (rules, queries, webhooks, targets,
+incident regrouping); ``guards/`` holds the ASGI layers in front of the app and ``api/`` the
+routes. Flat, shared by the folders: ``settings`` (Settings), ``db`` (engines; SQLite in WAL
+mode), ``migrate`` (packaged Alembic migrations), ``models`` (tables), ``schemas`` (what the
+API returns), ``store`` (idempotent inserts), ``blobcodec`` (packed statistics),
+``jsontext`` (stored JSON text), ``groupkey`` (a replicate group's key), ``problems``,
+``exceptions``, ``jsonresp``, ``auth`` (per-project tokens); and the wiring: ``monitor``
+(the background drift and webhook passes), ``startup``, ``app`` (``create_app(settings)``)
+and ``cli_actions`` (what ``gradwatch serve`` / ``gradwatch runs`` call). Ingest never
+imports the read side; nothing imports the routes but ``app`` (``tests/test_architecture.py``).
+The wire schema is :mod:`gradwatch.wire`; nothing here copies it.
 
 Example::
 

@@ -3,7 +3,7 @@
 Nothing is created at import time: the engine is built, migrated and disposed with the
 app. The Dash dashboard (:mod:`gradwatch_dashboard`) is mounted at ``/`` after the API
 routes and the ``/api/...`` catch-all (a JSON 404), so one process serves both. The local
-spool import (see :mod:`gradwatch_server.spool_import`) runs on a thread for the app's
+spool import (see :mod:`gradwatch_server.ingest.spool_import`) runs on a thread for the app's
 lifetime when ``settings.import_interval`` is set.
 
 Example::
@@ -29,21 +29,21 @@ from sqlalchemy.exc import OperationalError
 from starlette.types import ASGIApp
 
 from gradwatch._version import __version__
+from gradwatch_server.alerts.webhooks import WebhookPolicy
 from gradwatch_server.api.deps import ReadAccess
 from gradwatch_server.api.routes import api_router
 from gradwatch_server.api.routes.ingest import IngestFront
-from gradwatch_server.bodylimit import INGEST_PATH, BodyLimit
 from gradwatch_server.db import make_engine
 from gradwatch_server.exceptions import RequestError
-from gradwatch_server.guards import RejectNul
-from gradwatch_server.hostcheck import HostCheck, HostPolicy
-from gradwatch_server.ingest_writer import IngestWriter
+from gradwatch_server.guards.bodylimit import INGEST_PATH, BodyLimit
+from gradwatch_server.guards.hostcheck import HostCheck, HostPolicy
+from gradwatch_server.guards.nul import RejectNul
+from gradwatch_server.ingest.batch_writer import IngestWriter
+from gradwatch_server.ingest.spool_import import SpoolImporter
 from gradwatch_server.jsonresp import GWJSONResponse, database_busy
 from gradwatch_server.migrate import migrate
 from gradwatch_server.monitor import Monitor
 from gradwatch_server.settings import Settings
-from gradwatch_server.spool_import import SpoolImporter
-from gradwatch_server.webhooks import WebhookPolicy
 
 API_PREFIX = "/api/v1"
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")

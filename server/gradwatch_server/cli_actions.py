@@ -13,7 +13,6 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
-from gradwatch_server import crud
 from gradwatch_server.auth import count_tokens, create_token, list_tokens, revoke_token
 from gradwatch_server.db import (
     PAGE_SIZE,
@@ -24,11 +23,12 @@ from gradwatch_server.db import (
     write_session,
 )
 from gradwatch_server.exceptions import ServerConfigError
+from gradwatch_server.ingest.spool_import import SpoolImporter
 from gradwatch_server.migrate import migrate
+from gradwatch_server.read.runs import list_runs
+from gradwatch_server.read.status import StatusPolicy
 from gradwatch_server.settings import PREPARE_HELPER_ENV, Settings, is_loopback
-from gradwatch_server.spool_import import SpoolImporter
 from gradwatch_server.startup import check_database, database_failure, undone_if_new
-from gradwatch_server.status import StatusPolicy
 
 
 def check_bind(settings: Settings) -> None:
@@ -141,7 +141,7 @@ def local_runs(settings: Settings, project: str | None) -> list[dict[str, Any]]:
         SpoolImporter(engine, settings.data_dir, 0.0).import_all()
         with read_session(engine) as session:
             policy = StatusPolicy(settings.stalled_after, settings.crashed_after)
-            runs, _ = crud.list_runs(session, policy=policy, project=project, limit=1 << 30)
+            runs, _ = list_runs(session, policy=policy, project=project, limit=1 << 30)
         return [r.model_dump() for r in runs]
     finally:
         engine.dispose()

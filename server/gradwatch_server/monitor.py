@@ -1,9 +1,9 @@
 """The server's background work for drift and alerts, on one daemon thread per process.
 
 Every ``interval`` seconds: the live comparison of runs with new steps
-(:func:`gradwatch_server.live_drift.drift_pass`), the seed envelopes of the groups whose runs
-received steps (:func:`gradwatch_server.live_drift.envelope_pass`), and the due webhook
-deliveries (:func:`gradwatch_server.webhooks.deliver_pass`). A failing pass is logged and
+(:func:`gradwatch_server.drift.live.drift_pass`), the seed envelopes of the groups whose runs
+received steps (:func:`gradwatch_server.drift.live.envelope_pass`), and the due webhook
+deliveries (:func:`gradwatch_server.alerts.webhooks.deliver_pass`). A failing pass is logged and
 the loop goes on. Several processes may run it on one database: findings and alerts are
 stored once, deliveries are claimed before they are sent.
 """
@@ -19,10 +19,10 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from gradwatch_server.groups import group_key
-from gradwatch_server.live_drift import drift_pass, envelope_pass
+from gradwatch_server.alerts.webhooks import WebhookPolicy, deliver_pass
+from gradwatch_server.drift.live import drift_pass, envelope_pass
+from gradwatch_server.groupkey import group_key
 from gradwatch_server.models import Run
-from gradwatch_server.webhooks import WebhookPolicy, deliver_pass
 
 log = logging.getLogger("gradwatch_server")
 

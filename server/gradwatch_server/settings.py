@@ -22,7 +22,7 @@ from gradwatch import paths
 from gradwatch_server.exceptions import ServerConfigError
 
 #: the names, besides loopback and the bind address, the server answers as ``Host``
-#: (:mod:`gradwatch_server.hostcheck`, which needs starlette; settings must not: the
+#: (:mod:`gradwatch_server.guards.hostcheck`, which needs starlette; settings must not: the
 #: collector's commands read them without the web stack)
 ALLOWED_HOSTS_ENV = "GRADWATCH_ALLOWED_HOSTS"
 
@@ -66,7 +66,7 @@ class Settings:
     process of the host can reach a loopback server, a same-host reverse proxy too.
     ``max_body_bytes`` bounds an ingest request, ``max_json_bytes`` any other request
     body, ``body_timeout`` the seconds a body may take to arrive (see
-    :mod:`gradwatch_server.bodylimit`); ingest answers 503 with ``Retry-After`` while more
+    :mod:`gradwatch_server.guards.bodylimit`); ingest answers 503 with ``Retry-After`` while more
     than ``ingest_backlog_bytes`` of requests wait for the ingest writer. ``import_interval`` is the
     period of the local spool import in seconds (``None`` turns it off); ``monitor_interval``
     the period of the live drift comparison, seed envelopes and webhook deliveries (``None``
@@ -75,9 +75,9 @@ class Settings:
     mounts the Dash app at ``/``. ``prepare_helper`` (``GRADWATCH_PREPARE_HELPER``): when
     ingest bodies are decoded and validated in a helper process instead of a thread of
     the server's (``busy``: once requests queue up; ``on``; ``off``; see
-    :mod:`gradwatch_server.prepare_helper`). ``allowed_hosts``: host names the server
+    :mod:`gradwatch_server.ingest.prepare_helper`). ``allowed_hosts``: host names the server
     answers besides its loopback and bind addresses (``--allowed-host``,
-    ``GRADWATCH_ALLOWED_HOSTS``; see :mod:`gradwatch_server.hostcheck`).
+    ``GRADWATCH_ALLOWED_HOSTS``; see :mod:`gradwatch_server.guards.hostcheck`).
     """
 
     db_url: str

@@ -1,6 +1,6 @@
 """Idempotent inserts shared by every writer: ``insert_ignore`` and ``ensure_project``.
 
-A leaf of the server's modules (it imports only the tables), so ingest, alerting, groups,
+A leaf of the server's modules (it imports only the tables), so ingest, alerts, groups,
 live drift, auth and the spool import all build on it without importing one another.
 
 ``run_sql`` and ``insert_rows`` are the hot path of ingest: fixed SQL text run on the

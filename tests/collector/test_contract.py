@@ -79,7 +79,7 @@ def test_shared_names_are_defined_once_in_the_contract() -> None:
 
 
 def test_the_server_validates_against_the_contract() -> None:
-    from gradwatch_server import frame_rows as records
+    from gradwatch_server.ingest import frame_rows as records
 
     assert records.SEVERITIES is contract.SEVERITIES
     assert records.ROLES is contract.ROLES

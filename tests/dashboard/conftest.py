@@ -11,9 +11,9 @@ from selenium import webdriver
 
 from gradwatch_dashboard.api_client import Api
 from gradwatch_server.db import make_engine
+from gradwatch_server.ingest.spool_import import SpoolImporter
 from gradwatch_server.migrate import migrate
 from gradwatch_server.settings import Settings
-from gradwatch_server.spool_import import SpoolImporter
 from tests.collector.demo_runs import record_demo
 from tests.dashboard.browser import chromium
 from tests.server.live import live_server

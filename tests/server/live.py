@@ -13,9 +13,9 @@ from sqlalchemy import Engine
 
 from gradwatch_server.app import create_app
 from gradwatch_server.db import make_engine
+from gradwatch_server.ingest.spool_import import import_run
 from gradwatch_server.migrate import migrate
 from gradwatch_server.settings import Settings
-from gradwatch_server.spool_import import import_run
 
 #: base URL for TestClient: a loopback Host header, which the server's Host check serves
 LOCAL = "http://127.0.0.1"

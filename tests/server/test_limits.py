@@ -9,9 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gradwatch_dashboard.bridge import WORKERS
-from gradwatch_server import series
 from gradwatch_server.app import create_app
-from gradwatch_server.series import MAX_REPLY_VALUES
+from gradwatch_server.read import series
+from gradwatch_server.read.series import MAX_REPLY_VALUES
 from gradwatch_server.settings import Settings
 from tests.server import frames as f
 from tests.server.live import LOCAL, live_server

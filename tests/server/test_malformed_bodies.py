@@ -18,8 +18,8 @@ import pytest
 
 from gradwatch_dashboard.callback_guard import MAX_DEPTH, BadCallbackError, check_callback
 from gradwatch_server.settings import Settings
+from tests.server.guards.test_hostcheck import ROUTER_CALL, router_call
 from tests.server.live import live_server
-from tests.server.test_hostcheck import ROUTER_CALL, router_call
 
 JSON_LIMIT = 1 << 20
 INGEST_LIMIT = 2 << 20
@@ -149,7 +149,15 @@ def test_the_callback_check_names_what_is_wrong() -> None:
             check_callback(body.encode(), callbacks)
 
 
-WRONG_VALUES: tuple[Any, ...] = (12345, -1.5, True, {"run": [1]}, [1, "x", None], "x" * 5000, [[[]]])
+WRONG_VALUES: tuple[Any, ...] = (
+    12345,
+    -1.5,
+    True,
+    {"run": [1]},
+    [1, "x", None],
+    "x" * 5000,
+    [[[]]],
+)
 
 
 def _wrong_typed_calls(callbacks: dict[str, Any]) -> list[tuple[str, bytes]]:

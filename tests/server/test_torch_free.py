@@ -26,11 +26,12 @@ import pytest
 
 from gradwatch import cli
 from gradwatch.paths import runs_dir
-from gradwatch_server import groups
 from gradwatch_server.db import write_session
-from gradwatch_server.live_drift import drift_pass
+from gradwatch_server.drift.live import drift_pass
+from gradwatch_server.groupkey import group_key
+from gradwatch_server.ingest.spool_import import import_run
 from gradwatch_server.models import Run
-from gradwatch_server.spool_import import import_run
+from gradwatch_server.read import groups
 from tests.collector.demo_runs import record_demo
 from tests.collector.drift_runs import BUGGY
 from tests.server.live import sqlite_with, wait_for
@@ -140,7 +141,7 @@ def test_a_server_without_torch_compares_groups_and_watches_drift(
     with write_session(engine) as session:
         base = session.get(Run, ids["base"])
         assert base is not None
-        key = str(groups.group_key(base.config_hash, base.code_hash))
+        key = str(group_key(base.config_hash, base.code_hash))
         groups.pin(session, key=key, run=base)  # the reference of the live comparison
     for name in ids.keys() - {"base"}:
         import_run(engine, runs_dir(root) / ids[name])

@@ -35,14 +35,14 @@ def _read(db_url: str, run_id: str) -> list[dict[str, Any]]:
     try:
         from sqlalchemy.exc import SQLAlchemyError
 
-        from gradwatch_server import crud
         from gradwatch_server.db import make_engine, read_session
+        from gradwatch_server.read import runs
     except ImportError:
         return []
     engine = make_engine(db_url)
     try:
         with read_session(engine) as session:
-            found, _ = crud.findings(session, run_id=run_id, limit=1 << 20)
+            found, _ = runs.findings(session, run_id=run_id, limit=1 << 20)
     except SQLAlchemyError:  # an older or foreign database: the spool alone still answers
         return []
     finally:

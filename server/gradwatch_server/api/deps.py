@@ -29,8 +29,8 @@ from sqlmodel import Session
 
 from gradwatch_server.auth import OPEN, Access, authenticate
 from gradwatch_server.exceptions import RequestError
+from gradwatch_server.read.status import StatusPolicy
 from gradwatch_server.settings import Settings
-from gradwatch_server.status import StatusPolicy
 
 
 def get_settings(request: Request) -> Settings:

@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
-from gradwatch_server import crud
-from gradwatch_server.alerting import check_rule
+from gradwatch_server.alerts import queries
+from gradwatch_server.alerts.rules import check_rule
 from gradwatch_server.api.deps import (
     EngineDep,
     ReadAccess,
@@ -47,7 +47,7 @@ def list_alerts(
 ) -> GWJSONResponse:
     """Alerts (findings that matched a rule), newest first, with their delivery counts."""
     project = project_filter(access, project)
-    data, count = crud.list_alerts(session, project=project, run=run, offset=offset, limit=limit)
+    data, count = queries.list_alerts(session, project=project, run=run, offset=offset, limit=limit)
     return GWJSONResponse({"data": data, "count": count})
 
 
@@ -59,7 +59,7 @@ def list_rules(
 ) -> GWJSONResponse:
     """Alert rules, by id (webhook URLs shortened to their host for read tokens)."""
     project = project_filter(access, project)
-    data = crud.list_alert_rules(session, project=project, reveal=access.scope != "read")
+    data = queries.list_alert_rules(session, project=project, reveal=access.scope != "read")
     return GWJSONResponse({"data": data, "count": len(data)})
 
 
@@ -71,7 +71,7 @@ def create_rule(
     access.check(body.project, "write")
     check_rule(body, settings.allow_private_webhooks, body.project)
     with write_session(engine) as session:
-        public = crud.create_alert_rule(session, body)
+        public = queries.create_alert_rule(session, body)
     return GWJSONResponse(public, status_code=201)
 
 
@@ -85,13 +85,13 @@ def update_rule(
 ) -> GWJSONResponse:
     """Change some fields of a rule (the others stay; ``null`` clears a field)."""
     with write_session(engine) as session:
-        rule, project = crud.get_alert_rule(session, access, rule_id)
-        fields = crud.rule_fields(rule).model_copy(
+        rule, project = queries.get_alert_rule(session, access, rule_id)
+        fields = queries.rule_fields(rule).model_copy(
             update=body.model_dump(include=body.model_fields_set)
         )
         check_rule(fields, settings.allow_private_webhooks)
-        crud.update_alert_rule(session, rule_id, fields)
-        public = crud.public_rule(crud.get_alert_rule(session, access, rule_id)[0], project)
+        queries.update_alert_rule(session, rule_id, fields)
+        public = queries.public_rule(queries.get_alert_rule(session, access, rule_id)[0], project)
     return GWJSONResponse(public)
 
 
@@ -104,8 +104,8 @@ def update_rule(
 def delete_rule(rule_id: RuleId, engine: EngineDep, access: WriteAccess) -> Response:
     """Delete a rule (its alerts and delivery log stay). No body: 204."""
     with write_session(engine) as session:
-        crud.get_alert_rule(session, access, rule_id)
-        crud.delete_alert_rule(session, rule_id)
+        queries.get_alert_rule(session, access, rule_id)
+        queries.delete_alert_rule(session, rule_id)
     return Response(status_code=204)
 
 
@@ -120,7 +120,7 @@ def list_deliveries(
 ) -> GWJSONResponse:
     """The webhook delivery log, newest first (URLs shortened to their host for read
     tokens: a webhook URL is a credential)."""
-    data, count = crud.list_deliveries(
+    data, count = queries.list_deliveries(
         session, access, alert=alert, rule=rule, offset=offset, limit=limit
     )
     return GWJSONResponse({"data": data, "count": count})

@@ -8,12 +8,14 @@ from fastapi import APIRouter, Body, Path, Query
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from gradwatch_server import comparison, crud, groups
 from gradwatch_server.api.deps import EngineDep, ReadAccess, SessionDep, WriteAccess, project_filter
 from gradwatch_server.auth import Access
 from gradwatch_server.db import write_session
+from gradwatch_server.drift import comparison
 from gradwatch_server.exceptions import RequestError
 from gradwatch_server.jsonresp import GWJSONResponse
+from gradwatch_server.read import groups
+from gradwatch_server.read.runs import get_run_row
 from gradwatch_server.schemas import (
     ComparePublic,
     EnvelopePublic,
@@ -39,7 +41,7 @@ def get_compare(
 ) -> GWJSONResponse:
     """The comparison of two runs (what ``gradwatch compare A B --json`` prints): verdict,
     first divergent step, metric and tensor, cause, difference, fingerprint difference."""
-    runs = [crud.get_run_row(session, run_id, access)[0] for run_id in (a, b)]
+    runs = [get_run_row(session, run_id, access)[0] for run_id in (a, b)]
     return GWJSONResponse(comparison.compare_runs(session, runs[0], runs[1], rtol=rtol, atol=atol))
 
 
@@ -80,7 +82,7 @@ def pin_baseline(
 ) -> GWJSONResponse:
     """Pin the run that the group's live comparison uses as its reference."""
     found = _group(session, access, key, "write")
-    row, project = crud.get_run_row(session, run, access, "write")
+    row, project = get_run_row(session, run, access, "write")
     if project != found["project"]:  # an open server's group key may span projects
         raise RequestError(
             422, f"run {run[:130]!r} is not in group {key[:80]!r} of project {found['project']!r}"
@@ -96,7 +98,7 @@ def unpin_baseline(
 ) -> GWJSONResponse:
     """Forget the pinned baseline: the reference is automatic again."""
     found = _group(session, access, key, "write")
-    first, _ = crud.get_run_row(session, found["runs"][0], access, "write")
+    first, _ = get_run_row(session, found["runs"][0], access, "write")
     with write_session(engine) as writer:
         groups.unpin(writer, project_id=first.project_id, key=key)
     return _fresh(engine, key, found["project"])

@@ -6,7 +6,7 @@ content type (415), body size (413), frame integrity (400), token (401/403), rec
 contents (422), run (404: a run of a project this token cannot see). A batch is stored
 all or nothing, exactly once per ``(run, seq)``. Decoding, validation and storing run on
 the app's ingest writer thread, which commits many requests per transaction and answers
-each after the commit (:mod:`gradwatch_server.ingest_writer`).
+each after the commit (:mod:`gradwatch_server.ingest.batch_writer`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gradwatch.wire import FRAME_CONTENT_TYPE, SCHEMA_VERSION
 from gradwatch_server.api.deps import SettingsDep, WriteAccess, write_access
 from gradwatch_server.auth import OPEN, Access
-from gradwatch_server.bodylimit import INGEST_PATH, BodyRefusedError, read_limited, refuse
 from gradwatch_server.exceptions import RequestError
-from gradwatch_server.frame_ingest import (
+from gradwatch_server.guards.bodylimit import INGEST_PATH, BodyRefusedError, read_limited, refuse
+from gradwatch_server.ingest.batch_writer import IngestJob, IngestWriter
+from gradwatch_server.ingest.frame_rows import FrameRows
+from gradwatch_server.ingest.frame_store import (
     IngestResult,
     authorised_project,
     check_run_id,
@@ -33,10 +35,8 @@ from gradwatch_server.frame_ingest import (
     start_project,
     stored_project,
 )
-from gradwatch_server.frame_rows import FrameRows
-from gradwatch_server.ingest_writer import IngestJob, IngestWriter
+from gradwatch_server.ingest.prepare_helper import prepare_body
 from gradwatch_server.jsonresp import GWJSONResponse, database_busy, dumps
-from gradwatch_server.prepare_helper import prepare_body
 from gradwatch_server.schemas import IngestReply, error_replies
 from gradwatch_server.settings import Settings
 
@@ -103,7 +103,7 @@ def store_in(
 
 
 def ingest_writer(request: Request) -> IngestWriter:
-    """The app's group-commit writer (see gradwatch_server.ingest_writer)."""
+    """The app's group-commit writer (see gradwatch_server.ingest.batch_writer)."""
     writer: IngestWriter = request.app.state.ingest_writer
     return writer
 
@@ -200,7 +200,7 @@ class IngestFront:
     FastAPI's middleware stack, routing and dependency resolution, which cost more CPU
     per request than storing it. The same checks in the same order as the stack and the
     route: the body limit's (413 over the limit, 408 when the body does not arrive in
-    time: :mod:`gradwatch_server.bodylimit`), the token (401/403), then the route's
+    time: :mod:`gradwatch_server.guards.bodylimit`), the token (401/403), then the route's
     (:func:`check_request`, the writer's backlog, the writer), with the same replies: a
     RequestError as its status and detail, a database failure as 503 (the app's
     handlers); anything else is raised to the server's 500. The success reply is sent as

@@ -6,12 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from gradwatch_server import crud
 from gradwatch_server.api.deps import ReadAccess, SessionDep
 from gradwatch_server.jsonresp import GWJSONResponse
 from gradwatch_server.problems import collecting
+from gradwatch_server.read import runs
+from gradwatch_server.read.step_events import lifecycle, window
 from gradwatch_server.schemas import LifecyclePublic, error_replies
-from gradwatch_server.step_events import lifecycle, window
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 _ERRORS = error_replies(401, 403, 404)
@@ -29,7 +29,7 @@ def get_lifecycle(
     limit: Annotated[int, Query(ge=1, le=2000)] = 200,
 ) -> GWJSONResponse:
     """The lifecycle of at most ``limit`` steps: the last ones, or from ``start`` / to ``end``."""
-    run, _ = crud.get_run_row(session, run_id, access)
+    run, _ = runs.get_run_row(session, run_id, access)
     first, last = window(run.steps, start, end, limit)
     with collecting() as problems:
         data = lifecycle(session, run_id, optimizer, first, last)

@@ -6,13 +6,23 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
-from gradwatch_server import crud
 from gradwatch_server.api.deps import PolicyDep, ReadAccess, SessionDep
 from gradwatch_server.auth import Access
 from gradwatch_server.jsonresp import GWJSONResponse
+from gradwatch_server.jsontext import load_json
 from gradwatch_server.models import Run
-from gradwatch_server.overview import heatmaps, typed
 from gradwatch_server.problems import collecting
+from gradwatch_server.read import runs
+from gradwatch_server.read.overview import heatmaps, typed
+from gradwatch_server.read.series import (
+    Selection,
+    check_budget,
+    jsonable,
+    metric,
+    select_series,
+    tensor_rows,
+)
+from gradwatch_server.read.status import STATUSES
 from gradwatch_server.schemas import (
     FindingsPublic,
     IncidentsPublic,
@@ -22,15 +32,6 @@ from gradwatch_server.schemas import (
     SeriesPublic,
     error_replies,
 )
-from gradwatch_server.series import (
-    Selection,
-    check_budget,
-    jsonable,
-    metric,
-    select_series,
-    tensor_rows,
-)
-from gradwatch_server.status import STATUSES
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 _ERRORS = error_replies(401, 403, 404, 422)
@@ -39,7 +40,7 @@ Names = Annotated[list[str], Query(max_length=100_000)]
 
 
 def _readable(session: SessionDep, access: Access, run_id: str) -> tuple[Run, str]:
-    return crud.get_run_row(session, run_id, access)
+    return runs.get_run_row(session, run_id, access)
 
 
 @router.get("", response_model=RunsPublic, responses=_ERRORS)
@@ -65,7 +66,7 @@ def list_runs(
     if access.project is not None:
         access.check(project or access.project, "read")
         project = access.project
-    data, count = crud.list_runs(
+    data, count = runs.list_runs(
         session,
         policy=policy,
         project=project,
@@ -88,7 +89,7 @@ def get_run(
     """One run with its start record, merged fingerprint and end record."""
     run, project = _readable(session, access, run_id)
     return GWJSONResponse(
-        crud.get_run(session, run=run, project=project, policy=policy).model_dump()
+        runs.get_run(session, run=run, project=project, policy=policy).model_dump()
     )
 
 
@@ -104,7 +105,7 @@ def get_findings(
 ) -> GWJSONResponse:
     """A run's findings by step (filter by severity or check id)."""
     _readable(session, access, run_id)
-    data, count = crud.findings(
+    data, count = runs.findings(
         session, run_id=run_id, severity=severity, check=check, offset=offset, limit=limit
     )
     return GWJSONResponse({"data": [f.model_dump() for f in data], "count": count})
@@ -114,7 +115,7 @@ def get_findings(
 def get_incidents(run_id: str, session: SessionDep, access: ReadAccess) -> GWJSONResponse:
     """A run's findings grouped by root cause: one sentence per incident, then its findings."""
     _readable(session, access, run_id)
-    data = crud.incidents(session, run_id)
+    data = runs.incidents(session, run_id)
     return GWJSONResponse({"data": data, "count": len(data)})
 
 
@@ -140,9 +141,7 @@ def get_series(
     run, _ = _readable(session, access, run_id)
     sel = Selection(tensor, stat, metric, scalar, optimizer, start, end, points)
     with collecting() as problems:
-        data = select_series(
-            session, run_id, crud.load_json(run.start_meta) or {}, sel, steps=run.steps
-        )
+        data = select_series(session, run_id, load_json(run.start_meta) or {}, sel, steps=run.steps)
     return GWJSONResponse({"data": data, "count": len(data), "problems": problems})
 
 
@@ -169,7 +168,7 @@ def get_overview(
     run, project = _readable(session, access, run_id)
     stats = list(dict.fromkeys([stat, *also]))
     with collecting() as problems:
-        start_meta = crud.load_json(run.start_meta) or {}
+        start_meta = load_json(run.start_meta) or {}
         rows = sorted((r, n) for n, (o, r) in tensor_rows(start_meta).items() if o == optimizer)
         check_budget(max(len(rows), 1) * len(stats), points)
         steps, grids = heatmaps(session, run_id, optimizer, stats, points)
@@ -181,7 +180,7 @@ def get_overview(
 
     return GWJSONResponse(
         {
-            "run": crud.public_run(session, run=run, project=project, policy=policy).model_dump(),
+            "run": runs.public_run(session, run=run, project=project, policy=policy).model_dump(),
             "stat": stat,
             "tensors": [name for _, name in rows][: len(grids[stat])],
             "steps": steps.tolist(),

@@ -10,11 +10,12 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 from sqlmodel import col, select
 
-from gradwatch_server import crud
 from gradwatch_server.api.deps import ReadAccess, SessionDep
-from gradwatch_server.frame_rows import SCALARS_OPTIMIZER
+from gradwatch_server.ingest.frame_rows import SCALARS_OPTIMIZER
 from gradwatch_server.jsonresp import GWJSONResponse
+from gradwatch_server.jsontext import load_json
 from gradwatch_server.models import SeriesChunk
+from gradwatch_server.read import runs
 from gradwatch_server.schemas import error_replies
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -31,7 +32,7 @@ class ScalarKeys(BaseModel):
 @router.get("/{run_id}/scalars", response_model=ScalarKeys, responses=_ERRORS)
 def get_scalar_keys(run_id: str, session: SessionDep, access: ReadAccess) -> GWJSONResponse:
     """The keys the run logged with ``run.log``, first-logged first."""
-    crud.get_run_row(session, run_id, access)
+    runs.get_run_row(session, run_id, access)
     query = (
         select(SeriesChunk.meta)
         .where(col(SeriesChunk.run_id) == run_id, col(SeriesChunk.optimizer) == SCALARS_OPTIMIZER)
@@ -39,6 +40,6 @@ def get_scalar_keys(run_id: str, session: SessionDep, access: ReadAccess) -> GWJ
     )
     keys: dict[str, None] = {}
     for meta in session.execute(query).scalars():
-        found = (crud.load_json(meta) or {}).get("keys") or []
+        found = (load_json(meta) or {}).get("keys") or []
         keys.update(dict.fromkeys(str(k) for k in found))
     return GWJSONResponse({"data": list(keys), "count": len(keys)})

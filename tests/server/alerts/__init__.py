@@ -1,0 +1,1 @@
+"""Tests of gradwatch_server.alerts (mirrors server/gradwatch_server/alerts/)."""

@@ -1,0 +1,1 @@
+"""Tests of gradwatch_server.drift (mirrors server/gradwatch_server/drift/)."""

@@ -1,0 +1,1 @@
+"""Tests of gradwatch_server.guards (mirrors server/gradwatch_server/guards/)."""

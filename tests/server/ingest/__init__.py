@@ -1,0 +1,1 @@
+"""Tests of gradwatch_server.ingest (mirrors server/gradwatch_server/ingest/)."""

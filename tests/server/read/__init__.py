@@ -1,0 +1,1 @@
+"""Tests of gradwatch_server.read (mirrors server/gradwatch_server/read/)."""
