@@ -29,14 +29,28 @@ from __future__ import annotations
 import gc
 import json
 import operator
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import torch
 
 from gradwatch.checks.view import Event, Pending
 
-if TYPE_CHECKING:
-    from gradwatch.hooks.optimizer import OptimizerWatch
+
+class Watched(Protocol):
+    """What the probe reads of its optimizer's watch (``hooks.optimizer.OptimizerWatch``,
+    named here by shape so that the two modules do not import each other)."""
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer: ...
+    @property
+    def params(self) -> list[torch.Tensor]: ...
+    @property
+    def model_keys(self) -> list[str]: ...
+    @property
+    def run(self) -> Any: ...  # the run's hook context: its options (the GradScaler)
+    @property
+    def checker(self) -> Any: ...  # the step checker: its engine
+
 
 #: param-group keys that are not structure: the tensors, the scheduled rate and its bounds
 #: (``initial_lr``, the base rate a scheduler was built for, is kept: it tells a warm-up
@@ -126,7 +140,7 @@ class StructureProbe:
     """One optimizer's structure facts, written as events when they change. The common
     step costs a few attribute reads and one tuple comparison per param group."""
 
-    def __init__(self, watch: OptimizerWatch) -> None:
+    def __init__(self, watch: Watched) -> None:
         self.w = watch
         self._last: dict[str, str] = {}  # state kind -> last recorded value
         self._schedulers: list[Any] = []
