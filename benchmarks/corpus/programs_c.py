@@ -10,6 +10,25 @@ SIMCLR = "sthalles/SimCLR"
 SIMCLR_AT = "1848fc934ad844ae630e6c452300433fe99acfd9"
 EXAMPLES = "pytorch/examples"
 EXAMPLES_AT = "77f55b912142e11fcfdf5b530231fb9c52f181e8"
+TRL = "huggingface/trl"
+TRL_AT = "f2cd57710ae345ea6428ae95363267fcf38a3dc8"
+TINY_LM = "$PYTHON $CORPUS_SHIMS/hfhub/tiny_lm.py"
+# the scripts import the `trl` package of their own tree (pip install -e . in its readme):
+# a link beside each script stands in for the install; the model and data are local
+TRL_SETUP = (
+    "ln -sfn .. trl/scripts/trl",
+    "ln -sfn ../../trl examples/scripts/trl",
+    f"{TINY_LM} model corpus/student > /dev/null",
+    f"{TINY_LM} model corpus/teacher --layers 4 --hidden 96 --seed 1 > /dev/null",
+    f"{TINY_LM} data corpus/text --kind text --rows 1200",
+    f"{TINY_LM} data corpus/prompts --kind prompt --rows 1200 --words 12",
+)
+SFT = (
+    "--model_name_or_path", "corpus/student", "--dataset_name", "corpus/text",
+    "--output_dir", "corpus/out-sft", "--max_length", "64", "--learning_rate", "1e-3",
+    "--per_device_train_batch_size", "4", "--max_steps", "300", "--logging_steps", "50",
+    "--save_strategy", "no", "--report_to", "none", "--seed", "0", "--use_cpu",
+)  # fmt: skip
 NANOGPT = "karpathy/nanoGPT"
 NANOGPT_AT = "3adf61e154c3fe3fca428ad6bc3818b27a3b8291"
 # nanoGPT's README "baby GPT" for a CPU, as in programs_b.py, but compiled
@@ -33,8 +52,8 @@ CHAR_DATA = "$PYTHON $CORPUS_SHIMS/textdata/corpus_data.py nanogpt-char data/sha
 
 PROGRAMS: list[Program] = [
     # SimCLR (contrastive, two augmented views per image, InfoNCE over the batch) with a
-    # ResNet-18 on CIFAR-10's shapes: the torchvision shim's synthetic set of 2,416 images
-    # gives one epoch of 302 batches of 8 images (16 views; drop_last)
+    # ResNet-18 on CIFAR-10's shapes: the torchvision shim's synthetic set of 1,208 images
+    # gives one epoch of 302 batches of 4 images (8 views; drop_last)
     Program(
         SIMCLR,
         SIMCLR_AT,
@@ -51,14 +70,15 @@ PROGRAMS: list[Program] = [
             "--epochs",
             "1",
             "-b",
-            "8",
+            "4",
             "--disable-cuda",
             "--log-every-n-steps",
             "50",
         ),
         shims=("torchvision", "tensorboard"),
-        env=(("TV_SHIM_TRAIN", "2416"), ("TV_SHIM_TEST", "64")),
+        env=(("TV_SHIM_TRAIN", "1208"), ("TV_SHIM_TEST", "64")),
         tags=("ssl-momentum",),
+        timeout=1200,
     ),
     # sequence to sequence: pytorch/examples' Transformer translator (encoder-decoder,
     # teacher forcing, padding masks) on the torchtext shim's synthetic German-English pairs
@@ -102,5 +122,19 @@ PROGRAMS: list[Program] = [
         tags=("transformer-lm", "compile"),
         timeout=1500,
         variant="compile",
+    ),
+    # Hugging Face `Trainer`: TRL's supervised fine-tuning script (SFTTrainer, a `Trainer`)
+    # on a tiny Llama-architecture model and local text, through its own CLI: bf16 autocast
+    # on the CPU (TRL's default precision; accelerate wraps the forward), activation
+    # checkpointing and two micro-batches per optimizer step, 300 optimizer steps
+    Program(
+        TRL,
+        TRL_AT,
+        "trl/scripts/sft.py",
+        args=(*SFT, "--gradient_checkpointing", "--gradient_accumulation_steps", "2"),
+        setup=TRL_SETUP,
+        cwd=".",
+        tags=("hf-trainer", "transformer-lm", "amp", "checkpointing", "accumulation"),
+        timeout=1500,
     ),
 ]
