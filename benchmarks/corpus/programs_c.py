@@ -23,6 +23,22 @@ TRL_SETUP = (
     f"{TINY_LM} data corpus/text --kind text --rows 1200",
     f"{TINY_LM} data corpus/prompts --kind prompt --rows 1200 --words 12",
 )
+# the teacher of the distillation: the larger tiny model fine-tuned by the same SFT script
+TEACHER_SFT = (
+    "OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $PYTHON trl/scripts/sft.py "
+    "--model_name_or_path corpus/teacher --dataset_name corpus/text --output_dir "
+    "corpus/teacher-sft --max_length 64 "
+    "--learning_rate 1e-3 --per_device_train_batch_size 8 --max_steps 150 --save_strategy no "
+    "--report_to none --seed 0 --use_cpu --bf16 False > corpus/teacher-sft.log 2>&1"
+)
+DISTILL = (
+    "--model_name_or_path", "corpus/student", "--teacher_model_name_or_path",
+    "corpus/teacher-sft", "--dataset_name", "corpus/prompts", "--output_dir",
+    "corpus/out-distill", "--learning_rate", "1e-3", "--per_device_train_batch_size", "4",
+    "--max_steps", "300", "--max_completion_length", "16", "--logging_steps", "50",
+    "--save_strategy", "no", "--report_to", "none", "--seed", "0", "--use_cpu", "--bf16",
+    "False",
+)  # fmt: skip
 SFT = (
     "--model_name_or_path", "corpus/student", "--dataset_name", "corpus/text",
     "--output_dir", "corpus/out-sft", "--max_length", "64", "--learning_rate", "1e-3",
@@ -135,6 +151,20 @@ PROGRAMS: list[Program] = [
         setup=TRL_SETUP,
         cwd=".",
         tags=("hf-trainer", "transformer-lm", "amp", "checkpointing", "accumulation"),
+        timeout=1500,
+    ),
+    # knowledge distillation through a `Trainer`: TRL's on-policy distillation script (the
+    # student samples 16-token completions of local prompts, the frozen teacher scores them,
+    # generalised Jensen-Shannon loss), from the SFT-trained larger tiny model into the
+    # smaller one, in fp32
+    Program(
+        TRL,
+        TRL_AT,
+        "examples/scripts/distillation.py",
+        args=DISTILL,
+        setup=(*TRL_SETUP, TEACHER_SFT),
+        cwd=".",
+        tags=("hf-trainer", "distill", "transformer-lm"),
         timeout=1500,
     ),
 ]
