@@ -8,6 +8,14 @@ from spec import Program
 
 SIMCLR = "sthalles/SimCLR"
 SIMCLR_AT = "1848fc934ad844ae630e6c452300433fe99acfd9"
+BYOL = "sthalles/PyTorch-BYOL"
+BYOL_AT = "f007ed6b3619a3ae00eb9c95cde342eac5b98923"
+# its sizes live in config/config.yaml (no CLI): 1 epoch of batches of 4 at 32 px, no workers
+BYOL_CONFIG = (
+    "sed -i -e 's/batch_size: 64/batch_size: 4/' -e 's/max_epochs: 40/max_epochs: 1/' "
+    "-e 's/num_workers: 4/num_workers: 0/' -e 's/input_shape: (96,96,3)/input_shape: (32,32,3)/' "
+    "config/config.yaml"
+)
 EXAMPLES = "pytorch/examples"
 EXAMPLES_AT = "77f55b912142e11fcfdf5b530231fb9c52f181e8"
 TRL = "huggingface/trl"
@@ -94,6 +102,19 @@ PROGRAMS: list[Program] = [
         shims=("torchvision", "tensorboard"),
         env=(("TV_SHIM_TRAIN", "1208"), ("TV_SHIM_TEST", "64")),
         tags=("ssl-momentum",),
+        timeout=1200,
+    ),
+    # BYOL: an online ResNet-18 and predictor learn to match a momentum (EMA, m=0.996) target
+    # network that gets no gradients, on two augmented views of STL-10-shaped images (the
+    # torchvision shim's 1,200, cropped to 32 px): one epoch of 300 batches of 4
+    Program(
+        BYOL,
+        BYOL_AT,
+        "main.py",
+        setup=(BYOL_CONFIG,),
+        shims=("torchvision", "tensorboard"),
+        env=(("TV_SHIM_TRAIN", "1200"), ("TV_SHIM_TEST", "64")),
+        tags=("ssl-momentum", "resnet-bn"),
         timeout=1200,
     ),
     # sequence to sequence: pytorch/examples' Transformer translator (encoder-decoder,
