@@ -9,6 +9,9 @@ tensorboard and reads no event files).
 
 from __future__ import annotations
 
+import datetime
+import os
+import socket
 import sys
 import types
 from typing import Any
@@ -17,10 +20,18 @@ __version__ = "2.16.2"
 
 
 class SummaryWriter:
-    """Takes every `add_*`, `flush` and `close` call and keeps nothing."""
+    """Takes every `add_*`, `flush` and `close` call and keeps nothing; like the real one it
+    creates its log folder (default ``runs/<date>_<host><comment>``), where some programs
+    write their own files."""
 
-    def __init__(self, log_dir: str | None = None, *args: Any, **kwargs: Any) -> None:
-        self.log_dir = log_dir or "runs"
+    def __init__(
+        self, log_dir: str | None = None, comment: str = "", *args: Any, **kwargs: Any
+    ) -> None:
+        if not log_dir:
+            stamp = datetime.datetime.now().strftime("%b%d_%H-%M-%S")
+            log_dir = os.path.join("runs", f"{stamp}_{socket.gethostname()}{comment}")
+        self.log_dir = log_dir
+        os.makedirs(log_dir, exist_ok=True)
 
     def __getattr__(self, name: str) -> Any:
         def ignore(*args: Any, **kwargs: Any) -> None:

@@ -1,0 +1,1 @@
+"""``torchtext.data``: only `utils` is provided."""
