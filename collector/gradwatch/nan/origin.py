@@ -48,7 +48,7 @@ NO_FORWARD = (
     "the watched model's own forward() did not run in this step and the submodules that "
     "do run were not known yet (training code that calls them directly, as a "
     "LightningModule's training_step calling self.net(x) does, is captured on them from "
-    "the second backward pass on), so there was nothing to replay"
+    "their second training step on), so there was nothing to replay"
 )
 #: why not, when the model trains while none of its modules is called through __call__
 NO_HOOKS = (
