@@ -62,6 +62,10 @@ class WatchedModels(Protocol):
         """A backward pass reached ``optimizer``'s tensors."""
         ...
 
+    def hookless(self, key: str) -> bool:
+        """Whether model ``key`` trains while none of its modules runs a module hook."""
+        ...
+
 
 class HookContext(Protocol[W]):
     """The run as its hooks see it (implemented by the run handle). The hooks read these

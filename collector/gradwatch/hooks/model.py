@@ -53,6 +53,7 @@ class ModelHooks:
         #: per optimizer: its models not yet known to run their root in training
         self._unknown: dict[int, list[str]] = {}
         self._probes: dict[str, Probe] = {}  # models whose next training forward is probed
+        self._probed_at: dict[str, int] = {}  # the backward pass each probe started at
         #: per model whose root does not run: the submodules that carry its capture
         self.moved: dict[str, list[str]] = {}
 
@@ -92,8 +93,15 @@ class ModelHooks:
             return
         trained = {id(p) for w in self.owners[key] for p in w.params if p.requires_grad}
         probe = Probe(self.models[key], trained, lambda name: self._capture(key, name))
-        if probe.hooks:
-            self._probes[key] = probe
+        self._probes[key] = probe  # also without hooks (no submodule): says hookless()
+        self._probed_at[key] = self.run._passes
+
+    def hookless(self, key: str) -> bool:
+        """Whether a backward pass reached model ``key``'s parameters after its probe
+        started, while none of its modules was called through ``__call__`` (its forward
+        called as a method, ``self.forward(x)``, runs no module hook)."""
+        probe = self._probes.get(key)
+        return probe is not None and not probe.saw and self.run._passes > self._probed_at[key]
 
     def _end_probes(self) -> None:
         """A backward pass after a probed forward: keep the capture on the outermost

@@ -89,8 +89,3 @@ class Probe:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
-
-    @property
-    def hooks(self) -> int:
-        """How many hooks the probe holds."""
-        return len(self._handles)

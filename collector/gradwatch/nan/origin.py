@@ -48,7 +48,13 @@ NO_FORWARD = (
     "the watched model's own forward() did not run in this step and the submodules that "
     "do run were not known yet (training code that calls them directly, as a "
     "LightningModule's training_step calling self.net(x) does, is captured on them from "
-    "the second backward pass on), so there was nothing to replay"
+    "their second training step on), so there was nothing to replay"
+)
+#: why not, when the model trains while none of its modules is called through __call__
+NO_HOOKS = (
+    "no module of the watched model was called through its __call__ in this step (a "
+    "forward() called as a method, as self.forward(x) does, runs no module hooks), so "
+    "there was no forward to capture or replay; calling the module, self(x), localises it"
 )
 _RISKY = ("Log", "Div", "Exp", "Pow", "Sqrt", "Rsqrt", "Reciprocal", "Xlogy", "Acos", "Asin")
 
@@ -233,7 +239,8 @@ class NanOrigin:
 
     def _replays(self, keys: list[str]) -> dict[str, Any] | None:
         if not any(self.forwards.get(k) for k in keys):
-            return {"found": False, "reason": NO_FORWARD}
+            hookless = any(self.run._model_hooks.hookless(k) for k in keys)
+            return {"found": False, "reason": NO_HOOKS if hookless else NO_FORWARD}
         for key in keys:
             for i, c in enumerate(self.forwards.get(key, ())):
                 given = [*tensors(c.args, "args"), *tensors(c.kwargs, "kwargs")]

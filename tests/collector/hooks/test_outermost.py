@@ -236,3 +236,23 @@ def test_activation_checkpointing_recomputation_is_not_a_forward() -> None:
     recorded = [s["batch_hash"] for s in steps(run.dir)][1:]
     expected = [batch_hash(checksum_of([data(i)[0]]).double().tolist()[:2], sig) for i in (1, 2, 3)]
     assert recorded == expected
+
+
+def test_a_forward_called_as_a_method_is_said_so() -> None:
+    """``layer.forward(x)`` (the forward-forward example's layers train that way) runs no
+    module hook at all: the probe never sees a call, and the NaN finding says why."""
+    from gradwatch.nan.origin import NO_HOOKS
+
+    torch.manual_seed(0)
+    layer = nn.Linear(D_IN, D_OUT)
+    opt = torch.optim.SGD(layer.parameters(), lr=0.01)
+    with gradwatch.watch(layer, opt, checks=NAN_CHECKS) as run:
+        for i in range(4):
+            x, y = data(i)
+            if i == 2:
+                x[0, 0] = float("nan")
+            opt.zero_grad()
+            nn.functional.mse_loss(layer.forward(x), y).backward()
+            opt.step()
+    found = first(run, "nonfinite-loss")
+    assert found.step == 3 and found.details["origin"]["reason"] == NO_HOOKS
