@@ -11,7 +11,7 @@ from torch import nn
 
 from gradwatch.checks.findings import Action, FindingSink, finding, listing
 from gradwatch.checks.fmt import counted, num, times
-from gradwatch.checks.view import StepView
+from gradwatch.checks.view import StepView, Window
 
 SMOOTH = 10  # losses per median when comparing with the running minimum
 DIVERGE_MIN_STEPS = 20
@@ -29,6 +29,14 @@ FIRST_SHARE = 0.1
 #: median of ten stands many times its luckiest value for up to ~2 windows and then settles
 #: (pytorch/examples regression: at most 23 losses in a row over 200 seeds)
 DIVERGE_PERSIST = 3 * SMOOTH
+#: and the weights ran away over those losses: their norm grew this many times. A rise
+#: alone is no evidence that the optimisation broke: the loss of a changing objective (RL
+#: value targets and episode sums that grow as the policy improves, a curriculum whose data
+#: gets harder, a new task at every meta-learning step) moves while the weights move at
+#: their usual pace. Healthy updates are a small fraction of the weights (at 1% per step,
+#: all in one direction, the norm grows 1.35x in 30 steps); a rate that breaks training
+#: throws them away from where the loss was low (5-100x in the true bugs)
+RUNAWAY = 2.0
 CALM_FACTOR, CALM_STEPS = 3.0, 20  # an episode ends after CALM_STEPS steps below 3x the best
 PLATEAU_STEPS, PLATEAU_RANGE = 20, 1e-8
 _DROPOUT = nn.modules.dropout._DropoutNd
@@ -37,6 +45,17 @@ _MODE_DEPENDENT = (
     nn.modules.batchnorm._BatchNorm,
     nn.modules.instancenorm._InstanceNorm,
 )
+
+
+def weight_norm(v: StepView) -> float | None:
+    """The norm of all of ``v``'s weights after its update (None when not on the host)."""
+    return None if v.param_norm is None else float(v.param_norm.norm())
+
+
+def weight_norm_rows(win: Window, start: int, stop: int) -> list[float]:
+    """:func:`weight_norm` of rows ``start:stop`` of a window, at once."""
+    norms: list[float] = win.param_norm[start:stop].norm(dim=1).tolist()
+    return norms
 
 
 class LossChecks:
@@ -52,18 +71,27 @@ class LossChecks:
         self._rising: dict[int, tuple[int, int]] = {}  # optimizer -> (first step, losses)
         self._calm: dict[int, int] = {}  # open loss-diverging episodes: calm steps so far
         self._flat: set[int] = set()  # open loss-plateau episodes
+        #: the weight norms after the last DIVERGE_PERSIST losses, per optimizer
+        self._weights: dict[int, deque[float | None]] = {}
         #: told when the loss diverges, with the step and the words (set by the check engine:
         #: :meth:`gradwatch.checks.lr.LrChecks.diverged` escalates a too-large rate)
         self.diverged: Callable[[int, int, str], None] | None = None
 
     def observe(self, v: StepView) -> None:
         """Feed one finite loss value."""
-        self.observe_loss(v.optimizer, v.step, v.loss)
+        self.observe_loss(v.optimizer, v.step, v.loss, weight_norm(v))
 
-    def observe_loss(self, o: int, step: int, loss: float | None) -> None:
-        """Feed optimizer ``o``'s loss of step ``step`` (ignored unless finite)."""
+    def observe_loss(
+        self, o: int, step: int, loss: float | None, weights: float | None = None
+    ) -> None:
+        """Feed optimizer ``o``'s loss of step ``step`` (ignored unless finite) and the norm
+        of its weights after the step (None: unknown)."""
         if loss is None or not math.isfinite(loss):
             return
+        norms = self._weights.get(o)
+        if norms is None:
+            norms = self._weights[o] = deque(maxlen=DIVERGE_PERSIST)
+        norms.append(weights)
         recent = self._recent.get(o)
         if recent is None:
             recent = self._recent[o] = deque(maxlen=max(SMOOTH, PLATEAU_STEPS))
@@ -82,6 +110,10 @@ class LossChecks:
         self._plateau(o, step, recent)
 
     def _diverging(self, o: int, step: int, smoothed: float) -> None:
+        """``loss-diverging``. Invariant: the model gets worse at its task because of the
+        optimisation. Evidence: the loss blew up (``DIVERGE_FIRST_FACTOR`` times its first
+        value, at once), or it rose far above its best level and stayed there for
+        ``DIVERGE_PERSIST`` losses while the weights ran away (``RUNAWAY``)."""
         first, best = self._first[o], self._best.get(o)
         if first <= 0 or best is None or best <= 0:
             return  # losses that can be negative (log-likelihoods, GAN objectives)
@@ -95,41 +127,73 @@ class LossChecks:
             self._rising[o] = (since, held + 1)
         else:
             self._rising.pop(o, None)
-        if self._count[o] >= DIVERGE_MIN_STEPS and (blown or held + 1 >= DIVERGE_PERSIST):
+        grown = self._grown(o) if held + 1 >= DIVERGE_PERSIST else None
+        if self._count[o] >= DIVERGE_MIN_STEPS and (blown or grown is not None):
             self._calm[o] = 0
-            if self.diverged is not None:
-                grew = (
-                    f"{times(smoothed / first)} the first loss"
-                    if blown
-                    else f"{times(smoothed / best)} its best"
-                )
-                self.diverged(o, step, f"the loss diverged ({grew})")
-            self.sink.report(
-                finding(
-                    "loss-diverging",
-                    step,
-                    f"the loss (median of the last {SMOOTH}: {num(smoothed, 3)}) is "
-                    + (
-                        f"{times(smoothed / first)} the first loss ({num(first, 3)})."
-                        if blown
-                        else f"{times(smoothed / best)} its best so far ({num(best, 3)}) and has "
-                        f"stayed that high for {held + 1} losses in a row, since step {since}."
-                    ),
-                    "lower the learning rate, check the scheduler, or look for a data shift.",
-                    optimizer=o,
-                    details={
-                        "recent_median": smoothed,
-                        "best": best,
-                        "first": first,
-                        "since": since,
-                    },
-                )
-            )
+            self._report(o, step, smoothed, since, held + 1, None if blown else grown)
         elif o in self._calm:  # an open episode ends after CALM_STEPS calm steps
             self._calm[o] = self._calm[o] + 1 if smoothed < CALM_FACTOR * best else 0
             if self._calm[o] >= CALM_STEPS:
                 del self._calm[o]
                 self.sink.clear("loss-diverging", None, o)
+
+    def _grown(self, o: int) -> tuple[float, float] | None:
+        """The weight norms (then, now) over the last ``DIVERGE_PERSIST`` losses when they
+        grew ``RUNAWAY`` times or more (or turned non-finite), else None."""
+        norms = self._weights.get(o)
+        if norms is None or len(norms) < DIVERGE_PERSIST:
+            return None
+        then, now = norms[0], norms[-1]
+        if then is None or now is None or not 0 < then < math.inf:
+            return None
+        return (then, now) if not now < RUNAWAY * then else None
+
+    def _report(
+        self,
+        o: int,
+        step: int,
+        smoothed: float,
+        since: int,
+        held: int,
+        grown: tuple[float, float] | None,
+    ) -> None:
+        """One ``loss-diverging`` finding: a blow-up (``grown`` None) or a held rise with
+        runaway weights; a too-large learning rate found before becomes an error."""
+        first, best = self._first[o], self._best[o]
+        if self.diverged is not None:
+            grew = (
+                f"{times(smoothed / first)} the first loss"
+                if grown is None
+                else f"{times(smoothed / best)} its best"
+            )
+            self.diverged(o, step, f"the loss diverged ({grew})")
+        if grown is None:
+            what = f"{times(smoothed / first)} the first loss ({num(first, 3)})."
+        else:
+            what = (
+                f"{times(smoothed / best)} its best so far ({num(best, 3)}) and has stayed "
+                f"that high for {held} losses in a row, since step {since}, while the "
+                f"weights ran away (their norm grew {times(grown[1] / grown[0])} over those "
+                f"losses, from {num(grown[0], 3)} to {num(grown[1], 3)})."
+            )
+        details: dict[str, float | int] = {
+            "recent_median": smoothed,
+            "best": best,
+            "first": first,
+            "since": since,
+        }
+        if grown is not None:
+            details["weight_norm_before"], details["weight_norm"] = grown
+        self.sink.report(
+            finding(
+                "loss-diverging",
+                step,
+                f"the loss (median of the last {SMOOTH}: {num(smoothed, 3)}) is {what}",
+                "lower the learning rate, check the scheduler, or look for a data shift.",
+                optimizer=o,
+                details=details,
+            )
+        )
 
     def _plateau(self, o: int, step: int, recent: deque[float]) -> None:
         """The loss has not moved by more than ``PLATEAU_RANGE`` (relative to its size,
