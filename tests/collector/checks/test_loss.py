@@ -162,9 +162,10 @@ def test_loss_diverging_is_quiet_on_a_loss_that_rises_with_its_data() -> None:
 
 def test_loss_diverging_on_a_slow_rise_whose_updates_throw_the_weights_away() -> None:
     """Mini-batch linear regression whose rate is raised past the stable range at step 100
-    (4.1x, not an lr-jump; corpus case loss_bug_diverging_slowly): the loss stays 10x+ above its best for 30 losses before it
-    reaches 1000x its first value, and the updates over them add up to many times the
-    weights' norm: that evidence makes the held rise a divergence."""
+    (4.1x, not an lr-jump; corpus case loss_bug_diverging_slowly): the loss stays 10x+
+    above its best for 30 losses before it reaches 1000x its first value, and the updates
+    over them add up to many times the weights' norm: that evidence makes the held rise a
+    divergence."""
     torch.manual_seed(0)
     x = torch.randn(1024, 8)
     y = x @ torch.linspace(-1, 1, 8).unsqueeze(1) + 0.1 * torch.randn(1024, 1)
