@@ -243,15 +243,28 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "of ln C; soft targets, `reduction='sum'`, losses of several class counts; steps "
        "without an update"),
     _C("loss-diverging", "Loss and data", "warning",
-       "The loss rose far above its best level, or far above where it started; one finding "
-       "per episode.",
+       "The model gets worse at its task because of the optimisation: the loss blew up, or "
+       "it rose far above its best level and stayed there while the updates threw the "
+       "weights away; one finding per episode. A rise alone is not that evidence: the loss "
+       "of a changing objective moves while the weights move at their usual pace (RL value "
+       "targets and episode sums grow as the policy improves, a curriculum's data gets "
+       "harder, every meta-learning step is a new task). A rate that breaks training, unlike "
+       "a changing objective, moves the weights by many times their own size within a few "
+       "dozen steps (healthy updates are a small fraction of the weights: `update-ratio`).",
        "after {loss.DIVERGE_MIN_STEPS} steps: median of {loss.SMOOTH} losses ≥ "
-       "{loss.DIVERGE_FACTOR:g}× the running minimum and {loss.NOISE_MADS:g} MADs above it "
-       "for {loss.DIVERGE_PERSIST} losses in a row, or ≥ {loss.DIVERGE_FIRST_FACTOR:g}× the "
-       "first loss (at once)",
+       "{loss.DIVERGE_FIRST_FACTOR:g}× the first loss (at once), or ≥ "
+       "{loss.DIVERGE_FACTOR:g}× its best (the lowest such median) and "
+       "{loss.NOISE_MADS:g} MADs above it for {loss.DIVERGE_PERSIST} losses in a row while "
+       "the update norms of those steps add up to ≥ {loss.RUNAWAY:g}× the weights' norm at "
+       "their start (or are non-finite)",
        "noisy mini-batch losses within {loss.NOISE_MADS:g} MADs; bursts of heavy-tailed "
        "losses (polynomial features, outlier-rich batches) that settle within "
-       "{loss.DIVERGE_PERSIST} losses"),
+       "{loss.DIVERGE_PERSIST} losses; a loss that rises with its objective while the weights "
+       "keep their pace (actor-critic and DQN returns, a curriculum of rising noise, fresh "
+       "tasks after fine-tuning on one: the corpus's correct programs move their weights by "
+       "at most 0.84× their norm in {loss.DIVERGE_PERSIST} steps); a divergence that has not "
+       "yet moved the weights is found at {loss.DIVERGE_FIRST_FACTOR:g}× the first loss or "
+       "when the loss turns non-finite (`nonfinite-loss`)"),
     _C("loss-plateau", "Loss and data", "info",
        "The loss stopped changing at all.",
        "range < {loss.PLATEAU_RANGE:g} of the loss's size (absolute below 1) over "

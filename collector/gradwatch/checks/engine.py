@@ -304,8 +304,9 @@ class CheckEngine:
         if self.on("update-ratio"):
             self.numerics.update_ratio_rows(o, win, start, stop, w.names, w.group_of)
         if self.on("loss-diverging") or self.on("loss-plateau"):
+            moved = loss_checks.motion_rows(win, start, stop)
             for r in range(start, stop):
-                self.losses.observe_loss(o, win.steps[r], win.loss[r])
+                self.losses.observe_loss(o, win.steps[r], win.loss[r], moved[r - start])
         self.sink.flush()
         return stop - start
 

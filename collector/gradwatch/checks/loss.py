@@ -11,7 +11,7 @@ from torch import nn
 
 from gradwatch.checks.findings import Action, FindingSink, finding, listing
 from gradwatch.checks.fmt import counted, num, times
-from gradwatch.checks.view import StepView
+from gradwatch.checks.view import StepView, Window
 
 SMOOTH = 10  # losses per median when comparing with the running minimum
 DIVERGE_MIN_STEPS = 20
@@ -29,6 +29,17 @@ FIRST_SHARE = 0.1
 #: median of ten stands many times its luckiest value for up to ~2 windows and then settles
 #: (pytorch/examples regression: at most 23 losses in a row over 200 seeds)
 DIVERGE_PERSIST = 3 * SMOOTH
+#: and the weights ran away over those losses: the updates moved them by this many times
+#: their own size in all (the sum of the update norms against the weight norm at the
+#: start). A rise alone is no evidence that the optimisation broke: the loss of a changing
+#: objective (RL value targets and episode sums that grow as the policy improves, a
+#: curriculum whose data gets harder, a new task at every meta-learning step) moves while
+#: the weights move at their usual pace. Healthy updates are a small fraction of the
+#: weights (update-ratio: above 1x per step is far too large; at 1% per step, 30 steps
+#: travel 0.3x); a rate that breaks training throws the weights across and away from where
+#: the loss was low (83x in corpus case loss_bug_diverging_slowly; the corpus's correct
+#: programs at most 0.84x: an actor-critic at Adam 3e-2, meta-learning by hand)
+RUNAWAY = 2.0
 CALM_FACTOR, CALM_STEPS = 3.0, 20  # an episode ends after CALM_STEPS steps below 3x the best
 PLATEAU_STEPS, PLATEAU_RANGE = 20, 1e-8
 _DROPOUT = nn.modules.dropout._DropoutNd
@@ -37,6 +48,24 @@ _MODE_DEPENDENT = (
     nn.modules.batchnorm._BatchNorm,
     nn.modules.instancenorm._InstanceNorm,
 )
+
+
+#: the norms of one step's weights after its update and of the update itself
+Motion = tuple[float, float]
+
+
+def motion(v: StepView) -> Motion | None:
+    """:data:`Motion` of one step (None when its statistics are not on the host)."""
+    if v.param_norm is None or v.update_norm is None:
+        return None
+    return float(v.param_norm.norm()), float(v.update_norm.norm())
+
+
+def motion_rows(win: Window, start: int, stop: int) -> list[Motion]:
+    """:func:`motion` of rows ``start:stop`` of a window, at once."""
+    weights: list[float] = win.param_norm[start:stop].norm(dim=1).tolist()
+    updates: list[float] = win.update_norm[start:stop].norm(dim=1).tolist()
+    return list(zip(weights, updates, strict=True))
 
 
 class LossChecks:
@@ -52,18 +81,27 @@ class LossChecks:
         self._rising: dict[int, tuple[int, int]] = {}  # optimizer -> (first step, losses)
         self._calm: dict[int, int] = {}  # open loss-diverging episodes: calm steps so far
         self._flat: set[int] = set()  # open loss-plateau episodes
+        #: the motion of the steps of the last DIVERGE_PERSIST losses, per optimizer
+        self._moves: dict[int, deque[Motion | None]] = {}
         #: told when the loss diverges, with the step and the words (set by the check engine:
         #: :meth:`gradwatch.checks.lr.LrChecks.diverged` escalates a too-large rate)
         self.diverged: Callable[[int, int, str], None] | None = None
 
     def observe(self, v: StepView) -> None:
         """Feed one finite loss value."""
-        self.observe_loss(v.optimizer, v.step, v.loss)
+        self.observe_loss(v.optimizer, v.step, v.loss, motion(v))
 
-    def observe_loss(self, o: int, step: int, loss: float | None) -> None:
-        """Feed optimizer ``o``'s loss of step ``step`` (ignored unless finite)."""
+    def observe_loss(
+        self, o: int, step: int, loss: float | None, moved: Motion | None = None
+    ) -> None:
+        """Feed optimizer ``o``'s loss of step ``step`` (ignored unless finite) and the
+        :data:`Motion` of the step (None: unknown)."""
         if loss is None or not math.isfinite(loss):
             return
+        moves = self._moves.get(o)
+        if moves is None:
+            moves = self._moves[o] = deque(maxlen=DIVERGE_PERSIST)
+        moves.append(moved)
         recent = self._recent.get(o)
         if recent is None:
             recent = self._recent[o] = deque(maxlen=max(SMOOTH, PLATEAU_STEPS))
@@ -82,6 +120,10 @@ class LossChecks:
         self._plateau(o, step, recent)
 
     def _diverging(self, o: int, step: int, smoothed: float) -> None:
+        """``loss-diverging``. Invariant: the model gets worse at its task because of the
+        optimisation. Evidence: the loss blew up (``DIVERGE_FIRST_FACTOR`` times its first
+        value, at once), or it rose far above its best level and stayed there for
+        ``DIVERGE_PERSIST`` losses while the updates threw the weights away (``RUNAWAY``)."""
         first, best = self._first[o], self._best.get(o)
         if first <= 0 or best is None or best <= 0:
             return  # losses that can be negative (log-likelihoods, GAN objectives)
@@ -95,41 +137,75 @@ class LossChecks:
             self._rising[o] = (since, held + 1)
         else:
             self._rising.pop(o, None)
-        if self._count[o] >= DIVERGE_MIN_STEPS and (blown or held + 1 >= DIVERGE_PERSIST):
+        runaway = self._ran_away(o) if held + 1 >= DIVERGE_PERSIST else None
+        if self._count[o] >= DIVERGE_MIN_STEPS and (blown or runaway is not None):
             self._calm[o] = 0
-            if self.diverged is not None:
-                grew = (
-                    f"{times(smoothed / first)} the first loss"
-                    if blown
-                    else f"{times(smoothed / best)} its best"
-                )
-                self.diverged(o, step, f"the loss diverged ({grew})")
-            self.sink.report(
-                finding(
-                    "loss-diverging",
-                    step,
-                    f"the loss (median of the last {SMOOTH}: {num(smoothed, 3)}) is "
-                    + (
-                        f"{times(smoothed / first)} the first loss ({num(first, 3)})."
-                        if blown
-                        else f"{times(smoothed / best)} its best so far ({num(best, 3)}) and has "
-                        f"stayed that high for {held + 1} losses in a row, since step {since}."
-                    ),
-                    "lower the learning rate, check the scheduler, or look for a data shift.",
-                    optimizer=o,
-                    details={
-                        "recent_median": smoothed,
-                        "best": best,
-                        "first": first,
-                        "since": since,
-                    },
-                )
-            )
+            self._report(o, step, smoothed, since, held + 1, None if blown else runaway)
         elif o in self._calm:  # an open episode ends after CALM_STEPS calm steps
             self._calm[o] = self._calm[o] + 1 if smoothed < CALM_FACTOR * best else 0
             if self._calm[o] >= CALM_STEPS:
                 del self._calm[o]
                 self.sink.clear("loss-diverging", None, o)
+
+    def _ran_away(self, o: int) -> tuple[float, float] | None:
+        """(the weight norm at the first of the last ``DIVERGE_PERSIST`` losses, the sum of
+        the update norms over them) when the updates moved the weights ``RUNAWAY`` times
+        their size or more (a non-finite sum too), else None (also when unknown)."""
+        moves = self._moves.get(o)
+        if moves is None or len(moves) < DIVERGE_PERSIST or any(m is None for m in moves):
+            return None
+        size = moves[0][0] if moves[0] is not None else 0.0
+        travelled = math.fsum(m[1] for m in moves if m is not None)
+        if not 0 < size < math.inf or travelled < RUNAWAY * size:
+            return None
+        return size, travelled
+
+    def _report(
+        self,
+        o: int,
+        step: int,
+        smoothed: float,
+        since: int,
+        held: int,
+        runaway: tuple[float, float] | None,
+    ) -> None:
+        """One ``loss-diverging`` finding: a blow-up (``runaway`` None) or a held rise with
+        runaway weights; a too-large learning rate found before becomes an error."""
+        first, best = self._first[o], self._best[o]
+        if self.diverged is not None:
+            grew = (
+                f"{times(smoothed / first)} the first loss"
+                if runaway is None
+                else f"{times(smoothed / best)} its best"
+            )
+            self.diverged(o, step, f"the loss diverged ({grew})")
+        if runaway is None:
+            what = f"{times(smoothed / first)} the first loss ({num(first, 3)})."
+        else:
+            what = (
+                f"{times(smoothed / best)} its best so far ({num(best, 3)}) and has stayed "
+                f"that high for {held} losses in a row, since step {since}, while the "
+                f"updates threw the weights away (over those losses they add up to "
+                f"{times(runaway[1] / runaway[0])} the weights' norm, {num(runaway[0], 3)})."
+            )
+        details: dict[str, float | int] = {
+            "recent_median": smoothed,
+            "best": best,
+            "first": first,
+            "since": since,
+        }
+        if runaway is not None:
+            details["weight_norm"], details["travelled"] = runaway
+        self.sink.report(
+            finding(
+                "loss-diverging",
+                step,
+                f"the loss (median of the last {SMOOTH}: {num(smoothed, 3)}) is {what}",
+                "lower the learning rate, check the scheduler, or look for a data shift.",
+                optimizer=o,
+                details=details,
+            )
+        )
 
     def _plateau(self, o: int, step: int, recent: deque[float]) -> None:
         """The loss has not moved by more than ``PLATEAU_RANGE`` (relative to its size,

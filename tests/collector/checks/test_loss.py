@@ -142,6 +142,53 @@ def test_loss_diverging_is_quiet_on_a_noisy_but_flat_small_batch_loss() -> None:
     assert_quiet(run)
 
 
+def test_loss_diverging_is_quiet_on_a_loss_that_rises_with_its_data() -> None:
+    """A curriculum: the targets' noise triples every 20 steps, so the loss rises in
+    steps to many times its best while the model learns at its usual pace — the rise is
+    the data's, not the optimisation's (the weights move by a small fraction of their
+    size)."""
+    w = torch.linspace(-1.0, 1.0, D_IN * D_OUT).reshape(D_IN, D_OUT)
+
+    def harder(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        g = torch.Generator().manual_seed(2000 + i)
+        x = torch.randn(64, D_IN, generator=g)
+        return x, x @ w + 0.02 * 3 ** (i // 20) * torch.randn(64, D_OUT, generator=g)
+
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    run = train(model, opt, 140, data=harder)
+    assert of(run, "loss-diverging") == []
+
+
+def test_loss_diverging_on_a_slow_rise_whose_updates_throw_the_weights_away() -> None:
+    """Mini-batch linear regression whose rate is raised past the stable range at step 100
+    (4.1x, not an lr-jump; corpus case loss_bug_diverging_slowly): the loss stays 10x+
+    above its best for 30 losses before it reaches 1000x its first value, and the updates
+    over them add up to many times the weights' norm: that evidence makes the held rise a
+    divergence."""
+    torch.manual_seed(0)
+    x = torch.randn(1024, 8)
+    y = x @ torch.linspace(-1, 1, 8).unsqueeze(1) + 0.1 * torch.randn(1024, 1)
+    model = nn.Linear(8, 1)
+    lam = float(torch.linalg.eigvalsh(2 * x.T @ x / len(x)).max())
+    opt = torch.optim.SGD(model.parameters(), lr=0.5 / lam)
+
+    def step(i: int, model: nn.Module, opt: Any, xb: torch.Tensor, yb: torch.Tensor) -> None:
+        if i == 100:
+            opt.param_groups[0]["lr"] = 2.05 / lam
+        standard(i, model, opt, xb, yb)
+
+    def draw(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        pick = torch.randint(0, len(x), (64,))
+        return x[pick], y[pick]
+
+    run = train(model, opt, 200, step, data=draw)
+    f = first(run, "loss-diverging")
+    assert f.details["recent_median"] < 1000 * f.details["first"]  # not a blow-up
+    assert f.details["travelled"] >= 2 * f.details["weight_norm"]
+    assert "updates threw the weights away" in f.message
+
+
 # -- loss-plateau ----------------------------------------------------------------------------
 def test_loss_plateau_learning_rate_zero_on_a_fixed_batch_is_info_at_step_20() -> None:
     model = mlp()
