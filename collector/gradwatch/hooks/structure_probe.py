@@ -29,14 +29,22 @@ from __future__ import annotations
 import gc
 import json
 import operator
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import torch
 
 from gradwatch.checks.view import Event, Pending
 
-if TYPE_CHECKING:
-    from gradwatch.hooks.optimizer import OptimizerWatch
+
+class _Watch(Protocol):
+    """What the probe reads of its :class:`gradwatch.hooks.optimizer.OptimizerWatch`."""
+
+    optimizer: torch.optim.Optimizer
+    params: list[torch.Tensor]
+    model_keys: list[str]
+    run: Any  # ._options.scaler
+    checker: Any  # .engine.models, .engine.modes
+
 
 #: param-group keys that are not structure: the tensors, the scheduled rate and its bounds
 #: (``initial_lr``, the base rate a scheduler was built for, is kept: it tells a warm-up
@@ -126,7 +134,7 @@ class StructureProbe:
     """One optimizer's structure facts, written as events when they change. The common
     step costs a few attribute reads and one tuple comparison per param group."""
 
-    def __init__(self, watch: OptimizerWatch) -> None:
+    def __init__(self, watch: _Watch) -> None:
         self.w = watch
         self._last: dict[str, str] = {}  # state kind -> last recorded value
         self._schedulers: list[Any] = []
