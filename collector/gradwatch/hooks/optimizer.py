@@ -349,6 +349,8 @@ class OptimizerWatch:
         ``optimizer.step()``; ``cleared``: the gradients were cleared by hand after the update."""
         self._t_step_start = time.perf_counter()
         self._pre = pre if self.collecting() else None
+        if self._pre is not None:
+            self.probe.sample(self.pending)
         self.checker.pre_step(self.pending, self._pre, False)
         self._after_step(self.optimizer, (), {})
         if cleared:

@@ -36,20 +36,14 @@ import torch
 from gradwatch.checks.view import Event, Pending
 
 
-class Watched(Protocol):
-    """What the probe reads of its optimizer's watch (``hooks.optimizer.OptimizerWatch``,
-    named here by shape so that the two modules do not import each other)."""
+class _Watch(Protocol):
+    """What the probe reads of its :class:`gradwatch.hooks.optimizer.OptimizerWatch`."""
 
-    @property
-    def optimizer(self) -> torch.optim.Optimizer: ...
-    @property
-    def params(self) -> list[torch.Tensor]: ...
-    @property
-    def model_keys(self) -> list[str]: ...
-    @property
-    def run(self) -> Any: ...  # the run's hook context: its options (the GradScaler)
-    @property
-    def checker(self) -> Any: ...  # the step checker: its engine
+    optimizer: torch.optim.Optimizer
+    params: list[torch.Tensor]
+    model_keys: list[str]
+    run: Any  # ._options.scaler
+    checker: Any  # .engine.models, .engine.modes
 
 
 #: param-group keys that are not structure: the tensors, the scheduled rate and its bounds
@@ -140,7 +134,7 @@ class StructureProbe:
     """One optimizer's structure facts, written as events when they change. The common
     step costs a few attribute reads and one tuple comparison per param group."""
 
-    def __init__(self, watch: Watched) -> None:
+    def __init__(self, watch: _Watch) -> None:
         self.w = watch
         self._last: dict[str, str] = {}  # state kind -> last recorded value
         self._schedulers: list[Any] = []

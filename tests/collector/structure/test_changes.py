@@ -193,7 +193,7 @@ def test_a_dtype_change_mid_run_is_an_info_change(data_dir: Path) -> None:
         opt.step()
 
     found = _run(data_dir, model, opt, 70, body)
-    assert _seen(found) == [("info", "structure-change", 31)]
+    assert _seen(found) == [("info", "structure-change", 30)]  # the first step in float64
     assert "'params float64; grads float64' instead of 'params float32" in found[0]["message"]
 
 
@@ -319,3 +319,19 @@ def test_a_step_that_bypasses_the_grad_scaler_is_an_info_change(data_dir: Path) 
     found = _run(data_dir, model, opt, 60, body)
     assert _seen(found) == [("info", "structure-change", 31)]
     assert "the GradScaler's part is 'scaled' instead of 'unscaled'" in found[0]["message"]
+
+
+def test_a_loop_that_updates_by_hand_records_its_structure_too(data_dir: Path) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.1), nn.Linear(8, 2))
+    with gradwatch.watch(model) as run:  # no optimizer: the update is made by hand
+        for step in range(1, 61):
+            model.zero_grad()
+            _loss(model).backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(p.grad, alpha=-0.01)
+            if step == 30:
+                model.eval()  # left in eval() after a "validation"
+    found = run_findings(data_dir / "runs" / run.id, lambda _: False)
+    assert _seen(found) == [("warning", "structure-safeguard", 31)]
