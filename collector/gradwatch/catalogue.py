@@ -71,7 +71,11 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "forward, yet it has never had a non-zero gradient (a graph break: `detach`, "
        "`.item()`, `torch.tensor(t)`, `no_grad`). A gradient that exists but is exactly "
        "zero is named with both causes (cut off, or nothing flows back: dead activations, a "
-       "zero layer after it, underflow). A parameter whose module never ran is unused: "
+       "zero layer after it, underflow); but a module's `bias` with an exactly zero "
+       "gradient while the rest of its module gets one is not cut off: the loss does not "
+       "change under a constant shift of that output (a difference of means, as in a "
+       "Wasserstein or relativistic critic's last layer): `info` once, and it counts as "
+       "trained. A parameter whose module never ran is unused: "
        "`info` once. Every gradient of an optimizer present but exactly zero (a clip value of "
        "0, a mask that zeroes everything) is an `error`: nothing trains. A `backward()` that "
        "reached no watched parameter at all is one `error` finding naming the break. One "
@@ -84,7 +88,8 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "conditional computation — a parameter that has had a gradient before (experts a "
        "top-1 router leaves idle, task heads used in turn, layers frozen by `no_grad` after "
        "warm-up); modules that do not run (info at most); some tensors with exactly zero "
-       "gradients while others train; frozen parameters"),
+       "gradients while others train; a bias the loss is invariant to (info); frozen "
+       "parameters"),
     _C("param-not-in-optimizer", "Parameter coverage", "error",
        "A trainable parameter of the watched model is in no optimizer param group (a layer "
        "replaced after the optimizer was built); also an `nn.Parameter` the loss reaches "

@@ -49,6 +49,9 @@ class CoverageChecks:
         self._ran: dict[int, torch.Tensor] = {}
         self._unused: dict[int, set[int]] = {}  # tensors reported unused (info), per optimizer
         self._all_zero: dict[int, int] = {}  # steps in a row with every gradient exactly zero
+        #: (optimizer, tensor): the loss does not depend on it (reported once, as info)
+        self._invariant_of: set[tuple[int, int]] = set()
+        self._sibling_cache: dict[int, tuple[list[str], list[list[int]]]] = {}
         #: which modules ran in forward (set by the run; None: no such evidence, as in a
         #: replay of rows, and a never-trained tensor is then only ever called unused)
         self.runs: ModuleRuns | None = None
@@ -193,7 +196,9 @@ class CoverageChecks:
         if self._all_zero_now(v):
             return self._all_zero_report(v)
         self._all_zero.pop(o, None)
-        has = v.has_grad_t & (v.grad_norm != 0)
+        nonzero = v.grad_norm != 0
+        invariant = self._invariant_now(v, nonzero)
+        has = v.has_grad_t & (nonzero | invariant)
         ever = self._ever.get(o)
         if o in self._all_trained:
             ever = torch.ones_like(has)
@@ -240,6 +245,76 @@ class CoverageChecks:
                 )
             )
         ]
+
+    def _invariant_now(self, v: StepView, nonzero: torch.Tensor) -> torch.Tensor:
+        """Per tensor: it is a module's additive shift (its ``bias``), its gradient exists
+        and is exactly zero, while another tensor of the same module has a non-zero one.
+        The backward pass reached the module's output with a signal, so the bias is not cut
+        off; its gradient is the sum of that signal over the batch, which is zero when the
+        loss does not change under a constant shift of the output (a difference of means,
+        as a Wasserstein or relativistic critic's last bias, or a normalisation after it).
+        Said once, as info; it counts as trained."""
+        zero = v.has_grad_t & ~nonzero & v.trainable_t
+        if not bool(zero.any()):
+            return zero
+        found = torch.zeros_like(zero)
+        siblings = self._siblings(v.names)
+        for i in torch.nonzero(zero).flatten().tolist():
+            # only a shift: a weight's zero gradient beside a live bias means its inputs
+            # are all zero (dead units before it, an empty batch), which is worth a warning
+            shift = v.names[i].rpartition(".")[2] == "bias"
+            found[i] = shift and any(bool(nonzero[j]) for j in siblings[i])
+        o = v.optimizer
+        new = [
+            i for i in torch.nonzero(found).flatten().tolist() if (o, i) not in self._invariant_of
+        ]
+        if new:
+            self._invariant_of.update((o, i) for i in new)
+            self._invariant_report(v, _in_order(new, v.order))
+        return found
+
+    def _siblings(self, names: list[str]) -> list[list[int]]:
+        """Per tensor: the other tensors of its module (same name up to the last dot)."""
+        cached = self._sibling_cache.get(id(names))
+        if cached is not None and cached[0] is names:
+            return cached[1]
+        by_module: dict[str, list[int]] = {}
+        for i, name in enumerate(names):
+            by_module.setdefault(name.rpartition(".")[0], []).append(i)
+        module = [name.rpartition(".")[0] for name in names]
+        found = [[j for j in by_module[m] if j != i] for i, m in enumerate(module)]
+        self._sibling_cache[id(names)] = (names, found)
+        return found
+
+    def _invariant_report(self, v: StepView, new: list[int]) -> None:
+        """Info, once per tensor: the loss is invariant to it (:meth:`_invariant_now`)."""
+        names = [v.names[i] for i in new]
+        one = len(names) == 1
+        self.sink.report(
+            finding(
+                "param-no-grad",
+                v.step,
+                f"{_these(names)} an exactly zero gradient while the rest of "
+                f"{'its' if one else 'their'} module trains: the loss does not depend on "
+                f"{'it' if one else 'them'} (a bias under a difference of means, or one a "
+                "normalisation after it removes), so nothing is cut off.",
+                "nothing to fix; the layer could be built with bias=False, since training "
+                "never changes this tensor.",
+                severity="info",
+                param=names[0],
+                optimizer=v.optimizer,
+                details={"count": len(names), "tensors": names, "invariant": True},
+            )
+        )
+
+    def invariant(self, optimizer: int, size: int) -> torch.Tensor:
+        """Per tensor of ``optimizer``: whether an exactly zero gradient of it is expected
+        (the loss does not depend on it, :meth:`_invariant_now`), for the row checks."""
+        quiet = torch.zeros(size, dtype=torch.bool)
+        for o, i in self._invariant_of:
+            if o == optimizer and i < size:
+                quiet[i] = True
+        return quiet
 
     def _ran_now(self, v: StepView, never: torch.Tensor) -> torch.Tensor:
         """Per tensor: whether its module ran in a training forward of this step (asked

@@ -158,6 +158,83 @@ def test_param_no_grad_an_all_zero_gradient_is_not_called_cut_off() -> None:
     assert "exactly zero" in found[0].message and "nothing flows back" in found[0].message
 
 
+class DetachedBias(nn.Linear):
+    """A linear layer that adds its bias detached (the bias never gets a gradient)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.linear(x, self.weight, self.bias.detach())
+
+
+class Critic(nn.Module):
+    """A Wasserstein critic ``Linear -> LeakyReLU -> [BatchNorm] -> Linear(·, 1)``;
+    ``cut_bias`` adds the last bias detached (a true cut of that one tensor)."""
+
+    def __init__(self, *, norm: bool = False, cut_bias: bool = False) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Sequential(nn.Linear(D_IN, HIDDEN), nn.LeakyReLU(0.2))
+        self.norm = nn.BatchNorm1d(HIDDEN) if norm else nn.Identity()
+        self.head = DetachedBias(HIDDEN, 1) if cut_bias else nn.Linear(HIDDEN, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.body(x)))
+
+
+def wasserstein(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+    """One critic step: ``mean D(fake) - mean D(real)`` (a constant shift of the output
+    cancels, so the loss does not depend on the last bias)."""
+    opt.zero_grad()
+    (model(x).mean() - model(x + 2.0).mean()).backward()
+    opt.step()
+
+
+def relativistic(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+    """One relativistic-average discriminator step: each side's logits minus the other
+    side's mean logit (a constant shift of every output cancels)."""
+    opt.zero_grad()
+    real, fake = model(x + 2.0), model(x)
+    loss = nn.functional.softplus(fake.mean() - real).mean()
+    (loss + nn.functional.softplus(fake - real.mean()).mean()).backward()
+    opt.step()
+
+
+@pytest.mark.parametrize("norm", [False, True])
+def test_param_no_grad_a_bias_under_a_difference_of_means_is_info_not_cut_off(norm: bool) -> None:
+    """The critic's last bias gets an exactly zero gradient on every step while the weight
+    of its module gets one: the loss is invariant to it, which is one info, never a
+    warning (also behind a BatchNorm, under a relativistic loss)."""
+    model = Critic(norm=norm)
+    run = train(model, sgd(model), 30, relativistic if norm else wasserstein)
+    found = of(run, "param-no-grad")
+    # the BatchNorm shift's gradient is zero up to rounding (not exactly): nothing to say
+    assert [(f.severity, f.details["tensors"]) for f in found] == [("info", ["head.bias"])]
+    assert "the loss does not depend on" in found[0].message
+    assert not [f for f in run.findings if f.severity != "info"], [f.line() for f in found]
+
+
+def test_param_no_grad_a_bias_detached_under_a_difference_of_means_is_still_cut_off() -> None:
+    """Twin: the same loss with the last bias detached: no gradient reaches it at all, so
+    it is cut off (its module ran): the warning stays."""
+    model = Critic(cut_bias=True)
+    found = of(train(model, sgd(model), 10, wasserstein), "param-no-grad")
+    assert [(f.step, f.severity, f.details["tensors"]) for f in found] == [
+        (3, "warning", ["head.bias"])
+    ]
+
+
+def test_param_no_grad_a_dead_layer_is_not_excused_by_another_module() -> None:
+    """Twin: every unit after layer 0 is dead, so both tensors of layer 0 get an exactly
+    zero gradient (and so does layer 2's weight, whose inputs are all zero, beside its
+    live bias): other modules training is no evidence for them: the warning stays."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(D_IN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, D_OUT))
+    with torch.no_grad():
+        model[0].bias.fill_(-100.0)
+    found = of(train(model, sgd(model), 6), "param-no-grad")
+    assert [f.severity for f in found] == ["warning"]
+    assert found[0].details["tensors"][:2] == ["0.weight", "0.bias"]
+
+
 class Branches(nn.Module):
     """``Σ branch_k(x)``; branch ``k`` is used from step ``3k`` on, detached (a cut that
     spreads across the model one tensor pair at a time)."""
