@@ -99,7 +99,13 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "checked at the start and every {checks.COVERAGE_EVERY} steps",
        "parameters with `requires_grad=False`; a complete copy of a watched model (same "
        "class and parameter shapes) that feeds a loss which also trains the model — a "
-       "target network or EMA copy — is `info`, said as such"),
+       "target network or EMA copy — is `info`, said as such; so is, by the same test, a "
+       "submodule of a watched model that copies a trained one (a `target_net` beside "
+       "`net`) when the loss does not reach it (no gradient after the first backward; one "
+       "it reaches is a layer left out, an `error` at step 1: identical blocks share "
+       "shapes); and a base left trainable under adapters — the optimizer holds exactly "
+       "the parameters of the model's registered parametrizations (LoRA as minLoRA adds "
+       "it) — is `info` with the advice to call `requires_grad_(False)` on it"),
     _C("frozen-param-in-optimizer", "Parameter coverage", "warning",
        "A parameter with `requires_grad=False` sits in an optimizer and never trains "
        "(`info` while frozen; `warning` once frozen past the horizon); one finding per "

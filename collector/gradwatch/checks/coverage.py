@@ -11,6 +11,8 @@ from typing import Protocol
 import torch
 
 from gradwatch.checks.findings import Action, FindingSink, finding, listing
+from gradwatch.checks.fmt import counted
+from gradwatch.checks.twins import Copy
 from gradwatch.checks.view import StepView, held_for
 
 PERSIST_STEPS = 3  # param-no-grad and param-not-updated must hold this many steps in a row
@@ -92,6 +94,46 @@ class CoverageChecks:
                 details={"param": key, "count": len(names), "tensors": names},
             )
         )
+
+    def frozen_base(self, names: list[str], adapters: int, step: int) -> None:
+        """Info: the optimizers hold exactly a model's ``adapters`` parametrization tensors,
+        and ``names`` (the rest, still ``requires_grad=True``) are the base they fine-tune,
+        frozen by design (:func:`gradwatch.checks.twins.adapters_only`)."""
+        self.sink.report(
+            finding(
+                "param-not-in-optimizer",
+                step,
+                f"{_these(names, verb='is')} in no optimizer while the optimizer holds "
+                f"exactly the {counted(adapters, 'tensor')} of the registered "
+                "parametrizations (adapters such as LoRA): the base they fine-tune, frozen "
+                "by design, though it still requires a gradient.",
+                "call requires_grad_(False) on the base tensors: backward then skips their "
+                "gradients, which nothing uses.",
+                severity="info",
+                param=f"base: {names[0]}",
+                details={"count": len(names), "tensors": names, "adapter_tensors": adapters},
+            )
+        )
+
+    def copies_kept(self, copies: Sequence[Copy], step: int) -> None:
+        """Info, per module: a copy of a trained module that no optimizer holds and the
+        loss does not reach, kept in step by hand (:func:`gradwatch.checks.twins.copies`)."""
+        for copy in copies:
+            name = type(copy.module).__name__
+            self.sink.report(
+                finding(
+                    "param-not-in-optimizer",
+                    step,
+                    f"`{copy.path}` ({name}) is in no optimizer, and the loss does not reach "
+                    f"it: a copy of `{copy.original}`, which trains — a target network or an "
+                    "EMA copy, updated by hand.",
+                    "nothing to fix; call requires_grad_(False) on the copy to say so (its "
+                    "forward then records no graph).",
+                    severity="info",
+                    param=f"copy: {copy.path}",
+                    details={"held_by": copy.path, "copy_of": copy.original, "class": name},
+                )
+            )
 
     def frozen(self, v: StepView, *, final: bool = False) -> None:
         """``frozen-param-in-optimizer``: info while frozen, warning past the horizon; one

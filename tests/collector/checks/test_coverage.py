@@ -337,6 +337,118 @@ def test_param_not_in_optimizer_layer_replaced_during_training_is_found_later() 
     assert all(11 <= f.step <= 11 + 50 for f in found)
 
 
+class QNet(nn.Module):
+    """DQN: an online ``net`` and a ``target_net`` of the same class, both submodules of the
+    watched model; the optimizer holds ``net`` only, the target is used under no_grad and
+    synced by ``load_state_dict`` every 5 steps (``blocks`` instead: a stack of identical
+    blocks, all used in forward)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = mlp()
+        self.target_net = mlp(1)
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls % 5 == 0:
+            self.target_net.load_state_dict(self.net.state_dict())
+        with torch.no_grad():
+            target = self.target_net(x).max(dim=1, keepdim=True).values
+        return self.net(x) - 0.5 * target
+
+
+def test_param_not_in_optimizer_a_target_network_in_the_model_is_info() -> None:
+    """A copy of a trained submodule that no optimizer holds and the loss does not reach
+    (a target network) is in no optimizer by design: one info, no error."""
+    model = QNet()
+    run = train(model, sgd(model.net), 12)
+    found = of(run, "param-not-in-optimizer")
+    assert [(f.step, f.severity, f.details["copy_of"]) for f in found] == [(1, "info", "net")]
+    assert "`target_net` (Sequential)" in found[0].message
+    assert_quiet(run)
+
+
+class Blocks(nn.Module):
+    """Three identical blocks in a row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = nn.ModuleList(nn.Linear(D_IN, D_IN) for _ in range(3))
+        self.head = nn.Linear(D_IN, D_OUT)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = torch.tanh(block(x))
+        return self.head(x)
+
+
+def test_param_not_in_optimizer_a_block_left_out_is_an_error_though_its_twins_train() -> None:
+    """Twin: the last of three identical blocks left out of the optimizer has the class and
+    shapes of the blocks that train, but the loss reaches it: a layer left out, an error
+    (at the first check after a backward, step 1)."""
+    model = Blocks()
+    params = [p for m in (*model.blocks[:2], model.head) for p in m.parameters()]
+    run = train(model, torch.optim.SGD(params, lr=0.05), 5)
+    found = of(run, "param-not-in-optimizer")
+    assert [(f.step, f.severity, f.details["tensors"]) for f in found] == [
+        (1, "error", ["blocks.2.weight", "blocks.2.bias"])
+    ]
+
+
+class Adapter(nn.Module):
+    """A low-rank additive update of a weight, registered as its parametrization."""
+
+    def __init__(self, out: int, inp: int) -> None:
+        super().__init__()
+        self.a = nn.Parameter(torch.randn(2, inp) * 0.1)
+        self.b = nn.Parameter(torch.zeros(out, 2))
+
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return weight + self.b @ self.a
+
+
+def adapted() -> nn.Module:
+    """:func:`mlp` with an :class:`Adapter` on both weights (the biases stay plain)."""
+    model = mlp()
+    for layer in (model[0], model[2]):
+        nn.utils.parametrize.register_parametrization(layer, "weight", Adapter(*layer.weight.shape))
+    return model
+
+
+def adapter_params(model: nn.Module, layers: tuple[int, ...] = (0, 2)) -> list[nn.Parameter]:
+    return [p for i in layers for p in model[i].parametrizations.weight[0].parameters()]
+
+
+def test_param_not_in_optimizer_a_base_frozen_under_adapters_is_info() -> None:
+    """LoRA as minLoRA does it: the optimizer holds exactly the adapters' tensors and the
+    base keeps ``requires_grad=True``: frozen by design, one info with the advice."""
+    model = adapted()
+    run = train(model, torch.optim.SGD(adapter_params(model), lr=0.05), 5)
+    found = of(run, "param-not-in-optimizer")
+    assert [(f.step, f.severity, f.details["adapter_tensors"]) for f in found] == [(0, "info", 4)]
+    assert found[0].details["tensors"] == [
+        "0.bias",
+        "0.parametrizations.weight.original",
+        "2.bias",
+        "2.parametrizations.weight.original",
+    ]
+    assert "requires_grad_(False)" in found[0].hint
+    assert_quiet(run)
+
+
+def test_param_not_in_optimizer_an_adapter_left_out_is_an_error() -> None:
+    """Twin: the optimizer misses the adapter of layer 2: not exactly the adapters, so
+    every tensor in no optimizer is an error, the adapter's among them."""
+    model = adapted()
+    run = train(model, torch.optim.SGD(adapter_params(model, (0,)), lr=0.05), 5)
+    found = of(run, "param-not-in-optimizer")
+    assert [(f.step, f.severity) for f in found] == [(0, "error")]
+    assert "2.parametrizations.weight.0.a" in found[0].details["tensors"]
+
+
 def test_param_not_in_optimizer_correct_twin_is_quiet() -> None:
     model = mlp()
     assert_quiet(train(model, sgd(model), 30))
