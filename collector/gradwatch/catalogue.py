@@ -119,7 +119,11 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "consequence.",
        "unchanged for {coverage.PERSIST_STEPS} steps in a row; the episode ends after "
        "{coverage.EPISODE_CALM} steps without any",
-       "zero gradients; optimizers that skip a step on purpose (GradScaler overflow)"),
+       "zero gradients; optimizers that skip a step on purpose (GradScaler overflow); "
+       "updates below the tensor's float resolution because its learning rate fell (a "
+       "schedule ending near zero): the tensor's latest non-zero update, scaled by how "
+       "much its rate has fallen since, is at most `eps(dtype) · ‖θ‖` (a tensor that "
+       "never moved, or a rate of exactly 0, is no such evidence)"),
     _C("frozen-param-changed", "Parameter coverage", "warning",
        "A parameter with `requires_grad=False` changed value (weight decay or momentum on a "
        "frozen tensor); one finding lists the tensors.",

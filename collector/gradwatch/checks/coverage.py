@@ -58,6 +58,9 @@ class CoverageChecks:
         #: replay of rows, and a never-trained tensor is then only ever called unused)
         self.runs: ModuleRuns | None = None
         self._not_updated: dict[int, torch.Tensor] = {}
+        #: per optimizer: the latest non-zero update norm of each tensor and the learning
+        #: rate it had then (the latest step's own values while every tensor moves)
+        self._last_move: dict[int, tuple[torch.Tensor, torch.Tensor | list[float]]] = {}
         self._frozen_since: dict[tuple[int, int], int] = {}
         self._trained: set[tuple[int, int]] = set()
         self._not_in_optimizer: str | None = None  # the open episode's key
@@ -450,11 +453,15 @@ class CoverageChecks:
             and not frozen
             and not bool((v.update_norm == 0).any())
         ):
+            self.moved(v.optimizer, v.update_norm, v.lr)
             return  # the common case: every tensor moved, none is frozen
         finite = torch.isfinite(g)
         top = float(g[finite].max()) if bool(finite.any()) else 0.0
         # an update of a gradient ~1e-4× the largest one can round to zero: not "stuck"
         stuck = (g > 1e-4 * top) & finite & (v.update_norm == 0)
+        if bool(stuck.any()):
+            stuck &= ~self._below_resolution(v)
+        self._remember_moves(v)
         streak = self._not_updated.get(v.optimizer)
         streak = held_for(streak, stuck)
         if bool(streak.any()):
@@ -485,6 +492,59 @@ class CoverageChecks:
                     },
                 )
             )
+
+    def moved(self, optimizer: int, update: torch.Tensor, lr: list[float]) -> None:
+        """A step (or a row taken at once) on which every tensor of ``optimizer`` moved:
+        its update norms and learning rates are the latest moves of all (kept as they are,
+        no copy; made per tensor only when some tensor stops moving)."""
+        self._last_move[optimizer] = (update, lr)
+
+    def _moves(self, v: StepView) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Per tensor of ``v.optimizer``: the norm of its latest non-zero update and the
+        learning rate of its group at that step (0 where it never moved); None before any."""
+        last = self._last_move.get(v.optimizer)
+        if last is None or v.update_norm is None or last[0].shape != v.update_norm.shape:
+            return None
+        update, lr = last
+        if isinstance(lr, list):
+            lr = _per_tensor(lr, v.group_of, len(v.names))
+            self._last_move[v.optimizer] = (update, lr)
+        return update, lr
+
+    def _remember_moves(self, v: StepView) -> None:
+        """Keep, per tensor, its latest non-zero update and the learning rate it had."""
+        assert v.update_norm is not None
+        moved = v.update_norm > 0
+        lr = _per_tensor(v.lr, v.group_of, len(v.names))
+        last = self._moves(v)
+        if last is None:
+            self._last_move[v.optimizer] = (
+                torch.where(moved, v.update_norm, 0.0),
+                torch.where(moved, lr, 0.0),
+            )
+            return
+        self._last_move[v.optimizer] = (
+            torch.where(moved, v.update_norm, last[0]),
+            torch.where(moved, lr, last[1]),
+        )
+
+    def _below_resolution(self, v: StepView) -> torch.Tensor:
+        """Per tensor: an update of it now would be below its float resolution, so it
+        rounds away and the tensor does not change — not stuck. The optimizer's latest
+        non-zero update of the tensor, scaled by how much its learning rate has fallen
+        since (a schedule ending near zero), is at most ``eps(dtype) · ‖θ‖``: steps of
+        about one unit in the last place, which round to nothing once smaller. A rate of
+        exactly 0, and a tensor that never moved, are no such evidence."""
+        assert v.update_norm is not None and v.param_norm is not None
+        last = self._moves(v)
+        if last is None or not v.group_of:
+            return torch.zeros_like(v.update_norm, dtype=torch.bool)
+        update, then = last
+        now = _per_tensor(v.lr, v.group_of, len(v.names))
+        eps = torch.tensor(v.eps, dtype=torch.float64) if len(v.eps) == len(v.names) else _F32
+        expected = update * now / then.clamp_min(torch.finfo(torch.float64).tiny)
+        known = (then > 0) & (now > 0) & (update > 0)
+        return known & (expected <= eps * v.param_norm)
 
     def _not_updated_report(self, v: StepView, streak: torch.Tensor) -> None:
         """``param-not-updated``: one finding per episode, listing the stuck tensors."""
@@ -553,6 +613,16 @@ class CoverageChecks:
                 },
             )
         )
+
+
+_F32 = torch.finfo(torch.float32).eps
+
+
+def _per_tensor(lr: list[float], group_of: list[int], size: int) -> torch.Tensor:
+    """Each tensor's learning rate (that of its param group), float64; 0 without groups."""
+    if len(group_of) != size:
+        return torch.zeros(size, dtype=torch.float64)
+    return torch.tensor(lr, dtype=torch.float64)[torch.tensor(group_of, dtype=torch.long)]
 
 
 def _in_order(indices: list[int], order: Sequence[int]) -> list[int]:

@@ -321,6 +321,8 @@ class CheckEngine:
                     self.sink.settle(check, o, set())
             if self.on("param-no-grad"):
                 self.coverage.all_had_grad(o)
+        if self.on("param-not-updated"):  # every tensor moved on these rows
+            self.coverage.moved(o, win.update_norm[stop - 1], win.lr[stop - 1])
         if self.on("update-ratio"):
             self.numerics.update_ratio_rows(o, win, start, stop, w.names, w.group_of)
         if self.on("loss-diverging") or self.on("loss-plateau"):

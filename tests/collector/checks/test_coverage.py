@@ -540,6 +540,47 @@ def test_param_not_updated_groups_stalling_one_after_another_are_one_finding() -
     assert found[0].details["tensors"] == ["0.weight", "0.bias"]
 
 
+def normed(scale: float) -> nn.Module:
+    """``Linear -> GroupNorm -> SiLU -> Linear`` with the norm's weight at ``scale``."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(D_IN, 16), nn.GroupNorm(4, 16), nn.SiLU(), nn.Linear(16, 3))
+    with torch.no_grad():
+        model[1].weight.fill_(scale)
+    return model
+
+
+def test_param_not_updated_updates_below_float_resolution_at_a_schedules_end() -> None:
+    """Adam under OneCycleLR sized to the run: in its last steps the rate (~1e-6 of its
+    peak, above the collapse level) makes updates of the norm's weight (16.0) smaller
+    than its float resolution, so it stops changing for several steps — the schedule's
+    end, not a stuck tensor: quiet."""
+    model = normed(16.0)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    steps = 320
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-3, total_steps=steps)
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        standard(i, model, opt, x[:4], y[:4])
+        sched.step()
+
+    assert_quiet(train(model, opt, steps, step))
+
+
+def test_param_not_updated_updates_that_never_move_a_bfloat16_weight_are_stuck() -> None:
+    """Twin: pure bfloat16 weights under Adam at a constant rate of 1e-4: every update is
+    below the weights' resolution from the first step (no fallen rate explains it; they
+    never moved): the warning stays."""
+    model = normed(16.0).to(torch.bfloat16)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        standard(i, model, opt, x.to(torch.bfloat16), y.to(torch.bfloat16))
+
+    found = of(train(model, opt, 10, step), "param-not-updated")
+    assert [(f.step, f.severity) for f in found] == [(3, "warning")]
+    assert "1.weight" in found[0].details["tensors"]
+
+
 def test_param_not_updated_correct_twin_is_quiet() -> None:
     model = mlp()
     opt = torch.optim.SGD(
