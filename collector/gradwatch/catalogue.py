@@ -246,7 +246,10 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "A classification loss (`cross_entropy`, `nll_loss`, their modules) stays at ln C, "
        "the loss of guessing uniformly among its C classes, while the parameters change: "
        "inputs and labels are not paired (shuffled with two permutations, labels from "
-       "another batch). C is read from the logits' shape; the loss is the one gradwatch "
+       "another batch), or the loss is given softmax probabilities instead of logits (a "
+       "Softmax before `CrossEntropyLoss`: every input lies in [0, 1] and the loss can "
+       "barely leave ln C), which the finding then names as the cause (the input's autograd "
+       "node is a softmax). C is read from the logits' shape; the loss is the one gradwatch "
        "records per step.",
        "after {chance.WARMUP} steps, every mean of {chance.CHUNK} losses of the last "
        "{chance.WINDOW} steps within {chance.BAND:.0%} of ln C, each step with an update",
