@@ -459,8 +459,7 @@ class CoverageChecks:
         top = float(g[finite].max()) if bool(finite.any()) else 0.0
         # an update of a gradient ~1e-4× the largest one can round to zero: not "stuck"
         stuck = (g > 1e-4 * top) & finite & (v.update_norm == 0)
-        if bool(stuck.any()):
-            stuck &= ~self._below_resolution(v)
+        below = self._below_resolution(v) if bool(stuck.any()) else None
         self._remember_moves(v)
         streak = self._not_updated.get(v.optimizer)
         streak = held_for(streak, stuck)
@@ -469,7 +468,7 @@ class CoverageChecks:
         else:
             self._not_updated.pop(v.optimizer, None)
         if self.sink.enabled("param-not-updated"):
-            self._not_updated_report(v, streak)
+            self._not_updated_report(v, streak, below)
         changed = ~v.trainable_t & (v.update_norm > 0)
         if frozen and self.sink.enabled("frozen-param-changed") and bool(changed.any()):
             moved = _in_order(torch.nonzero(changed).flatten().tolist(), v.order)
@@ -546,15 +545,24 @@ class CoverageChecks:
         known = (then > 0) & (now > 0) & (update > 0)
         return known & (expected <= eps * v.param_norm)
 
-    def _not_updated_report(self, v: StepView, streak: torch.Tensor) -> None:
-        """``param-not-updated``: one finding per episode, listing the stuck tensors."""
+    def _not_updated_report(
+        self, v: StepView, streak: torch.Tensor, below: torch.Tensor | None
+    ) -> None:
+        """``param-not-updated``: one finding per episode, listing the stuck tensors
+        (``below``: per tensor, whether its update is below its float resolution because
+        its learning rate fell, :meth:`_below_resolution`)."""
         assert v.grad_norm is not None
         stuck = _in_order(torch.nonzero(streak >= PERSIST_STEPS).flatten().tolist(), v.order)
-        names = [v.names[i] for i in stuck]
         # a collapsed learning rate is the cause: named first; a rate at its floor for too
         # few steps to be a collapse (a schedule ending with the run) explains them
         if stuck and self.stalled is not None and self.stalled(v, stuck):
             return
+        if below is not None and not self.sink.active("lr-collapse", v.optimizer):
+            # no collapse: a rate that fell until the updates round away (the last steps of
+            # a schedule sized to the run) is no stuck tensor; under a collapse they are
+            # its consequence, and said so
+            stuck = [i for i in stuck if not bool(below[i])]
+        names = [v.names[i] for i in stuck]
         key = self._episode("param-not-updated", v.optimizer, names)
         if key is None:
             return
