@@ -73,7 +73,11 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "forward, yet it has never had a non-zero gradient (a graph break: `detach`, "
        "`.item()`, `torch.tensor(t)`, `no_grad`). A gradient that exists but is exactly "
        "zero is named with both causes (cut off, or nothing flows back: dead activations, a "
-       "zero layer after it, underflow). A parameter whose module never ran is unused: "
+       "zero layer after it, underflow); but a module's `bias` with an exactly zero "
+       "gradient while the rest of its module gets one is not cut off: the loss does not "
+       "change under a constant shift of that output (a difference of means, as in a "
+       "Wasserstein or relativistic critic's last layer): `info` once, and it counts as "
+       "trained. A parameter whose module never ran is unused: "
        "`info` once. Every gradient of an optimizer present but exactly zero (a clip value of "
        "0, a mask that zeroes everything) is an `error`: nothing trains. A `backward()` that "
        "reached no watched parameter at all is one `error` finding naming the break. One "
@@ -86,7 +90,8 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "conditional computation — a parameter that has had a gradient before (experts a "
        "top-1 router leaves idle, task heads used in turn, layers frozen by `no_grad` after "
        "warm-up); modules that do not run (info at most); some tensors with exactly zero "
-       "gradients while others train; frozen parameters"),
+       "gradients while others train; a bias the loss is invariant to (info); frozen "
+       "parameters"),
     _C("param-not-in-optimizer", "Parameter coverage", "error",
        "A trainable parameter of the watched model is in no optimizer param group (a layer "
        "replaced after the optimizer was built); also an `nn.Parameter` the loss reaches "
@@ -96,7 +101,13 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "checked at the start and every {checks.COVERAGE_EVERY} steps",
        "parameters with `requires_grad=False`; a complete copy of a watched model (same "
        "class and parameter shapes) that feeds a loss which also trains the model — a "
-       "target network or EMA copy — is `info`, said as such"),
+       "target network or EMA copy — is `info`, said as such; so is, by the same test, a "
+       "submodule of a watched model that copies a trained one (a `target_net` beside "
+       "`net`) when the loss does not reach it (no gradient after the first backward; one "
+       "it reaches is a layer left out, an `error` at step 1: identical blocks share "
+       "shapes); and a base left trainable under adapters — the optimizer holds exactly "
+       "the parameters of the model's registered parametrizations (LoRA as minLoRA adds "
+       "it) — is `info` with the advice to call `requires_grad_(False)` on it"),
     _C("frozen-param-in-optimizer", "Parameter coverage", "warning",
        "A parameter with `requires_grad=False` sits in an optimizer and never trains "
        "(`info` while frozen; `warning` once frozen past the horizon); one finding per "
@@ -110,7 +121,11 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "consequence.",
        "unchanged for {coverage.PERSIST_STEPS} steps in a row; the episode ends after "
        "{coverage.EPISODE_CALM} steps without any",
-       "zero gradients; optimizers that skip a step on purpose (GradScaler overflow)"),
+       "zero gradients; optimizers that skip a step on purpose (GradScaler overflow); "
+       "updates below the tensor's float resolution because its learning rate fell (a "
+       "schedule ending near zero): the tensor's latest non-zero update, scaled by how "
+       "much its rate has fallen since, is at most `eps(dtype) · ‖θ‖` (a tensor that "
+       "never moved, or a rate of exactly 0, is no such evidence)"),
     _C("frozen-param-changed", "Parameter coverage", "warning",
        "A parameter with `requires_grad=False` changed value (weight decay or momentum on a "
        "frozen tensor); one finding lists the tensors.",
@@ -233,7 +248,10 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "A classification loss (`cross_entropy`, `nll_loss`, their modules) stays at ln C, "
        "the loss of guessing uniformly among its C classes, while the parameters change: "
        "inputs and labels are not paired (shuffled with two permutations, labels from "
-       "another batch). C is read from the logits' shape; the loss is the one gradwatch "
+       "another batch), or the loss is given softmax probabilities instead of logits (a "
+       "Softmax before `CrossEntropyLoss`: every input lies in [0, 1] and the loss can "
+       "barely leave ln C), which the finding then names as the cause (the input's autograd "
+       "node is a softmax). C is read from the logits' shape; the loss is the one gradwatch "
        "records per step.",
        "after {chance.WARMUP} steps, every mean of {chance.CHUNK} losses of the last "
        "{chance.WINDOW} steps within {chance.BAND:.0%} of ln C, each step with an update",

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from gradwatch.checks import loss as loss_checks
+from gradwatch.checks import twins
 from gradwatch.checks.batchscale import BatchScales
 from gradwatch.checks.chance import LossAtChance
 from gradwatch.checks.clipping import ClipChecks
@@ -138,13 +139,31 @@ class CheckEngine:
         if not self.on("param-not-in-optimizer"):
             return
         held = {id(p) for w in watches for g in w.optimizer.param_groups for p in g["params"]}
-        missing = [
-            f"{k}.{n}" if k else n
-            for k, m in self.models.items()
-            for n, p in m.named_parameters()
-            if p.requires_grad and id(p) not in held
-        ]
+        missing: list[str] = []
+        for k, m in self.models.items():
+            names = [n for n, p in m.named_parameters() if p.requires_grad and id(p) not in held]
+            adapters = twins.adapters_only(m, held) if names else 0
+            if adapters:
+                self.coverage.frozen_base([f"{k}.{n}" if k else n for n in names], adapters, step)
+                continue
+            missing += [f"{k}.{n}" if k else n for n in names]
+        if missing:
+            missing = self._left_out(missing, held, step)
         self.coverage.not_in_optimizer(missing, step)
+
+    def _left_out(self, missing: list[str], held: set[int], step: int) -> list[str]:
+        """``missing`` less the tensors of copies of trained modules the loss does not
+        reach (:mod:`gradwatch.checks.twins`), which are said as info; before the first
+        backward (``step`` 0) whether the loss reaches a copy is not known yet, so its
+        tensors wait for the check of step 1."""
+        kept: list[twins.Copy] = []
+        for copy in twins.copies(self.models, held):
+            if step == 0 or not copy.reached():
+                kept.append(copy)
+        if step > 0 and kept:
+            self.coverage.copies_kept(kept, step)
+        out = tuple(f"{c.path}." for c in kept)
+        return [n for n in missing if not n.startswith(out)]
 
     # -- around the step --------------------------------------------------------------------
     def quiet(self, w: WatchedOptimizer, step: int, closure: bool) -> bool:
@@ -254,8 +273,9 @@ class CheckEngine:
                 if grads is None:
                     return [False] * rows
                 quiet &= grads
-            if self.on("param-no-grad"):
-                quiet &= (win.grad_norm != 0).all(dim=1)
+            if self.on("param-no-grad"):  # a tensor the loss does not depend on is zero
+                expected = self.coverage.invariant(w.index, win.grad_norm.shape[1])
+                quiet &= ((win.grad_norm != 0) | expected).all(dim=1)
         if self.on("nonfinite-param"):
             quiet &= torch.isfinite(win.param_norm).all(dim=1)
         if self.on("param-not-updated") or self.on("frozen-param-changed"):
@@ -301,6 +321,8 @@ class CheckEngine:
                     self.sink.settle(check, o, set())
             if self.on("param-no-grad"):
                 self.coverage.all_had_grad(o)
+        if self.on("param-not-updated"):  # every tensor moved on these rows
+            self.coverage.moved(o, win.update_norm[stop - 1], win.lr[stop - 1])
         if self.on("update-ratio"):
             self.numerics.update_ratio_rows(o, win, start, stop, w.names, w.group_of)
         if self.on("loss-diverging") or self.on("loss-plateau"):
