@@ -220,9 +220,12 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "its first batch (`next(iter(loader))` in the loop, `shuffle=False`); one batch "
        "drawn before the loop from a loader of several batches and none since; or a loader "
        "walked a batch per step while the model's input stays the same (what the loop draws "
-       "never reaches the model, or every sample of the dataset is identical).",
+       "never reaches the model, or every sample of the dataset is identical). A step of "
+       "several forwards is also checked forward by forward: one input that repeats while "
+       "the others change (a GAN discriminator's real batch next to fresh fakes).",
        "{repeated.REPEAT_STEPS} collected steps in a row with one checksum (asked again at "
-       "twice as many); a loader of 2 or more batches (or of unknown length)",
+       "twice as many); a loader of 2 or more batches (or of unknown length); one finding "
+       "until {repeated.REPEAT_STEPS} steps in a row go without the repeated batch",
        "full-batch training on a fixed tensor (no DataLoader), loaders of one batch (epochs "
        "of one batch), loaders walked to their end (concatenated into one tensor, a full "
        "validation pass); batches drawn with gradients disabled; a batch drawn before "

@@ -310,12 +310,18 @@ class CheckEngine:
         return stop - start
 
     def window(
-        self, w: WatchedOptimizer, win: Window, checksums: list[list[float]], taken: list[bool]
+        self,
+        w: WatchedOptimizer,
+        win: Window,
+        checksums: list[list[float]],
+        taken: list[bool],
+        inputs: list[list[list[float]] | None] | None = None,
     ) -> None:
         """``repeated-batch`` and ``loss-at-chance`` on a window of collected rows (each
-        row's batch checksum, and whether one was taken)."""
+        row's batch checksum, whether one was taken, and each forward's apart when a step
+        had several)."""
         if self.on("repeated-batch"):
-            self.repeats.observe_rows(w.index, win.steps, checksums, taken)
+            self.repeats.observe_rows(w.index, win.steps, checksums, taken, inputs)
         if self.on("loss-at-chance"):
             updated: list[bool] = (win.update_norm != 0).any(dim=1).tolist()
             self.chance.observe_rows(w.index, win.steps, win.loss, updated)

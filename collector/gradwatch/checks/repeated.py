@@ -23,6 +23,13 @@ step). A third cause is a finding too:
   the repeat, yet the model's input stayed the same: what the loop draws does not reach
   the model (a batch kept from before the loop, a stale variable), or every sample of the
   dataset is identical (then the data is the bug).
+
+A step of several forwards of the model (a GAN discriminator on a real and a fake batch)
+sums their checksums, so one input that repeats next to others that change does not repeat
+the sum: such steps also carry each forward's checksum apart, and a streak of one forward
+is asked about the same way while the step's whole input does not repeat. A reported repeat
+lasts until ``REPEAT_STEPS`` collected steps in a row go by without its batch: one odd step
+inside it (an evaluation forward with gradients on, every few steps) is no new finding.
 """
 
 from __future__ import annotations
@@ -120,12 +127,27 @@ class LoaderLog:
         return None
 
 
+WHOLE = -1  # the slot of a step's whole input (the sum over its forwards)
+
+
 @dataclass
 class _Streak:
     key: tuple[float, ...]
     first: int
     count: int = 1
     asked: int = 0  # length of the streak when the loaders were last asked
+    forward: int = WHOLE  # which forward of the step (WHOLE: all of them)
+    forwards: int = 1  # forwards per step when the streak was asked
+
+
+@dataclass
+class _Episode:
+    """A reported repeat: it lasts until ``REPEAT_STEPS`` collected steps in a row go by
+    without its batch, so one odd step (an evaluation forward with gradients on, every
+    50 steps) does not make it a new finding."""
+
+    key: tuple[float, ...]
+    missing: int = 0
 
 
 class RepeatedBatch:
@@ -134,34 +156,59 @@ class RepeatedBatch:
     def __init__(self, sink: FindingSink) -> None:
         self.sink = sink
         self.log = LoaderLog()
-        self._streaks: dict[int, _Streak] = {}
+        self._streaks: dict[tuple[int, int], _Streak] = {}  # (optimizer, forward) -> streak
+        self._open: dict[int, _Episode] = {}
 
     def observe_rows(
-        self, o: int, steps: list[int], checksums: list[list[float]], taken: list[bool]
+        self,
+        o: int,
+        steps: list[int],
+        checksums: list[list[float]],
+        taken: list[bool],
+        inputs: list[list[list[float]] | None] | None = None,
     ) -> None:
-        """Feed a window of optimizer ``o``'s collected steps: each row's batch checksum
-        and whether one was taken (a step whose model saw no tensor input has none)."""
-        streak = self._streaks.get(o)
-        for step, values, ok in zip(steps, checksums, taken, strict=True):
-            key = tuple(values)
-            if not ok or not all(math.isfinite(x) for x in key):
-                self._end(o)
-                streak = None
-                continue
-            if streak is not None and streak.key == key:
-                streak.count += 1
-            else:
-                if streak is not None:
-                    self._end(o)
-                streak = self._streaks[o] = _Streak(key, step)
-            if streak.count >= REPEAT_STEPS and streak.count >= 2 * streak.asked:
-                streak.asked = streak.count  # asked at 5, 10, 20, 40… steps of one batch
-                self._ask(o, streak, step)
+        """Feed a window of optimizer ``o``'s collected steps: each row's batch checksum,
+        whether one was taken (a step whose model saw no tensor input has none), and for a
+        step of several forwards each forward's checksum apart (``inputs``)."""
+        for r, (step, values, ok) in enumerate(zip(steps, checksums, taken, strict=True)):
+            keys: dict[int, tuple[float, ...]] = {}
+            if ok:
+                keys[WHOLE] = tuple(values)
+            parts = inputs[r] if inputs is not None else None
+            for j, part in enumerate(parts or []):
+                keys[j] = tuple(part)
+            self._row(o, step, {j: k for j, k in keys.items() if all(map(math.isfinite, k))})
         self.sink.flush()
 
-    def _end(self, o: int) -> None:
-        if self._streaks.pop(o, None) is not None:
-            self.sink.clear(ID, None, o)
+    def _row(self, o: int, step: int, keys: dict[int, tuple[float, ...]]) -> None:
+        """One collected step: extend or restart each forward's streak, age the open
+        episode, and ask the loaders about a streak long enough — a streak of one forward
+        only while the step's whole input does not repeat (then it says more)."""
+        for slot in [s for (oo, s) in self._streaks if oo == o]:
+            if keys.get(slot) != self._streaks[o, slot].key:
+                del self._streaks[o, slot]
+        for slot, key in keys.items():
+            streak = self._streaks.get((o, slot))
+            if streak is None:
+                self._streaks[o, slot] = _Streak(key, step, forward=slot)
+            else:
+                streak.count += 1
+        episode = self._open.get(o)
+        if episode is not None:
+            episode.missing = 0 if episode.key in keys.values() else episode.missing + 1
+            if episode.missing >= REPEAT_STEPS:
+                del self._open[o]
+                self.sink.clear(ID, None, o)
+        whole = self._streaks.get((o, WHOLE))
+        if whole is not None and whole.count >= REPEAT_STEPS:
+            due = [whole]
+        else:
+            due = [v for (oo, s), v in self._streaks.items() if oo == o and s != WHOLE]
+        for streak in due:
+            if streak.count >= REPEAT_STEPS and streak.count >= 2 * streak.asked:
+                streak.asked = streak.count  # asked at 5, 10, 20, 40… steps of one batch
+                streak.forwards = max(len(keys) - 1, 1)
+                self._ask(o, streak, step)
 
     def _ask(self, o: int, streak: _Streak, step: int) -> None:
         found = self.log.verdict(streak.first, step)
@@ -198,15 +245,24 @@ class RepeatedBatch:
                 "draw a new batch inside the training loop (for x, y in loader: …); when "
                 "overfitting one batch on purpose, ignore this warning."
             )
+        if streak.forward == WHOLE:
+            what = "the model has seen the same input batch"
+        else:
+            what = (
+                f"forward {streak.forward + 1} of the model's {streak.forwards} per step has "
+                "had the same input batch while the others' inputs change"
+            )
+        self._open[o] = _Episode(streak.key)
         self.sink.report(
             finding(
                 ID,
                 step,
-                f"the model has seen the same input batch on {streak.count} consecutive steps "
+                f"{what} on {streak.count} consecutive steps "
                 f"(checksum {checksum}, since step {streak.first}): {cause}.",
                 hint,
                 optimizer=o,
                 details={
+                    "forward": None if streak.forward == WHOLE else streak.forward + 1,
                     "since": streak.first,
                     "steps": streak.count,
                     "checksum": list(streak.key),

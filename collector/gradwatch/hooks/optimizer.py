@@ -32,6 +32,9 @@ from gradwatch.transport.record_builder import StepMeta
 if TYPE_CHECKING:
     from gradwatch.hooks.context import HookContext
 
+#: forwards per step whose input checksums are kept apart (repeated-batch)
+MAX_INPUTS = 8
+
 
 def has_closure(args: Any, kwargs: Any) -> bool:
     """Whether ``step()`` was given a closure (it then computes gradients of its own)."""
@@ -178,6 +181,8 @@ class OptimizerWatch:
         pending.forward_time += took
         if checksum is not None:
             pending.batch = checksum if pending.batch is None else combine(pending.batch, checksum)
+            if len(pending.inputs) < MAX_INPUTS:
+                pending.inputs.append(checksum)
         if len(pending.batch_sig) < 64:
             pending.batch_sig.extend(sig)
 
@@ -383,6 +388,7 @@ class OptimizerWatch:
             has_loss=loss is not None,
             batch=pending.batch_sig,
             requires_grad=self.checker.requires_grad(),
+            inputs=pending.inputs if len(pending.inputs) >= 2 else None,
         )
         if self.stats.on_host:
             reader = self.transfer.add_host(HostStep(values, loss, batch), meta)

@@ -129,15 +129,67 @@ def test_a_full_batch_with_a_partial_validation_pass_under_no_grad_is_quiet() ->
     assert_quiet(loop(lambda: batches, 30))
 
 
-def test_a_new_batch_ends_the_episode_and_a_later_repeat_is_a_new_finding() -> None:
+def test_new_batches_end_the_episode_and_a_later_repeat_is_a_new_finding() -> None:
     loader = DataLoader(dataset(), batch_size=BATCH, shuffle=False)
     moving = iter(DataLoader(dataset(), batch_size=BATCH, shuffle=True))
 
     def batches(i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return next(moving) if i == 10 else next(iter(loader))
+        return next(moving) if 10 <= i < 10 + REPEAT_STEPS else next(iter(loader))
 
-    found = of(loop(lambda: batches, 20), "repeated-batch")
-    assert [f.step for f in found] == [REPEAT_STEPS, 11 + REPEAT_STEPS]
+    found = of(loop(lambda: batches, 30), "repeated-batch")
+    assert [f.step for f in found] == [REPEAT_STEPS, 10 + 2 * REPEAT_STEPS]
+
+
+def test_one_odd_step_inside_a_repeat_does_not_make_a_second_finding() -> None:
+    """An evaluation forward with gradients on every few steps adds its input to the next
+    step's: the repeat goes on around it, one finding."""
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=False)
+    moving = iter(DataLoader(dataset(), batch_size=BATCH, shuffle=True))
+
+    def batches(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return next(moving) if i in (10, 20) else next(iter(loader))
+
+    found = of(loop(lambda: batches, 30), "repeated-batch")
+    assert [f.step for f in found] == [REPEAT_STEPS]
+
+
+def gan_like(reuse_real: bool, steps: int = 30) -> Run:
+    """A discriminator that sees a real batch from a loader and a fresh fake one each step
+    (a GAN's), the real batch drawn every step but, with ``reuse_real``, the first one kept."""
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=True)
+    disc = mlp(d_in=6, d_out=1)
+    opt = torch.optim.SGD(disc.parameters(), lr=0.05)
+    run = gradwatch.watch(disc, opt)
+    kept: list[torch.Tensor] = []
+    try:
+        it = iter(loader)
+        for i in range(steps):
+            try:
+                real, _ = next(it)
+            except StopIteration:
+                it = iter(loader)
+                real, _ = next(it)
+            real = (kept or [real])[0] if reuse_real else real
+            kept.append(real)
+            fake = torch.randn(BATCH, 6, generator=torch.Generator().manual_seed(i))
+            opt.zero_grad()
+            loss = mse(disc(real), torch.ones(BATCH, 1)) + mse(disc(fake), torch.zeros(BATCH, 1))
+            loss.backward()
+            opt.step()
+    finally:
+        run.close()
+    return run
+
+
+def test_one_forward_of_a_step_seeing_one_batch_while_the_others_change_is_found() -> None:
+    found = of(gan_like(reuse_real=True), "repeated-batch")
+    assert len(found) == 1 and found[0].step == REPEAT_STEPS
+    assert found[0].details["forward"] == 1 and found[0].details["why"] == "not-fed"
+    assert "forward 1 of the model's 2 per step" in found[0].message
+
+
+def test_a_gan_like_step_with_a_new_real_batch_each_step_is_quiet() -> None:
+    assert_quiet(gan_like(reuse_real=False))
 
 
 # -- the verdict on the loaders' log -------------------------------------------------------------
