@@ -237,8 +237,11 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "another batch). C is read from the logits' shape; the loss is the one gradwatch "
        "records per step.",
        "after {chance.WARMUP} steps, every mean of {chance.CHUNK} losses of the last "
-       "{chance.WINDOW} steps within {chance.BAND:.0%} of ln C, each step with an update",
-       "shorter runs and the first {chance.WARMUP} steps; a loss that leaves the band; "
+       "{chance.WINDOW} steps above ln C less {chance.BAND:.0%} (above it by any amount: a "
+       "model fitting labels without information only rises above ln C) and their mean "
+       "within {chance.BAND:.0%} of ln C, each step with an update",
+       "shorter runs and the first {chance.WARMUP} steps; a loss that goes below the band "
+       "(it learns) or whose mean leaves it; "
        "imbalanced labels whose loss sits at the prior's entropy more than "
        "{chance.BAND:.0%} below ln C; label smoothing whose floor is within twice the band "
        "of ln C; soft targets, `reduction='sum'`, losses of several class counts; steps "

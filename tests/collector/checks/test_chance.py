@@ -146,3 +146,15 @@ def test_loss_kind_compares_only_one_class_count_of_mean_hard_label_losses() -> 
     mixed.note(10, 0.0, True, False)
     mixed.note(5, 0.0, True, False)
     assert mixed.level is None
+
+
+def test_labels_apart_fitted_with_a_large_step_sit_above_ln_c_and_are_found(short: int) -> None:
+    """A large learning rate fits the labels' noise: the loss sits above ln C, chunks of it
+    beyond the band — learning nothing (pytorch/examples mnist_rnn's, shuffled)."""
+    run = classify(short, apart=True, lr=0.2)
+    f = first(run, "loss-at-chance")
+    assert f.step == short and f.details["largest_shortfall"] < BAND * math.log(C)
+
+
+def test_a_classifier_that_learns_with_a_large_step_is_quiet(short: int) -> None:
+    assert_quiet(classify(short, lr=0.2))
