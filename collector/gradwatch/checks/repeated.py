@@ -19,10 +19,11 @@ Quiet without DataLoaders (a fixed tensor), with loaders of one batch, with iter
 walked to their end (a loader concatenated into one tensor, a full validation pass each
 step). A third cause is a finding too:
 
-* ``not-fed``: one iterator of a loader of several batches drew a batch at every step of
-  the repeat, yet the model's input stayed the same: what the loop draws does not reach
-  the model (a batch kept from before the loop, a stale variable), or every sample of the
-  dataset is identical (then the data is the bug).
+* ``not-fed``: iterators of a loader of several batches drew a batch at every step of
+  the repeat (one iterator, or one per epoch of a small loader), yet the model's input
+  stayed the same: what the loop draws does not reach the model (a batch kept from before
+  the loop, a stale variable), or every sample of the dataset is identical (then the data
+  is the bug).
 
 A step of several forwards of the model (a GAN discriminator on a real and a fake batch)
 sums their checksums, so one input that repeats next to others that change does not repeat
@@ -66,6 +67,14 @@ class IteratorRecord:
     def several(self) -> bool:
         """A loader of two or more batches (or of unknown length)."""
         return self.length is None or self.length >= 2
+
+    @property
+    def walked(self) -> bool:
+        """Drawn from at every step of its life, as a training loop draws (at least one
+        batch a step), and not several batches within one step (a pass over the loader
+        inside a step)."""
+        steps = self.last - self.first + 1
+        return self.yielded >= steps and (steps > 1 or self.yielded <= 1)
 
     @property
     def left_early(self) -> bool:
@@ -113,16 +122,13 @@ class LoaderLog:
             left = [r for r in records if r.left_early]
             if left:
                 return "drawn-once", left[-1]
-        # one iterator drew a batch at every step of the repeat: the loop walks the loader,
-        # but what it draws never reaches the model (a stale variable, a batch kept from
-        # before the loop) — or every batch of the dataset is the same sample
-        span = last - first + 1
-        walking = [
-            r
-            for r in records
-            if r.several and r.first <= first and r.last >= last and r.yielded >= span
-        ]
-        if walking:
+        # iterators drew a batch at every step of the repeat, one after another (one, or an
+        # epoch's each of a small loader): the loop walks the loader, but what it draws
+        # never reaches the model (a stale variable, a batch kept from before the loop) —
+        # or every batch of the dataset is the same sample
+        walking = [r for r in records if r.several and r.walked and r.last >= first]
+        drawn = {s for r in walking for s in range(max(r.first, first), min(r.last, last) + 1)}
+        if walking and len(drawn) == last - first + 1:
             return "not-fed", walking[-1]
         return None
 
@@ -136,7 +142,7 @@ class _Streak:
     first: int
     count: int = 1
     asked: int = 0  # length of the streak when the loaders were last asked
-    forward: int = WHOLE  # which forward of the step (WHOLE: all of them)
+    forward: int = WHOLE  # which forward of the latest step (WHOLE: all of them)
     forwards: int = 1  # forwards per step when the streak was asked
 
 
@@ -156,7 +162,9 @@ class RepeatedBatch:
     def __init__(self, sink: FindingSink) -> None:
         self.sink = sink
         self.log = LoaderLog()
-        self._streaks: dict[tuple[int, int], _Streak] = {}  # (optimizer, forward) -> streak
+        self._whole: dict[int, _Streak] = {}  # optimizer -> streak of the whole input
+        #: optimizer -> checksum -> streak of one forward's input (steps of several forwards)
+        self._parts: dict[int, dict[tuple[float, ...], _Streak]] = {}
         self._open: dict[int, _Episode] = {}
 
     def observe_rows(
@@ -171,50 +179,61 @@ class RepeatedBatch:
         whether one was taken (a step whose model saw no tensor input has none), and for a
         step of several forwards each forward's checksum apart (``inputs``)."""
         for r, (step, values, ok) in enumerate(zip(steps, checksums, taken, strict=True)):
-            keys: dict[int, tuple[float, ...]] = {}
-            if ok:
-                keys[WHOLE] = tuple(values)
-            parts = inputs[r] if inputs is not None else None
-            for j, part in enumerate(parts or []):
-                keys[j] = tuple(part)
-            self._row(o, step, {j: k for j, k in keys.items() if all(map(math.isfinite, k))})
+            whole = tuple(values) if ok and all(map(math.isfinite, values)) else None
+            parts = (inputs[r] if inputs is not None else None) or []
+            finite = [tuple(p) for p in parts if all(map(math.isfinite, p))]
+            self._row(o, step, whole, finite)
         self.sink.flush()
 
-    def _row(self, o: int, step: int, keys: dict[int, tuple[float, ...]]) -> None:
-        """One collected step: extend or restart each forward's streak, age the open
-        episode, and ask the loaders about a streak long enough — a streak of one forward
-        only while the step's whole input does not repeat (then it says more)."""
-        for slot in [s for (oo, s) in self._streaks if oo == o]:
-            if keys.get(slot) != self._streaks[o, slot].key:
-                del self._streaks[o, slot]
-        for slot, key in keys.items():
-            streak = self._streaks.get((o, slot))
-            if streak is None:
-                self._streaks[o, slot] = _Streak(key, step, forward=slot)
-            else:
-                streak.count += 1
+    def _row(
+        self, o: int, step: int, whole: tuple[float, ...] | None, parts: list[tuple[float, ...]]
+    ) -> None:
+        """One collected step: extend or restart the whole input's streak and each
+        forward's (a forward's batch is followed by its checksum, not its place: a step that
+        adds a forward now and then shifts the others), age the open episode, and ask the
+        loaders about a streak long enough — a forward's only while the whole input does
+        not repeat (then that says more)."""
+        streak = self._whole.get(o)
+        if whole is None:
+            self._whole.pop(o, None)
+        elif streak is not None and streak.key == whole:
+            streak.count += 1
+        else:
+            self._whole[o] = _Streak(whole, step)
+        before = self._parts.get(o, {})
+        now: dict[tuple[float, ...], _Streak] = {}
+        for j, key in enumerate(parts):
+            if key in now:  # two forwards of one batch in a step (D(fake), D(fake.detach()))
+                continue
+            kept = before.get(key)
+            if kept is not None:
+                kept.count += 1
+            now.setdefault(key, kept or _Streak(key, step)).forward = j
+        self._parts[o] = now
         episode = self._open.get(o)
         if episode is not None:
-            episode.missing = 0 if episode.key in keys.values() else episode.missing + 1
+            seen = episode.key == whole or episode.key in now
+            episode.missing = 0 if seen else episode.missing + 1
             if episode.missing >= REPEAT_STEPS:
                 del self._open[o]
                 self.sink.clear(ID, None, o)
-        whole = self._streaks.get((o, WHOLE))
-        if whole is not None and whole.count >= REPEAT_STEPS:
-            due = [whole]
-        else:
-            due = [v for (oo, s), v in self._streaks.items() if oo == o and s != WHOLE]
-        for streak in due:
-            if streak.count >= REPEAT_STEPS and streak.count >= 2 * streak.asked:
-                streak.asked = streak.count  # asked at 5, 10, 20, 40… steps of one batch
-                streak.forwards = max(len(keys) - 1, 1)
-                self._ask(o, streak, step)
+        streak = self._whole.get(o)
+        repeats = streak is not None and streak.count >= REPEAT_STEPS
+        due = [streak] if streak is not None and repeats else list(now.values())
+        for s in due:
+            if s.count >= REPEAT_STEPS and s.count >= 2 * s.asked:
+                s.asked = s.count  # asked at 5, 10, 20, 40… steps of one batch
+                s.forwards = len(parts)
+                self._ask(o, s, step)
 
     def _ask(self, o: int, streak: _Streak, step: int) -> None:
         found = self.log.verdict(streak.first, step)
         if found is None:
             return
         why, record = found
+        if any(e.key == streak.key for oo, e in self._open.items() if oo != o):
+            self._open[o] = _Episode(streak.key)  # one batch, one finding: another model's
+            return  # finding names it (four nets trained side by side on each batch)
         size = "an unknown number of" if record.length is None else f"{record.length:,}"
         checksum = f"{streak.key[0]:.6g}"
         if why == "new-iterator":

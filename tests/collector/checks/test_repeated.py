@@ -117,6 +117,33 @@ def test_a_loader_walked_while_the_model_sees_one_batch_is_not_fed() -> None:
     assert "the model is not fed what it draws" in found[0].message
 
 
+def small_loader_epochs(feed_first: bool) -> Batches:
+    """Epochs of a loader of two batches walked one batch a step (a new iterator per epoch);
+    with ``feed_first`` the model gets the first batch every step instead."""
+    loader = DataLoader(dataset(), batch_size=N // 2, shuffle=True)
+    state: dict[str, object] = {}
+
+    def fed(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        it = state.get("it")
+        try:
+            got = next(it)  # type: ignore[call-overload]
+        except (StopIteration, TypeError):
+            it = state["it"] = iter(loader)
+            got = next(it)
+        return state.setdefault("first", got) if feed_first else got  # type: ignore[return-value]
+
+    return fed
+
+
+def test_epochs_of_a_small_loader_walked_while_the_model_sees_one_batch_are_not_fed() -> None:
+    found = of(loop(lambda: small_loader_epochs(feed_first=True), 20), "repeated-batch")
+    assert [(f.step, f.details["why"]) for f in found] == [(REPEAT_STEPS, "not-fed")]
+
+
+def test_epochs_of_a_small_loader_fed_to_the_model_are_quiet() -> None:
+    assert_quiet(loop(lambda: small_loader_epochs(feed_first=False), 20))
+
+
 def test_a_full_batch_with_a_partial_validation_pass_under_no_grad_is_quiet() -> None:
     x, y = dataset().tensors
     val = DataLoader(dataset(), batch_size=BATCH)
@@ -153,7 +180,7 @@ def test_one_odd_step_inside_a_repeat_does_not_make_a_second_finding() -> None:
     assert [f.step for f in found] == [REPEAT_STEPS]
 
 
-def gan_like(reuse_real: bool, steps: int = 30) -> Run:
+def gan_like(reuse_real: bool, steps: int = 30, extra_every: int = 0) -> Run:
     """A discriminator that sees a real batch from a loader and a fresh fake one each step
     (a GAN's), the real batch drawn every step but, with ``reuse_real``, the first one kept."""
     loader = DataLoader(dataset(), batch_size=BATCH, shuffle=True)
@@ -173,6 +200,8 @@ def gan_like(reuse_real: bool, steps: int = 30) -> Run:
             kept.append(real)
             fake = torch.randn(BATCH, 6, generator=torch.Generator().manual_seed(i))
             opt.zero_grad()
+            if extra_every and i % extra_every == 0:  # a generator phase's forward, now and then
+                disc(torch.randn(BATCH, 6)).mean().backward()
             loss = mse(disc(real), torch.ones(BATCH, 1)) + mse(disc(fake), torch.zeros(BATCH, 1))
             loss.backward()
             opt.step()
@@ -188,8 +217,36 @@ def test_one_forward_of_a_step_seeing_one_batch_while_the_others_change_is_found
     assert "forward 1 of the model's 2 per step" in found[0].message
 
 
+def test_a_forward_that_comes_and_goes_does_not_hide_the_repeated_one() -> None:
+    """Every third step has a forward more before the real batch's (a WGAN's generator step
+    every n_critic steps): the repeated input is followed by its checksum, not its place."""
+    found = of(gan_like(reuse_real=True, extra_every=3), "repeated-batch")
+    assert [(f.step, f.details["why"]) for f in found] == [(REPEAT_STEPS, "not-fed")]
+
+
 def test_a_gan_like_step_with_a_new_real_batch_each_step_is_quiet() -> None:
     assert_quiet(gan_like(reuse_real=False))
+    assert_quiet(gan_like(reuse_real=False, extra_every=3))
+
+
+def test_models_trained_side_by_side_on_one_repeated_batch_make_one_finding() -> None:
+    """Four nets with four optimizers on each batch (MorvanZhou's 306_optimizer), the batch
+    kept: one batch, one finding."""
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=False)
+    nets = [mlp(seed) for seed in range(3)]
+    opts = [torch.optim.SGD(n.parameters(), lr=0.05) for n in nets]
+    run = gradwatch.watch(nets, opts)
+    try:
+        kept = None
+        for x, y in (b for _ in range(3) for b in loader):
+            kept = kept or (x, y)
+            for net, opt in zip(nets, opts, strict=True):
+                opt.zero_grad()
+                mse(net(kept[0]), kept[1]).backward()
+                opt.step()
+    finally:
+        run.close()
+    assert len(of(run, "repeated-batch")) == 1
 
 
 # -- the verdict on the loaders' log -------------------------------------------------------------
