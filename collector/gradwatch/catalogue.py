@@ -200,7 +200,9 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "checks. The finding names the group, the rate (or the peak its scheduler was built "
        "for), the weights' size and the optimizer. When the loss then diverges "
        "(`loss-diverging`) or turns non-finite, the rate is shown to break training: the "
-       "finding is repeated as an `error` (same incident), so `--fail-on error` fails the run.",
+       "finding is repeated as an `error` (same incident), so `--fail-on error` fails the run. "
+       "Adadelta sizes its steps itself and its rate multiplies them (natural value 1): above "
+       "1 each update outgrows the ones before, so its rate is compared with 1.",
        "rate > {lrscale.FACTOR:g}× the median RMS, before the first update, of the group's "
        "non-zero trainable weight matrices; checked at every collected step and against the "
        "scheduler's `initial_lr`/`max_lr` at the first; one finding per optimizer; error: a "
@@ -208,7 +210,8 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "from-scratch rates (1e-4…1e-2 on usual initialisations), fine-tuning rates, warm-up, "
        "zero-initialised matrices, biases and norm weights (no size to compare with), SGD and "
        "other optimizers whose step scales with the gradient (a large SGD rate on a small net "
-       "is normal), D-Adaptation/Prodigy (their rate is a multiplier)"),
+       "is normal), D-Adaptation/Prodigy (their rate is a multiplier); Adadelta at a rate up to "
+       "{lrscale.FACTOR:g}"),
     _C("loss-shape-mismatch", "Loss and data", "error",
        "An element-wise loss (MSE, L1, SmoothL1, Huber, BCE…) got input and target of "
        "different shapes that broadcast, e.g. `(N,1)` vs `(N,)`.",
