@@ -316,12 +316,13 @@ class CheckEngine:
         checksums: list[list[float]],
         taken: list[bool],
         inputs: list[list[list[float]] | None] | None = None,
+        clocks: list[int] | None = None,
     ) -> None:
         """``repeated-batch`` and ``loss-at-chance`` on a window of collected rows (each
-        row's batch checksum, whether one was taken, and each forward's apart when a step
-        had several)."""
+        row's batch checksum, whether one was taken, each forward's apart when a step had
+        several, and the run's step counter at each)."""
         if self.on("repeated-batch"):
-            self.repeats.observe_rows(w.index, win.steps, checksums, taken, inputs)
+            self.repeats.observe_rows(w.index, win.steps, checksums, taken, inputs, clocks)
         if self.on("loss-at-chance"):
             updated: list[bool] = (win.update_norm != 0).any(dim=1).tolist()
             self.chance.observe_rows(w.index, win.steps, win.loss, updated)

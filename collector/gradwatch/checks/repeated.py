@@ -144,6 +144,7 @@ class _Streak:
     asked: int = 0  # length of the streak when the loaders were last asked
     forward: int = WHOLE  # which forward of the latest step (WHOLE: all of them)
     forwards: int = 1  # forwards per step when the streak was asked
+    since: int = 0  # the run's step counter at its first step (the loaders' steps)
 
 
 @dataclass
@@ -174,32 +175,40 @@ class RepeatedBatch:
         checksums: list[list[float]],
         taken: list[bool],
         inputs: list[list[list[float]] | None] | None = None,
+        clocks: list[int] | None = None,
     ) -> None:
         """Feed a window of optimizer ``o``'s collected steps: each row's batch checksum,
-        whether one was taken (a step whose model saw no tensor input has none), and for a
-        step of several forwards each forward's checksum apart (``inputs``)."""
+        whether one was taken (a step whose model saw no tensor input has none), for a
+        step of several forwards each forward's checksum apart (``inputs``), and the run's
+        step counter at each (``clocks``, what the loaders stamp batches with: the first
+        optimizer's steps; default ``steps``)."""
         for r, (step, values, ok) in enumerate(zip(steps, checksums, taken, strict=True)):
             whole = tuple(values) if ok and all(map(math.isfinite, values)) else None
             parts = (inputs[r] if inputs is not None else None) or []
             finite = [tuple(p) for p in parts if all(map(math.isfinite, p))]
-            self._row(o, step, whole, finite)
+            self._row(o, (step, clocks[r] if clocks else step), whole, finite)
         self.sink.flush()
 
     def _row(
-        self, o: int, step: int, whole: tuple[float, ...] | None, parts: list[tuple[float, ...]]
+        self,
+        o: int,
+        at: tuple[int, int],
+        whole: tuple[float, ...] | None,
+        parts: list[tuple[float, ...]],
     ) -> None:
         """One collected step: extend or restart the whole input's streak and each
         forward's (a forward's batch is followed by its checksum, not its place: a step that
         adds a forward now and then shifts the others), age the open episode, and ask the
         loaders about a streak long enough — a forward's only while the whole input does
-        not repeat (then that says more)."""
+        not repeat (then that says more). ``at``: the step and the run's step counter."""
+        step, clock = at
         streak = self._whole.get(o)
         if whole is None:
             self._whole.pop(o, None)
         elif streak is not None and streak.key == whole:
             streak.count += 1
         else:
-            self._whole[o] = _Streak(whole, step)
+            self._whole[o] = _Streak(whole, step, since=clock)
         before = self._parts.get(o, {})
         now: dict[tuple[float, ...], _Streak] = {}
         for j, key in enumerate(parts):
@@ -208,7 +217,7 @@ class RepeatedBatch:
             kept = before.get(key)
             if kept is not None:
                 kept.count += 1
-            now.setdefault(key, kept or _Streak(key, step)).forward = j
+            now.setdefault(key, kept or _Streak(key, step, since=clock)).forward = j
         self._parts[o] = now
         episode = self._open.get(o)
         if episode is not None:
@@ -224,10 +233,10 @@ class RepeatedBatch:
             if s.count >= REPEAT_STEPS and s.count >= 2 * s.asked:
                 s.asked = s.count  # asked at 5, 10, 20, 40… steps of one batch
                 s.forwards = len(parts)
-                self._ask(o, s, step)
+                self._ask(o, s, step, clock)
 
-    def _ask(self, o: int, streak: _Streak, step: int) -> None:
-        found = self.log.verdict(streak.first, step)
+    def _ask(self, o: int, streak: _Streak, step: int, clock: int) -> None:
+        found = self.log.verdict(streak.since, clock)
         if found is None:
             return
         why, record = found

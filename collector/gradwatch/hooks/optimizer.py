@@ -98,6 +98,9 @@ class OptimizerWatch:
         self._grads: list[tuple[weakref.ref[torch.Tensor], int] | None] = [None] * len(self.params)
         self._pre: PreStep | None = None
         self._t_step_start = 0.0
+        #: the run's step counter a batch drawn for this step is stamped with (the first
+        #: optimizer's completed steps + 1, see gradwatch.hooks.loaders), read as it begins
+        self._clock = 1
         self._t_last = time.perf_counter()
         self._zero_grad: Callable[..., Any] | None = None
         self.checker = StepChecker(self, run._checks)
@@ -299,6 +302,7 @@ class OptimizerWatch:
 
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
         self._t_step_start = time.perf_counter()
+        self._clock = self.run.step + 1
         self.in_step = True
         closure = _closure(args, kwargs)
         if closure is None:
@@ -337,6 +341,7 @@ class OptimizerWatch:
         checks with the state before it (``pre``), then its statistics, as around
         ``optimizer.step()``; ``cleared``: the gradients were cleared by hand after the update."""
         self._t_step_start = time.perf_counter()
+        self._clock = self.run.step + 1
         self._pre = pre if self.collecting() else None
         self.checker.pre_step(self.pending, self._pre, False)
         self._after_step(self.optimizer, (), {})
@@ -389,6 +394,7 @@ class OptimizerWatch:
             batch=pending.batch_sig,
             requires_grad=self.checker.requires_grad(),
             inputs=pending.inputs if len(pending.inputs) >= 2 else None,
+            clock=self._clock,
         )
         if self.stats.on_host:
             reader = self.transfer.add_host(HostStep(values, loss, batch), meta)

@@ -197,7 +197,8 @@ class StepChecker:
 
         summed = [bool(m.batch) for m in metas]  # a checksum was taken (an input tensor)
         inputs = input_checksums(metas) if self.engine.on("repeated-batch") else None
-        self.engine.window(self.w, win, data[:, 1:LEADING].tolist(), summed, inputs)
+        clocks = [m.clock or m.step for m in metas]
+        self.engine.window(self.w, win, data[:, 1:LEADING].tolist(), summed, inputs, clocks)
         quiet = self.engine.quiet_rows(self.w, win, values_done)
         r, rows = 0, len(metas)
         if rows > 1 and not any(quiet):  # perhaps the histories start with this window

@@ -50,6 +50,8 @@ class StepMeta:
     requires_grad: list[bool] | None = None  # as at this step (checks run later)
     #: each forward's input checksum apart, when the step had two or more (repeated-batch)
     inputs: list[torch.Tensor | Deferred] | None = None
+    #: the run's step counter at this step (what DataLoader batches are stamped with)
+    clock: int = 0
 
 
 _DTYPES = {
