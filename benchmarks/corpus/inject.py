@@ -13,6 +13,8 @@ commit, ``+dirty`` with uncommitted collector changes), so cases recorded before
 changed can be found and run again.
 
     python benchmarks/corpus/inject.py [--only SUBSTR] [--classes a,b] [--out PATH] [--list]
+    python benchmarks/corpus/inject.py --report    # judge the stored cases again, rewrite .md
+    python benchmarks/corpus/inject.py --prune     # drop cases of programs no longer listed
 
 Results merge into ``--out`` (default ``benchmarks/results/injection.json``; a case run
 again replaces its entry) and ``injection.md`` next to it (catch rate by class and by
@@ -355,12 +357,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--list", action="store_true", help="which classes apply where; run nothing")
     p.add_argument("--report", action="store_true", help="rewrite the .md from --out; run nothing")
+    p.add_argument(
+        "--prune", action="store_true", help="drop cases of programs no longer in the corpus"
+    )
     args = p.parse_args(argv)
-    if args.report:
-        data = json.loads(args.out.read_text())
-        write(args.out, data["meta"], [rejudge(c) for c in earlier(args.out)])
-        return 0
     import spec
+
+    if args.report or args.prune:
+        data = json.loads(args.out.read_text())
+        cases = [rejudge(c) for c in earlier(args.out)]
+        if args.prune:
+            listed = {prog.name for prog in spec.all_programs()}
+            cases = [c for c in cases if c["program"] in listed]
+        write(args.out, data["meta"], cases)
+        return 0
     from materialize import materialize, tree_dir
 
     classes = [c for c in args.classes.split(",") if c] or list(mutate.MUTATIONS)
