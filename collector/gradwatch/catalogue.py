@@ -268,7 +268,9 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "The model, or a dropout layer on the gradient's path, is in `eval()` while backward "
        "and step run: dropout is off. Normalisation layers alone in eval under a training "
        "model (frozen running statistics, a common fine-tuning choice) are `info`, named so.",
-       "the root module in eval, or a relevant dropout layer in eval, at a step",
+       "the root module in eval, or a relevant dropout layer in eval, at a step; one finding "
+       "until every watched model trains again (a generator in eval next to a discriminator "
+       "in train is one finding)",
        "BatchNorm kept in eval while the rest trains (info); frozen norm layers without "
        "trainable parameters, and parameter-free norm/dropout layers before every trainable "
        "parameter of their parent (a frozen backbone kept in eval() for feature extraction)"),

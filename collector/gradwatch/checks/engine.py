@@ -183,6 +183,12 @@ class CheckEngine:
                 actions.append(
                     loss_checks.eval_mode(self.sink, v.step, self.models[key], self.modes[key])
                 )
+            # one finding while any watched model trains in eval(): a GAN whose generator
+            # is in eval() reports once, not again after each step of its discriminator
+            if self.sink.active("eval-mode-training") and all(
+                loss_checks.all_training(self.models[k], self.modes[k]) for k in self.models
+            ):
+                self.sink.clear("eval-mode-training")
         if v.step % COVERAGE_EVERY == 1:
             if self.on("frozen-param-in-optimizer"):
                 self.coverage.frozen(v)
