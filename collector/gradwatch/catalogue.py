@@ -37,18 +37,22 @@ CATALOGUE: Final[tuple[Check, ...]] = (
     _C("stale-grad", "Optimizer lifecycle", "error",
        "`step()` applies gradients summed over more backward passes than the declared "
        "accumulation: a missing `zero_grad()`.",
-       "backward passes since the last clearing > `accumulation_steps` (default 1)",
+       "backward passes since the last clearing > `accumulation_steps` (default 1); one "
+       "finding per optimizer and run (the loop's code does not change: a return is the same "
+       "bug)",
        "gradient accumulation declared with `accumulation_steps` / `--accumulation-steps`; "
        "closures (LBFGS)"),
     _C("grad-zeroed-before-step", "Optimizer lifecycle", "error",
        "Gradients were cleared after the last `backward()` and before `step()`: the step "
        "applies nothing.",
-       "a clearing event after the step's last backward pass",
+       "a clearing event after the step's last backward pass; one finding per optimizer and "
+       "run",
        "`zero_grad()` before `backward()` or right after `step()`"),
     _C("step-without-backward", "Optimizer lifecycle", "warning",
        "`step()` ran with no `backward()` since the previous step (a backward that reached "
        "no parameter is `param-no-grad`, not this).",
-       "zero backward passes since the previous step",
+       "zero backward passes since the previous step; one finding per optimizer and run (a "
+       "`step()` twice per backward holds every other step)",
        "closures (LBFGS); schedulers and optimizers stepped as the loop intends"),
     _C("clip-before-backward", "Optimizer lifecycle", "warning",
        "`clip_grad_norm_` / `clip_grad_value_` ran on the optimizer's parameters before the "

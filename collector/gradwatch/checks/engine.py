@@ -29,6 +29,7 @@ from gradwatch.checks.clipping import ClipChecks
 from gradwatch.checks.coverage import CoverageChecks
 from gradwatch.checks.findings import Action, FindingSink, finding
 from gradwatch.checks.lifecycle import IDS as LIFECYCLE_IDS
+from gradwatch.checks.lifecycle import KEPT as LIFECYCLE_KEPT
 from gradwatch.checks.lifecycle import LifecycleChecks
 from gradwatch.checks.lr import LrChecks
 from gradwatch.checks.numerics import NumericsChecks
@@ -46,8 +47,11 @@ VALUE_CHECKS = (
     "param-no-grad",
     "vanishing-grad",
 )
-#: the checks :meth:`CheckEngine.pre_step` runs on every step (not the periodic ones)
-_REAL_TIME = frozenset({*LIFECYCLE_IDS, "eval-mode-training", "clip-before-backward"})
+#: the checks :meth:`CheckEngine.pre_step` runs on every step (not the periodic ones) whose
+#: holding condition the full path must clear when it ends
+_REAL_TIME = frozenset({*LIFECYCLE_IDS, "eval-mode-training", "clip-before-backward"}) - (
+    LIFECYCLE_KEPT
+)
 #: the checks that run on each collected row (:meth:`CheckEngine.values` and ``post_step``)
 ROW_CHECKS = (
     *VALUE_CHECKS,
