@@ -245,10 +245,11 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "records per step.",
        "after {chance.WARMUP} steps, every mean of {chance.CHUNK} losses of the last "
        "{chance.WINDOW} steps above ln C less {chance.BAND:.0%} (above it by any amount: a "
-       "model fitting labels without information only rises above ln C) and their mean "
-       "within {chance.BAND:.0%} of ln C, each step with an update",
+       "model fitting labels without information only rises above ln C), the mean of each "
+       "half of the window within {chance.BAND:.0%} of ln C and the second half no more "
+       "than half that below the first (level), each step with an update",
        "shorter runs and the first {chance.WARMUP} steps; a loss that goes below the band "
-       "(it learns) or whose mean leaves it; "
+       "(it learns), or declines through ln C across the window (a slow learner); "
        "imbalanced labels whose loss sits at the prior's entropy more than "
        "{chance.BAND:.0%} below ln C; label smoothing whose floor is within twice the band "
        "of ln C; soft targets, `reduction='sum'`, losses of several class counts; steps "
