@@ -314,7 +314,6 @@ CHECKPOINT_CHECKS: Final[frozenset[str]] = frozenset(
         "nonfinite-grad",
         "amp-overflow",
         "exploding-grad",
-        "vanishing-grad",
         "loss-shape-mismatch",
         "eval-mode-training",
     }

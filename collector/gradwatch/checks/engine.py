@@ -44,13 +44,13 @@ VALUE_CHECKS = (
     "nonfinite-grad",
     "exploding-grad",
     "param-no-grad",
-    "vanishing-grad",
 )
 #: the checks :meth:`CheckEngine.pre_step` runs on every step (not the periodic ones)
 _REAL_TIME = frozenset({*LIFECYCLE_IDS, "eval-mode-training", "clip-before-backward"})
 #: the checks that run on each collected row (:meth:`CheckEngine.values` and ``post_step``)
 ROW_CHECKS = (
     *VALUE_CHECKS,
+    "vanishing-grad",  # after the update: its evidence is that the weights stand still
     "nonfinite-param",
     "update-ratio",
     "param-not-updated",
@@ -87,6 +87,7 @@ class CheckEngine:
         #: outlier input batches, named in the symptoms they cause (see checks.batchscale)
         self.batches = BatchScales()
         sink.annotate = self.batches.annotate
+        self.numerics.outlier = self.batches.outlier  # a jump an outlier batch explains
         self.repeats = RepeatedBatch(sink)  # repeated-batch
         self.clips = ClipChecks(sink)  # clip-before-backward
         self.chance = LossAtChance(sink)  # loss-at-chance
@@ -222,6 +223,8 @@ class CheckEngine:
                 self.numerics.params(v)
             if self.on("update-ratio"):
                 self.numerics.update_ratio(v)
+            if self.on("vanishing-grad"):
+                self.numerics.vanishing(v)
             if self.on("param-not-updated") or self.on("frozen-param-changed"):
                 self.coverage.after_update(v)
         if self.on("loss-diverging") or self.on("loss-plateau"):
