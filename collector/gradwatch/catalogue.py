@@ -147,7 +147,15 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "from at least a floor tied to the model's own scale (1% of ‖θ‖ before the first "
        "update): a gradient below 10× that floor (10% of ‖θ‖) would move the weights by "
        "under a tenth of their size even at a learning rate of 1, so no relative rise of it "
-       "is an explosion.",
+       "is an explosion. A one-off jump is harmful only through the update it makes: once "
+       "the step's update is measured (after the update, the usual path), a jump is an "
+       "explosion only when that step moved the weights (‖Δθ‖/‖θ‖ of the whole) by at least "
+       "1% of their norm more than the run's usual step, or its input batch is an outlier "
+       "on another scale. Adam, RMSprop and Adagrad divide a spike by their running RMS, so "
+       "a spike under them moves the weights by about the usual step; plain SGD passes it on "
+       "in full. Persistent growth, an absurd RMS and an overflowing norm need no such "
+       "evidence; a raise/skip/checkpoint policy acts before the update, on the gradient "
+       "alone.",
        "after {explode.MIN_HISTORY} steps: > {explode.EXPLODE_FACTOR:g}× its rolling median, "
        "> {explode.EXPLODE_MADS:g} robust deviations of the log-norm above it and > "
        "{explode.SUDDEN:g}× the median of the last {explode.RECENT} steps; before that "
@@ -157,15 +165,32 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "noisy mini-batches; tiny layers, biases before BatchNorm and LayerNorm gradients "
        "growing to a new normal level (a slow drift is not a jump); clipped runs; a tiny "
        "gradient rising many-fold while small against the weights (REINFORCE's early "
-       "policy gradient, a GAN's oscillation)"),
+       "policy gradient, a GAN's oscillation); gradient spikes that an adaptive optimizer "
+       "absorbs (policy-gradient/actor-critic/PPO return spikes, a GAN discriminator's "
+       "oscillation, a ResNet's noisy steps under Adam: the update stays under "
+       "1% of ‖θ‖ above its usual size)"),
     _C("vanishing-grad", "Numerics", "warning",
-       "Gradients too small to train: a tensor's RMS, or the first layer's norm against the "
-       "last's; one finding per episode lists the tensors.",
-       "RMS < {numerics.RMS_VANISH:g}, or first/last layer ratio < "
-       "{numerics.FIRST_LAST_RATIO:g}, for {numerics.VANISH_STEPS} steps",
+       "Gradients too small to train *and* weights that stand still: a vanishing gradient "
+       "is harmful only when the parameters stop moving, so each step needs two pieces of "
+       "evidence — the gradient (a tensor's RMS, or the first weight matrix's norm against "
+       "the last one's) and the update it made (‖Δθ‖/‖θ‖ after the update tiny, or the "
+       "first matrix's pace under the same share of the last one's). Adam, RMSprop and "
+       "Adagrad rescale tiny gradients and keep the weights moving, so a tiny gradient "
+       "alone is no finding. Judged after the update (on gradwatch's writer thread). One "
+       "finding per episode lists the tensors.",
+       "RMS < {numerics.RMS_VANISH:g} with ‖Δθ‖ ≤ {numerics.STILL:g}×‖θ‖, or first/last "
+       "layer gradient ratio < {numerics.FIRST_LAST_RATIO:g} with the first layer's "
+       "‖Δθ‖/‖θ‖ < {numerics.FIRST_LAST_RATIO:g}× the last one's, at each of "
+       "{numerics.VANISH_STEPS} steps in a row; the episode ends after "
+       "{numerics.VANISH_STEPS} steps without",
        "tensors whose RMS is below {numerics.STRUCTURAL_ZERO:g}× the largest (zero up to "
        "rounding); a loss fallen to {numerics.CONVERGED:g}× the run's first or less (a "
-       "memorised batch, a converged fit: every gradient shrinks with the loss)"),
+       "memorised batch, a converged fit: every gradient shrinks with the loss); tiny "
+       "gradients that an adaptive optimizer rescales (a GAN generator's first steps, a "
+       "deep net's first layers under Adam); conditional computation (mixture-of-experts "
+       "experts the gate rarely picks: a real gradient now and then breaks the streak, "
+       "and Adam keeps them moving); a start-of-training transient shorter than "
+       "{numerics.VANISH_STEPS} steps"),
     _C("update-ratio", "Numerics", "warning",
        "Updates far too large for the weights they change, ‖Δθ‖/‖θ before the update‖, step "
        "after step (a learning rate far too high); one finding per level and episode.",
