@@ -25,19 +25,19 @@ the parameter norms (``stats="grad-norms"``) there is no floor.
 A one-off jump (the median and early rules) is harmful only through the update it makes:
 an abnormally large change of the weights. So once the step's update is measured (every
 step checked after its update, the usual path), a jump is an explosion only when that
-update ‖Δθ‖/‖θ‖ exceeds the run's usual one (the median of the same steps as the gradient
-history) by at least ``FLOOR_SHARE`` — the step moved the weights by 1% of their norm
-more than a step usually does (:func:`large_update`) — or when the step's input batch is
-an outlier on another scale (:mod:`~gradwatch.checks.batchscale`): a data bug, whatever
-the optimizer makes of it (Adam shrinks that update, but its second moment then holds
-the spike and stalls the steps after it). An adaptive optimizer (Adam,
-RMSprop, Adagrad) divides a spike, or a gradient that settles at a new level, by its
-running second moment, so its update stays near the learning rate (the spikes of a policy
-gradient or of a GAN's discriminator under Adam add well under 1%), while plain SGD
-passes the spike on in full. Persistent growth, an
-absurd RMS and an overflowing norm need no such evidence; before the update (a ``raise``,
-``skip`` or ``checkpoint`` policy acts then) the update is not known yet and the gradient
-alone decides.
+update ‖Δθ‖/‖θ‖ is ``SUDDEN`` times the run's usual one (the median of the same steps as
+the gradient history) and exceeds it by at least ``FLOOR_SHARE`` — the step moved the
+weights by 1% of their norm more than a step usually does (:func:`large_update`) — or
+when the step's input batch is an outlier on another scale
+(:mod:`~gradwatch.checks.batchscale`): a data bug, whatever the optimizer makes of it
+(Adam shrinks that update, but its second moment then holds the spike and stalls the
+steps after it). An adaptive optimizer (Adam, RMSprop, Adagrad) divides a spike, or a
+gradient that settles at a new level, by its running second moment, so its update stays
+near the learning rate (the spikes of a policy gradient or of a GAN's discriminator under
+Adam add well under 1%), while plain SGD passes the spike on in full. Persistent growth,
+an absurd RMS and an overflowing norm need no such evidence; before the update (a
+``raise``, ``skip`` or ``checkpoint`` policy acts then) the update is not known yet and
+the gradient alone decides.
 
 One finding per episode, naming the tensors whose own norm jumped most; the episode ends
 after ``CALM_STEPS`` steps back near the median (hysteresis), so it never toggles.
@@ -79,14 +79,16 @@ def moves(update_norm: torch.Tensor, param_norm: torch.Tensor) -> torch.Tensor:
 
 
 def large_update(state: State, move: float) -> bool:
-    """Whether a step whose whole update is ``move`` (‖Δθ‖/‖θ‖) moved the weights by at
-    least ``FLOOR_SHARE`` more than the usual step of the history; ``True`` when the
-    update is not known (NaN: the gradient alone decides) or not finite."""
+    """Whether a step whose whole update is ``move`` (‖Δθ‖/‖θ‖) was abnormally large: at
+    least ``SUDDEN`` times the usual step of the history (the median) *and* larger than it
+    by ``FLOOR_SHARE`` of the weights' norm; ``True`` when the update is not known (NaN:
+    the gradient alone decides) or not finite."""
     if not math.isfinite(move):
         return True
     n = min(state.filled, WINDOW)
     usual = float(state.moves[:n].nanmedian()) if n else 0.0
-    return move - (usual if math.isfinite(usual) else 0.0) >= FLOOR_SHARE
+    usual = usual if math.isfinite(usual) else 0.0
+    return move >= max(SUDDEN * usual, usual + FLOOR_SHARE)
 
 
 #: the rules that a one-off jump triggers (judged by their update when it is known)
