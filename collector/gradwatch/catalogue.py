@@ -75,7 +75,11 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "forward, yet it has never had a non-zero gradient (a graph break: `detach`, "
        "`.item()`, `torch.tensor(t)`, `no_grad`). A gradient that exists but is exactly "
        "zero is named with both causes (cut off, or nothing flows back: dead activations, a "
-       "zero layer after it, underflow). A parameter whose module never ran is unused: "
+       "zero layer after it, underflow); but a module's `bias` with an exactly zero "
+       "gradient while the rest of its module gets one is not cut off: the loss does not "
+       "change under a constant shift of that output (a difference of means, as in a "
+       "Wasserstein or relativistic critic's last layer): `info` once, and it counts as "
+       "trained. A parameter whose module never ran is unused: "
        "`info` once. Every gradient of an optimizer present but exactly zero (a clip value of "
        "0, a mask that zeroes everything) is an `error`: nothing trains. A `backward()` that "
        "reached no watched parameter at all is one `error` finding naming the break. One "
@@ -88,7 +92,8 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "conditional computation — a parameter that has had a gradient before (experts a "
        "top-1 router leaves idle, task heads used in turn, layers frozen by `no_grad` after "
        "warm-up); modules that do not run (info at most); some tensors with exactly zero "
-       "gradients while others train; frozen parameters"),
+       "gradients while others train; a bias the loss is invariant to (info); frozen "
+       "parameters"),
     _C("param-not-in-optimizer", "Parameter coverage", "error",
        "A trainable parameter of the watched model is in no optimizer param group (a layer "
        "replaced after the optimizer was built); also an `nn.Parameter` the loss reaches "
@@ -98,7 +103,13 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "checked at the start and every {checks.COVERAGE_EVERY} steps",
        "parameters with `requires_grad=False`; a complete copy of a watched model (same "
        "class and parameter shapes) that feeds a loss which also trains the model — a "
-       "target network or EMA copy — is `info`, said as such"),
+       "target network or EMA copy — is `info`, said as such; so is, by the same test, a "
+       "submodule of a watched model that copies a trained one (a `target_net` beside "
+       "`net`) when the loss does not reach it (no gradient after the first backward; one "
+       "it reaches is a layer left out, an `error` at step 1: identical blocks share "
+       "shapes); and a base left trainable under adapters — the optimizer holds exactly "
+       "the parameters of the model's registered parametrizations (LoRA as minLoRA adds "
+       "it) — is `info` with the advice to call `requires_grad_(False)` on it"),
     _C("frozen-param-in-optimizer", "Parameter coverage", "warning",
        "A parameter with `requires_grad=False` sits in an optimizer and never trains "
        "(`info` while frozen; `warning` once frozen past the horizon); one finding per "
@@ -112,7 +123,11 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "consequence.",
        "unchanged for {coverage.PERSIST_STEPS} steps in a row; the episode ends after "
        "{coverage.EPISODE_CALM} steps without any",
-       "zero gradients; optimizers that skip a step on purpose (GradScaler overflow)"),
+       "zero gradients; optimizers that skip a step on purpose (GradScaler overflow); "
+       "updates below the tensor's float resolution because its learning rate fell (a "
+       "schedule ending near zero): the tensor's latest non-zero update, scaled by how "
+       "much its rate has fallen since, is at most `eps(dtype) · ‖θ‖` (a tensor that "
+       "never moved, or a rate of exactly 0, is no such evidence)"),
     _C("frozen-param-changed", "Parameter coverage", "warning",
        "A parameter with `requires_grad=False` changed value (weight decay or momentum on a "
        "frozen tensor); one finding lists the tensors.",
@@ -151,25 +166,54 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "from at least a floor tied to the model's own scale (1% of ‖θ‖ before the first "
        "update): a gradient below 10× that floor (10% of ‖θ‖) would move the weights by "
        "under a tenth of their size even at a learning rate of 1, so no relative rise of it "
-       "is an explosion.",
+       "is an explosion. A one-off jump is harmful only through the update it makes: once "
+       "the step's update is measured (after the update, the usual path), a jump is an "
+       "explosion only when that step moved the weights (‖Δθ‖/‖θ‖ of the whole) "
+       "4× as far as the run's usual step and by at least 1% of their norm "
+       "more, or its input batch is an outlier "
+       "on another scale. Adam, RMSprop and Adagrad divide a spike by their running RMS, so "
+       "a spike under them moves the weights by about the usual step; plain SGD passes it on "
+       "in full. Persistent growth, an absurd RMS and an overflowing norm need no such "
+       "evidence; a raise/skip/checkpoint policy acts before the update, on the gradient "
+       "alone.",
        "after {explode.MIN_HISTORY} steps: > {explode.EXPLODE_FACTOR:g}× its rolling median, "
        "> {explode.EXPLODE_MADS:g} robust deviations of the log-norm above it and > "
        "{explode.SUDDEN:g}× the median of the last {explode.RECENT} steps; before that "
        "> {explode.EARLY_FACTOR:g}× the median so far; or > {explode.GROWTH:g}× the previous "
-       "step's at {explode.GROWTH_STEPS} steps in a row — each only above the floor; or RMS > "
+       "step's at {explode.GROWTH_STEPS} steps in a row — each only above the floor, and a "
+       "one-off jump (median or early rule) only with its update ‖Δθ‖/‖θ‖ ≥ "
+       "{explode.SUDDEN:g}× the usual one and ≥ the usual one + {explode.FLOOR_SHARE:g} "
+       "(when measured), or with an outlier input batch; or RMS > "
        "{explode.RMS_EXPLODE:g}; the episode ends after {explode.CALM_STEPS} calm steps",
        "noisy mini-batches; tiny layers, biases before BatchNorm and LayerNorm gradients "
        "growing to a new normal level (a slow drift is not a jump); clipped runs; a tiny "
        "gradient rising many-fold while small against the weights (REINFORCE's early "
-       "policy gradient, a GAN's oscillation)"),
+       "policy gradient, a GAN's oscillation); gradient spikes that an adaptive optimizer "
+       "absorbs (policy-gradient/actor-critic/PPO return spikes, a GAN discriminator's "
+       "oscillation, a ResNet's noisy steps under Adam: the update stays under "
+       "1% of ‖θ‖ above its usual size)"),
     _C("vanishing-grad", "Numerics", "warning",
-       "Gradients too small to train: a tensor's RMS, or the first layer's norm against the "
-       "last's; one finding per episode lists the tensors.",
-       "RMS < {numerics.RMS_VANISH:g}, or first/last layer ratio < "
-       "{numerics.FIRST_LAST_RATIO:g}, for {numerics.VANISH_STEPS} steps",
+       "Gradients too small to train *and* weights that stand still: a vanishing gradient "
+       "is harmful only when the parameters stop moving, so each step needs two pieces of "
+       "evidence — the gradient (a tensor's RMS, or the first weight matrix's norm against "
+       "the last one's) and the update it made (‖Δθ‖/‖θ‖ after the update tiny, or the "
+       "first matrix's pace under the same share of the last one's). Adam, RMSprop and "
+       "Adagrad rescale tiny gradients and keep the weights moving, so a tiny gradient "
+       "alone is no finding. Judged after the update (on gradwatch's writer thread). One "
+       "finding per episode lists the tensors.",
+       "RMS < {numerics.RMS_VANISH:g} with ‖Δθ‖ ≤ {numerics.STILL:g}×‖θ‖, or first/last "
+       "layer gradient ratio < {numerics.FIRST_LAST_RATIO:g} with the first layer's "
+       "‖Δθ‖/‖θ‖ < {numerics.FIRST_LAST_RATIO:g}× the last one's, at each of "
+       "{numerics.VANISH_STEPS} steps in a row; the episode ends after "
+       "{numerics.VANISH_STEPS} steps without",
        "tensors whose RMS is below {numerics.STRUCTURAL_ZERO:g}× the largest (zero up to "
        "rounding); a loss fallen to {numerics.CONVERGED:g}× the run's first or less (a "
-       "memorised batch, a converged fit: every gradient shrinks with the loss)"),
+       "memorised batch, a converged fit: every gradient shrinks with the loss); tiny "
+       "gradients that an adaptive optimizer rescales (a GAN generator's first steps, a "
+       "deep net's first layers under Adam); conditional computation (mixture-of-experts "
+       "experts the gate rarely picks: a real gradient now and then breaks the streak, "
+       "and Adam keeps them moving); a start-of-training transient shorter than "
+       "{numerics.VANISH_STEPS} steps"),
     _C("update-ratio", "Numerics", "warning",
        "Updates far too large for the weights they change, ‖Δθ‖/‖θ before the update‖, step "
        "after step (a learning rate far too high); one finding per level and episode.",
@@ -241,7 +285,10 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "A classification loss (`cross_entropy`, `nll_loss`, their modules) stays at ln C, "
        "the loss of guessing uniformly among its C classes, while the parameters change: "
        "inputs and labels are not paired (shuffled with two permutations, labels from "
-       "another batch). C is read from the logits' shape; the loss is the one gradwatch "
+       "another batch), or the loss is given softmax probabilities instead of logits (a "
+       "Softmax before `CrossEntropyLoss`: every input lies in [0, 1] and the loss can "
+       "barely leave ln C), which the finding then names as the cause (the input's autograd "
+       "node is a softmax). C is read from the logits' shape; the loss is the one gradwatch "
        "records per step.",
        "after {chance.WARMUP} steps, every mean of {chance.CHUNK} losses of the last "
        "{chance.WINDOW} steps above ln C less {chance.BAND:.0%} (above it by any amount: a "
@@ -330,7 +377,6 @@ CHECKPOINT_CHECKS: Final[frozenset[str]] = frozenset(
         "nonfinite-grad",
         "amp-overflow",
         "exploding-grad",
-        "vanishing-grad",
         "loss-shape-mismatch",
         "eval-mode-training",
     }

@@ -60,9 +60,15 @@ class LossKind:
 
     classes: int | None = None
     smoothing: float = 0.0
+    #: a call took softmax probabilities as its input (a softmax before the loss, which
+    #: applies log_softmax itself): the loss can barely fall below ln C
+    probabilities: bool = False
 
-    def note(self, classes: int, smoothing: float, mean: bool, soft: bool) -> None:
+    def note(
+        self, classes: int, smoothing: float, mean: bool, soft: bool, probabilities: bool = False
+    ) -> None:
         """One classification loss call of a training step."""
+        self.probabilities = self.probabilities or probabilities
         comparable = classes >= 2 and mean and not soft
         if not comparable or (self.classes is not None and self.classes != classes):
             self.classes = 0
@@ -138,17 +144,34 @@ class LossAtChance:
             state.since = step - WINDOW + 1
         mean = sum(x for x in values if x is not None) / len(values)
         classes = self.kind.classes
+        stayed = (
+            f"stayed at ln({classes}) = {chance:.2f}, the value of guessing uniformly among "
+            f"{classes} classes, for {WINDOW} steps while the parameters change (mean "
+            f"{num(mean, 4)})"
+        )
+        message, hint = (
+            (
+                "the classification loss is given softmax probabilities instead of logits "
+                "(it applies log_softmax itself, so every input lies in [0, 1] and the loss "
+                f"can barely fall below ln {classes}): it has {stayed}.",
+                "remove the Softmax before the loss and pass the logits (or pair log_softmax "
+                "with nll_loss).",
+            )
+            if self.kind.probabilities
+            else (
+                f"the loss has {stayed}: are inputs and labels paired (shuffled apart, or "
+                "labels from another batch)?",
+                "index inputs and labels with the same permutation (or use one DataLoader over "
+                "a dataset that returns (input, label) pairs), and check the labels come from "
+                "the same batch as the inputs.",
+            )
+        )
         self.sink.report(
             finding(
                 ID,
                 step,
-                f"the loss has stayed at ln({classes}) = {chance:.2f}, the value of "
-                f"guessing uniformly among {classes} classes, for {WINDOW} steps while the "
-                f"parameters change (mean {num(mean, 4)}): are inputs and labels paired "
-                "(shuffled apart, or labels from another batch)?",
-                "index inputs and labels with the same permutation (or use one DataLoader over "
-                "a dataset that returns (input, label) pairs), and check the labels come from "
-                "the same batch as the inputs.",
+                message,
+                hint,
                 optimizer=o,
                 details={
                     "classes": classes,
@@ -157,6 +180,7 @@ class LossAtChance:
                     "largest_shortfall": worst,
                     "since": state.since,
                     "steps": WINDOW,
+                    "softmax_input": self.kind.probabilities,
                 },
             )
         )

@@ -11,6 +11,8 @@ from typing import Protocol
 import torch
 
 from gradwatch.checks.findings import Action, FindingSink, finding, listing
+from gradwatch.checks.fmt import counted
+from gradwatch.checks.twins import Copy
 from gradwatch.checks.view import StepView, held_for
 
 PERSIST_STEPS = 3  # param-no-grad and param-not-updated must hold this many steps in a row
@@ -49,10 +51,16 @@ class CoverageChecks:
         self._ran: dict[int, torch.Tensor] = {}
         self._unused: dict[int, set[int]] = {}  # tensors reported unused (info), per optimizer
         self._all_zero: dict[int, int] = {}  # steps in a row with every gradient exactly zero
+        #: (optimizer, tensor): the loss does not depend on it (reported once, as info)
+        self._invariant_of: set[tuple[int, int]] = set()
+        self._sibling_cache: dict[int, tuple[list[str], list[list[int]]]] = {}
         #: which modules ran in forward (set by the run; None: no such evidence, as in a
         #: replay of rows, and a never-trained tensor is then only ever called unused)
         self.runs: ModuleRuns | None = None
         self._not_updated: dict[int, torch.Tensor] = {}
+        #: per optimizer: the latest non-zero update norm of each tensor and the learning
+        #: rate it had then (the latest step's own values while every tensor moves)
+        self._last_move: dict[int, tuple[torch.Tensor, torch.Tensor | list[float]]] = {}
         self._frozen_since: dict[tuple[int, int], int] = {}
         self._trained: set[tuple[int, int]] = set()
         self._not_in_optimizer: str | None = None  # the open episode's key
@@ -89,6 +97,46 @@ class CoverageChecks:
                 details={"param": key, "count": len(names), "tensors": names},
             )
         )
+
+    def frozen_base(self, names: list[str], adapters: int, step: int) -> None:
+        """Info: the optimizers hold exactly a model's ``adapters`` parametrization tensors,
+        and ``names`` (the rest, still ``requires_grad=True``) are the base they fine-tune,
+        frozen by design (:func:`gradwatch.checks.twins.adapters_only`)."""
+        self.sink.report(
+            finding(
+                "param-not-in-optimizer",
+                step,
+                f"{_these(names, verb='is')} in no optimizer while the optimizer holds "
+                f"exactly the {counted(adapters, 'tensor')} of the registered "
+                "parametrizations (adapters such as LoRA): the base they fine-tune, frozen "
+                "by design, though it still requires a gradient.",
+                "call requires_grad_(False) on the base tensors: backward then skips their "
+                "gradients, which nothing uses.",
+                severity="info",
+                param=f"base: {names[0]}",
+                details={"count": len(names), "tensors": names, "adapter_tensors": adapters},
+            )
+        )
+
+    def copies_kept(self, copies: Sequence[Copy], step: int) -> None:
+        """Info, per module: a copy of a trained module that no optimizer holds and the
+        loss does not reach, kept in step by hand (:func:`gradwatch.checks.twins.copies`)."""
+        for copy in copies:
+            name = type(copy.module).__name__
+            self.sink.report(
+                finding(
+                    "param-not-in-optimizer",
+                    step,
+                    f"`{copy.path}` ({name}) is in no optimizer, and the loss does not reach "
+                    f"it: a copy of `{copy.original}`, which trains — a target network or an "
+                    "EMA copy, updated by hand.",
+                    "nothing to fix; call requires_grad_(False) on the copy to say so (its "
+                    "forward then records no graph).",
+                    severity="info",
+                    param=f"copy: {copy.path}",
+                    details={"held_by": copy.path, "copy_of": copy.original, "class": name},
+                )
+            )
 
     def frozen(self, v: StepView, *, final: bool = False) -> None:
         """``frozen-param-in-optimizer``: info while frozen, warning past the horizon; one
@@ -193,7 +241,9 @@ class CoverageChecks:
         if self._all_zero_now(v):
             return self._all_zero_report(v)
         self._all_zero.pop(o, None)
-        has = v.has_grad_t & (v.grad_norm != 0)
+        nonzero = v.grad_norm != 0
+        invariant = self._invariant_now(v, nonzero)
+        has = v.has_grad_t & (nonzero | invariant)
         ever = self._ever.get(o)
         if o in self._all_trained:
             ever = torch.ones_like(has)
@@ -240,6 +290,76 @@ class CoverageChecks:
                 )
             )
         ]
+
+    def _invariant_now(self, v: StepView, nonzero: torch.Tensor) -> torch.Tensor:
+        """Per tensor: it is a module's additive shift (its ``bias``), its gradient exists
+        and is exactly zero, while another tensor of the same module has a non-zero one.
+        The backward pass reached the module's output with a signal, so the bias is not cut
+        off; its gradient is the sum of that signal over the batch, which is zero when the
+        loss does not change under a constant shift of the output (a difference of means,
+        as a Wasserstein or relativistic critic's last bias, or a normalisation after it).
+        Said once, as info; it counts as trained."""
+        zero = v.has_grad_t & ~nonzero & v.trainable_t
+        if not bool(zero.any()):
+            return zero
+        found = torch.zeros_like(zero)
+        siblings = self._siblings(v.names)
+        for i in torch.nonzero(zero).flatten().tolist():
+            # only a shift: a weight's zero gradient beside a live bias means its inputs
+            # are all zero (dead units before it, an empty batch), which is worth a warning
+            shift = v.names[i].rpartition(".")[2] == "bias"
+            found[i] = shift and any(bool(nonzero[j]) for j in siblings[i])
+        o = v.optimizer
+        new = [
+            i for i in torch.nonzero(found).flatten().tolist() if (o, i) not in self._invariant_of
+        ]
+        if new:
+            self._invariant_of.update((o, i) for i in new)
+            self._invariant_report(v, _in_order(new, v.order))
+        return found
+
+    def _siblings(self, names: list[str]) -> list[list[int]]:
+        """Per tensor: the other tensors of its module (same name up to the last dot)."""
+        cached = self._sibling_cache.get(id(names))
+        if cached is not None and cached[0] is names:
+            return cached[1]
+        by_module: dict[str, list[int]] = {}
+        for i, name in enumerate(names):
+            by_module.setdefault(name.rpartition(".")[0], []).append(i)
+        module = [name.rpartition(".")[0] for name in names]
+        found = [[j for j in by_module[m] if j != i] for i, m in enumerate(module)]
+        self._sibling_cache[id(names)] = (names, found)
+        return found
+
+    def _invariant_report(self, v: StepView, new: list[int]) -> None:
+        """Info, once per tensor: the loss is invariant to it (:meth:`_invariant_now`)."""
+        names = [v.names[i] for i in new]
+        one = len(names) == 1
+        self.sink.report(
+            finding(
+                "param-no-grad",
+                v.step,
+                f"{_these(names)} an exactly zero gradient while the rest of "
+                f"{'its' if one else 'their'} module trains: the loss does not depend on "
+                f"{'it' if one else 'them'} (a bias under a difference of means, or one a "
+                "normalisation after it removes), so nothing is cut off.",
+                "nothing to fix; the layer could be built with bias=False, since training "
+                "never changes this tensor.",
+                severity="info",
+                param=names[0],
+                optimizer=v.optimizer,
+                details={"count": len(names), "tensors": names, "invariant": True},
+            )
+        )
+
+    def invariant(self, optimizer: int, size: int) -> torch.Tensor:
+        """Per tensor of ``optimizer``: whether an exactly zero gradient of it is expected
+        (the loss does not depend on it, :meth:`_invariant_now`), for the row checks."""
+        quiet = torch.zeros(size, dtype=torch.bool)
+        for o, i in self._invariant_of:
+            if o == optimizer and i < size:
+                quiet[i] = True
+        return quiet
 
     def _ran_now(self, v: StepView, never: torch.Tensor) -> torch.Tensor:
         """Per tensor: whether its module ran in a training forward of this step (asked
@@ -333,11 +453,15 @@ class CoverageChecks:
             and not frozen
             and not bool((v.update_norm == 0).any())
         ):
+            self.moved(v.optimizer, v.update_norm, v.lr)
             return  # the common case: every tensor moved, none is frozen
         finite = torch.isfinite(g)
         top = float(g[finite].max()) if bool(finite.any()) else 0.0
         # an update of a gradient ~1e-4× the largest one can round to zero: not "stuck"
         stuck = (g > 1e-4 * top) & finite & (v.update_norm == 0)
+        if bool(stuck.any()):
+            stuck &= ~self._below_resolution(v)
+        self._remember_moves(v)
         streak = self._not_updated.get(v.optimizer)
         streak = held_for(streak, stuck)
         if bool(streak.any()):
@@ -368,6 +492,59 @@ class CoverageChecks:
                     },
                 )
             )
+
+    def moved(self, optimizer: int, update: torch.Tensor, lr: list[float]) -> None:
+        """A step (or a row taken at once) on which every tensor of ``optimizer`` moved:
+        its update norms and learning rates are the latest moves of all (kept as they are,
+        no copy; made per tensor only when some tensor stops moving)."""
+        self._last_move[optimizer] = (update, lr)
+
+    def _moves(self, v: StepView) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Per tensor of ``v.optimizer``: the norm of its latest non-zero update and the
+        learning rate of its group at that step (0 where it never moved); None before any."""
+        last = self._last_move.get(v.optimizer)
+        if last is None or v.update_norm is None or last[0].shape != v.update_norm.shape:
+            return None
+        update, lr = last
+        if isinstance(lr, list):
+            lr = _per_tensor(lr, v.group_of, len(v.names))
+            self._last_move[v.optimizer] = (update, lr)
+        return update, lr
+
+    def _remember_moves(self, v: StepView) -> None:
+        """Keep, per tensor, its latest non-zero update and the learning rate it had."""
+        assert v.update_norm is not None
+        moved = v.update_norm > 0
+        lr = _per_tensor(v.lr, v.group_of, len(v.names))
+        last = self._moves(v)
+        if last is None:
+            self._last_move[v.optimizer] = (
+                torch.where(moved, v.update_norm, 0.0),
+                torch.where(moved, lr, 0.0),
+            )
+            return
+        self._last_move[v.optimizer] = (
+            torch.where(moved, v.update_norm, last[0]),
+            torch.where(moved, lr, last[1]),
+        )
+
+    def _below_resolution(self, v: StepView) -> torch.Tensor:
+        """Per tensor: an update of it now would be below its float resolution, so it
+        rounds away and the tensor does not change — not stuck. The optimizer's latest
+        non-zero update of the tensor, scaled by how much its learning rate has fallen
+        since (a schedule ending near zero), is at most ``eps(dtype) · ‖θ‖``: steps of
+        about one unit in the last place, which round to nothing once smaller. A rate of
+        exactly 0, and a tensor that never moved, are no such evidence."""
+        assert v.update_norm is not None and v.param_norm is not None
+        last = self._moves(v)
+        if last is None or not v.group_of:
+            return torch.zeros_like(v.update_norm, dtype=torch.bool)
+        update, then = last
+        now = _per_tensor(v.lr, v.group_of, len(v.names))
+        eps = torch.tensor(v.eps, dtype=torch.float64) if len(v.eps) == len(v.names) else _F32
+        expected = update * now / then.clamp_min(torch.finfo(torch.float64).tiny)
+        known = (then > 0) & (now > 0) & (update > 0)
+        return known & (expected <= eps * v.param_norm)
 
     def _not_updated_report(self, v: StepView, streak: torch.Tensor) -> None:
         """``param-not-updated``: one finding per episode, listing the stuck tensors."""
@@ -436,6 +613,16 @@ class CoverageChecks:
                 },
             )
         )
+
+
+_F32 = torch.finfo(torch.float32).eps
+
+
+def _per_tensor(lr: list[float], group_of: list[int], size: int) -> torch.Tensor:
+    """Each tensor's learning rate (that of its param group), float64; 0 without groups."""
+    if len(group_of) != size:
+        return torch.zeros(size, dtype=torch.float64)
+    return torch.tensor(lr, dtype=torch.float64)[torch.tensor(group_of, dtype=torch.long)]
 
 
 def _in_order(indices: list[int], order: Sequence[int]) -> list[int]:

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from gradwatch.checks import loss as loss_checks
+from gradwatch.checks import twins
 from gradwatch.checks.batchscale import BatchScales
 from gradwatch.checks.chance import LossAtChance
 from gradwatch.checks.clipping import ClipChecks
@@ -45,7 +46,6 @@ VALUE_CHECKS = (
     "nonfinite-grad",
     "exploding-grad",
     "param-no-grad",
-    "vanishing-grad",
 )
 #: the checks :meth:`CheckEngine.pre_step` runs on every step (not the periodic ones) whose
 #: holding condition the full path must clear when it ends
@@ -55,6 +55,7 @@ _REAL_TIME = frozenset({*LIFECYCLE_IDS, "eval-mode-training", "clip-before-backw
 #: the checks that run on each collected row (:meth:`CheckEngine.values` and ``post_step``)
 ROW_CHECKS = (
     *VALUE_CHECKS,
+    "vanishing-grad",  # after the update: its evidence is that the weights stand still
     "nonfinite-param",
     "update-ratio",
     "param-not-updated",
@@ -91,6 +92,7 @@ class CheckEngine:
         #: outlier input batches, named in the symptoms they cause (see checks.batchscale)
         self.batches = BatchScales()
         sink.annotate = self.batches.annotate
+        self.numerics.outlier = self.batches.outlier  # a jump an outlier batch explains
         self.repeats = RepeatedBatch(sink)  # repeated-batch
         self.clips = ClipChecks(sink)  # clip-before-backward
         self.chance = LossAtChance(sink)  # loss-at-chance
@@ -142,13 +144,31 @@ class CheckEngine:
         if not self.on("param-not-in-optimizer"):
             return
         held = {id(p) for w in watches for g in w.optimizer.param_groups for p in g["params"]}
-        missing = [
-            f"{k}.{n}" if k else n
-            for k, m in self.models.items()
-            for n, p in m.named_parameters()
-            if p.requires_grad and id(p) not in held
-        ]
+        missing: list[str] = []
+        for k, m in self.models.items():
+            names = [n for n, p in m.named_parameters() if p.requires_grad and id(p) not in held]
+            adapters = twins.adapters_only(m, held) if names else 0
+            if adapters:
+                self.coverage.frozen_base([f"{k}.{n}" if k else n for n in names], adapters, step)
+                continue
+            missing += [f"{k}.{n}" if k else n for n in names]
+        if missing:
+            missing = self._left_out(missing, held, step)
         self.coverage.not_in_optimizer(missing, step)
+
+    def _left_out(self, missing: list[str], held: set[int], step: int) -> list[str]:
+        """``missing`` less the tensors of copies of trained modules the loss does not
+        reach (:mod:`gradwatch.checks.twins`), which are said as info; before the first
+        backward (``step`` 0) whether the loss reaches a copy is not known yet, so its
+        tensors wait for the check of step 1."""
+        kept: list[twins.Copy] = []
+        for copy in twins.copies(self.models, held):
+            if step == 0 or not copy.reached():
+                kept.append(copy)
+        if step > 0 and kept:
+            self.coverage.copies_kept(kept, step)
+        out = tuple(f"{c.path}." for c in kept)
+        return [n for n in missing if not n.startswith(out)]
 
     # -- around the step --------------------------------------------------------------------
     def quiet(self, w: WatchedOptimizer, step: int, closure: bool) -> bool:
@@ -232,6 +252,8 @@ class CheckEngine:
                 self.numerics.params(v)
             if self.on("update-ratio"):
                 self.numerics.update_ratio(v)
+            if self.on("vanishing-grad"):
+                self.numerics.vanishing(v)
             if self.on("param-not-updated") or self.on("frozen-param-changed"):
                 self.coverage.after_update(v)
         if self.on("loss-diverging") or self.on("loss-plateau"):
@@ -264,8 +286,9 @@ class CheckEngine:
                 if grads is None:
                     return [False] * rows
                 quiet &= grads
-            if self.on("param-no-grad"):
-                quiet &= (win.grad_norm != 0).all(dim=1)
+            if self.on("param-no-grad"):  # a tensor the loss does not depend on is zero
+                expected = self.coverage.invariant(w.index, win.grad_norm.shape[1])
+                quiet &= ((win.grad_norm != 0) | expected).all(dim=1)
         if self.on("nonfinite-param"):
             quiet &= torch.isfinite(win.param_norm).all(dim=1)
         if self.on("param-not-updated") or self.on("frozen-param-changed"):
@@ -311,6 +334,8 @@ class CheckEngine:
                     self.sink.settle(check, o, set())
             if self.on("param-no-grad"):
                 self.coverage.all_had_grad(o)
+        if self.on("param-not-updated"):  # every tensor moved on these rows
+            self.coverage.moved(o, win.update_norm[stop - 1], win.lr[stop - 1])
         if self.on("update-ratio"):
             self.numerics.update_ratio_rows(o, win, start, stop, w.names, w.group_of)
         if self.on("loss-diverging") or self.on("loss-plateau"):

@@ -64,6 +64,8 @@ class StepView:
     group_of: list[int]
     shapes: list[list[int]] = field(default_factory=list)
     order: list[int] = field(default_factory=list)  # tensor indices in forward order
+    #: machine epsilon of each tensor's dtype (empty: float32 for all)
+    eps: list[float] = field(default_factory=list)
     has_closure: bool = False
     loss: float | None = None
     grad_norm: torch.Tensor | None = None

@@ -7,8 +7,9 @@ function bound by name before it is not seen (``nn.CrossEntropyLoss()`` always i
 ``F.cross_entropy`` up at each call).
 
 The wrapper reads shapes and arguments only — the number of classes (dimension 1 of a
-batched input, 0 of an unbatched one), the reduction, label smoothing, and whether the
-target holds probabilities — never a value: no synchronisation. A call with gradients
+batched input, 0 of an unbatched one), the reduction, label smoothing, whether the
+target holds probabilities, and whether the input is a softmax's output (the type of its
+autograd node) — never a value: no synchronisation. A call with gradients
 disabled (evaluation) is not a training loss and is ignored. Per call: a few attribute
 reads and one tuple comparison; the listener runs only when the facts change.
 """
@@ -25,7 +26,9 @@ import torch.nn.functional as F  # noqa: N812 - the name every torch user knows
 
 from gradwatch.checks.chance import LossKind
 
-Facts = tuple[int, float, bool, bool]  # classes, label smoothing, mean reduction, soft target
+#: classes, label smoothing, mean reduction, soft target, input made by a softmax
+Facts = tuple[int, float, bool, bool, bool]
+SOFTMAX = "SoftmaxBackward0"  # the autograd node of softmax: probabilities, not logits
 Listener = Callable[[Facts], None]
 TARGETS = ("cross_entropy", "nll_loss")
 
@@ -51,6 +54,7 @@ def _facts(input: Any, target: Any, kwargs: dict[str, Any]) -> Facts | None:
         float(smoothing) if isinstance(smoothing, int | float) else 1.0,
         reduction == "mean" and not legacy,
         target.is_floating_point(),
+        type(input.grad_fn).__name__ == SOFTMAX,
     )
 
 
@@ -62,7 +66,7 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
             try:
                 facts = _facts(input, target, kwargs)
                 if args:  # positional weight/size_average/…: not the usual call, not compared
-                    facts = None if facts is None else (facts[0], facts[1], False, facts[3])
+                    facts = None if facts is None else (facts[0], facts[1], False, *facts[3:])
                 if facts is not None and facts != _last:
                     _last = facts
                     for listener in list(_listeners):

@@ -25,6 +25,7 @@ from torch import nn
 
 from gradwatch.checks.findings import finding
 from gradwatch.checks.fmt import counted
+from gradwatch.checks.twins import same_model
 from gradwatch.hooks.forward_order import Graph, forward_order, walk
 
 if TYPE_CHECKING:
@@ -202,7 +203,7 @@ class GraphWatch:
         owner = owners[0]
         name = root_names([owner])[0]
         for key, model in watched.items():
-            if _same_model(model, owner):
+            if same_model(model, owner):
                 mine = {id(p) for p in model.parameters()}
                 held = sum(1 for w in self.run._watches for p in w.params if id(p) in mine)
                 copy = f"`{key or root_names([model])[0]}`"
@@ -233,23 +234,18 @@ def _live_modules() -> list[nn.Module]:
     return [o for o in gc.get_objects() if issubclass(type(o), nn.Module)]
 
 
-def _same_model(a: nn.Module, b: nn.Module) -> bool:
-    """Whether ``a`` and ``b`` are two copies of one model: the same class and the same
-    parameter shapes, in order."""
-    shapes = [tuple(p.shape) for p in a.parameters()]
-    return type(a) is type(b) and shapes == [tuple(p.shape) for p in b.parameters()]
-
-
 def _twin_of(tensors: list[torch.Tensor], models: Any) -> tuple[nn.Module, nn.Module] | None:
     """(the module holding ``tensors``, the watched model or top-level child it is a copy
-    of): same class and the same parameter shapes in order; None when the tensors are not
-    such a copy."""
+    of, :func:`gradwatch.checks.twins.same_model`); None when the tensors are not such a
+    copy. Outside every watched model, a copy is no layer left out of one, so no further
+    evidence is asked (the coverage check asks, inside a model, that the loss not reach
+    it)."""
     owner = _owner(tensors)
     if owner is None:
         return None
     for model in models:
         for module in (model, *model.children()):
-            if module is not owner and _same_model(module, owner):
+            if module is not owner and same_model(module, owner):
                 return owner, module
     return None
 

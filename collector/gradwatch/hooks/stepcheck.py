@@ -73,6 +73,9 @@ class StepChecker:
         self._last: tuple[int, StepValues] | None = None  # the previous collected step
         # the facts of a quiet step (no StepView built): step, learning rates, requires_grad
         self._facts: tuple[int, list[float], list[bool]] | None = None
+        self._eps = [
+            torch.finfo(p.dtype).eps if p.is_floating_point() else 0.0 for p in watch.params
+        ]
 
     def view(self, step: int, pending: Pending, has_grad: list[bool], lr: list[float]) -> StepView:
         """The host-side facts of a step."""
@@ -91,6 +94,7 @@ class StepChecker:
             group_of=w.group_of,
             shapes=w.shapes,
             order=w.forward_order or list(range(len(w.params))),
+            eps=self._eps,
         )
 
     def requires_grad(self) -> list[bool] | None:

@@ -99,6 +99,20 @@ def test_nll_loss_module_over_log_softmax_is_seen_too(short: int) -> None:
     assert f.step == short
 
 
+def test_softmax_probabilities_given_to_cross_entropy_are_named_as_the_cause(short: int) -> None:
+    """A Softmax before ``CrossEntropyLoss`` (InfoGAN's categorical head in PyTorch-GAN):
+    inputs and labels are paired, but every input lies in [0, 1], so the loss hardly
+    leaves ln C; the finding names the softmax, not a pairing of inputs and labels."""
+
+    def double(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(torch.softmax(out, dim=1), y)
+
+    f = first(classify(short, loss=double, lr=1e-4), "loss-at-chance")
+    assert f.step == short and f.details["softmax_input"]
+    assert f.message.startswith("the classification loss is given softmax probabilities")
+    assert "remove the Softmax" in f.hint
+
+
 def test_a_run_shorter_than_warm_up_and_window_is_quiet(short: int) -> None:
     assert_quiet(classify(short - 1, apart=True))
 

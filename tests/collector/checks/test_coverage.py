@@ -158,6 +158,83 @@ def test_param_no_grad_an_all_zero_gradient_is_not_called_cut_off() -> None:
     assert "exactly zero" in found[0].message and "nothing flows back" in found[0].message
 
 
+class DetachedBias(nn.Linear):
+    """A linear layer that adds its bias detached (the bias never gets a gradient)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.linear(x, self.weight, self.bias.detach())
+
+
+class Critic(nn.Module):
+    """A Wasserstein critic ``Linear -> LeakyReLU -> [BatchNorm] -> Linear(·, 1)``;
+    ``cut_bias`` adds the last bias detached (a true cut of that one tensor)."""
+
+    def __init__(self, *, norm: bool = False, cut_bias: bool = False) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Sequential(nn.Linear(D_IN, HIDDEN), nn.LeakyReLU(0.2))
+        self.norm = nn.BatchNorm1d(HIDDEN) if norm else nn.Identity()
+        self.head = DetachedBias(HIDDEN, 1) if cut_bias else nn.Linear(HIDDEN, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.body(x)))
+
+
+def wasserstein(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+    """One critic step: ``mean D(fake) - mean D(real)`` (a constant shift of the output
+    cancels, so the loss does not depend on the last bias)."""
+    opt.zero_grad()
+    (model(x).mean() - model(x + 2.0).mean()).backward()
+    opt.step()
+
+
+def relativistic(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+    """One relativistic-average discriminator step: each side's logits minus the other
+    side's mean logit (a constant shift of every output cancels)."""
+    opt.zero_grad()
+    real, fake = model(x + 2.0), model(x)
+    loss = nn.functional.softplus(fake.mean() - real).mean()
+    (loss + nn.functional.softplus(fake - real.mean()).mean()).backward()
+    opt.step()
+
+
+@pytest.mark.parametrize("norm", [False, True])
+def test_param_no_grad_a_bias_under_a_difference_of_means_is_info_not_cut_off(norm: bool) -> None:
+    """The critic's last bias gets an exactly zero gradient on every step while the weight
+    of its module gets one: the loss is invariant to it, which is one info, never a
+    warning (also behind a BatchNorm, under a relativistic loss)."""
+    model = Critic(norm=norm)
+    run = train(model, sgd(model), 30, relativistic if norm else wasserstein)
+    found = of(run, "param-no-grad")
+    # the BatchNorm shift's gradient is zero up to rounding (not exactly): nothing to say
+    assert [(f.severity, f.details["tensors"]) for f in found] == [("info", ["head.bias"])]
+    assert "the loss does not depend on" in found[0].message
+    assert not [f for f in run.findings if f.severity != "info"], [f.line() for f in found]
+
+
+def test_param_no_grad_a_bias_detached_under_a_difference_of_means_is_still_cut_off() -> None:
+    """Twin: the same loss with the last bias detached: no gradient reaches it at all, so
+    it is cut off (its module ran): the warning stays."""
+    model = Critic(cut_bias=True)
+    found = of(train(model, sgd(model), 10, wasserstein), "param-no-grad")
+    assert [(f.step, f.severity, f.details["tensors"]) for f in found] == [
+        (3, "warning", ["head.bias"])
+    ]
+
+
+def test_param_no_grad_a_dead_layer_is_not_excused_by_another_module() -> None:
+    """Twin: every unit after layer 0 is dead, so both tensors of layer 0 get an exactly
+    zero gradient (and so does layer 2's weight, whose inputs are all zero, beside its
+    live bias): other modules training is no evidence for them: the warning stays."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(D_IN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, D_OUT))
+    with torch.no_grad():
+        model[0].bias.fill_(-100.0)
+    found = of(train(model, sgd(model), 6), "param-no-grad")
+    assert [f.severity for f in found] == ["warning"]
+    assert found[0].details["tensors"][:2] == ["0.weight", "0.bias"]
+
+
 class Branches(nn.Module):
     """``Σ branch_k(x)``; branch ``k`` is used from step ``3k`` on, detached (a cut that
     spreads across the model one tensor pair at a time)."""
@@ -260,6 +337,118 @@ def test_param_not_in_optimizer_layer_replaced_during_training_is_found_later() 
     assert all(11 <= f.step <= 11 + 50 for f in found)
 
 
+class QNet(nn.Module):
+    """DQN: an online ``net`` and a ``target_net`` of the same class, both submodules of the
+    watched model; the optimizer holds ``net`` only, the target is used under no_grad and
+    synced by ``load_state_dict`` every 5 steps (``blocks`` instead: a stack of identical
+    blocks, all used in forward)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = mlp()
+        self.target_net = mlp(1)
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls % 5 == 0:
+            self.target_net.load_state_dict(self.net.state_dict())
+        with torch.no_grad():
+            target = self.target_net(x).max(dim=1, keepdim=True).values
+        return self.net(x) - 0.5 * target
+
+
+def test_param_not_in_optimizer_a_target_network_in_the_model_is_info() -> None:
+    """A copy of a trained submodule that no optimizer holds and the loss does not reach
+    (a target network) is in no optimizer by design: one info, no error."""
+    model = QNet()
+    run = train(model, sgd(model.net), 12)
+    found = of(run, "param-not-in-optimizer")
+    assert [(f.step, f.severity, f.details["copy_of"]) for f in found] == [(1, "info", "net")]
+    assert "`target_net` (Sequential)" in found[0].message
+    assert_quiet(run)
+
+
+class Blocks(nn.Module):
+    """Three identical blocks in a row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = nn.ModuleList(nn.Linear(D_IN, D_IN) for _ in range(3))
+        self.head = nn.Linear(D_IN, D_OUT)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = torch.tanh(block(x))
+        return self.head(x)
+
+
+def test_param_not_in_optimizer_a_block_left_out_is_an_error_though_its_twins_train() -> None:
+    """Twin: the last of three identical blocks left out of the optimizer has the class and
+    shapes of the blocks that train, but the loss reaches it: a layer left out, an error
+    (at the first check after a backward, step 1)."""
+    model = Blocks()
+    params = [p for m in (*model.blocks[:2], model.head) for p in m.parameters()]
+    run = train(model, torch.optim.SGD(params, lr=0.05), 5)
+    found = of(run, "param-not-in-optimizer")
+    assert [(f.step, f.severity, f.details["tensors"]) for f in found] == [
+        (1, "error", ["blocks.2.weight", "blocks.2.bias"])
+    ]
+
+
+class Adapter(nn.Module):
+    """A low-rank additive update of a weight, registered as its parametrization."""
+
+    def __init__(self, out: int, inp: int) -> None:
+        super().__init__()
+        self.a = nn.Parameter(torch.randn(2, inp) * 0.1)
+        self.b = nn.Parameter(torch.zeros(out, 2))
+
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return weight + self.b @ self.a
+
+
+def adapted() -> nn.Module:
+    """:func:`mlp` with an :class:`Adapter` on both weights (the biases stay plain)."""
+    model = mlp()
+    for layer in (model[0], model[2]):
+        nn.utils.parametrize.register_parametrization(layer, "weight", Adapter(*layer.weight.shape))
+    return model
+
+
+def adapter_params(model: nn.Module, layers: tuple[int, ...] = (0, 2)) -> list[nn.Parameter]:
+    return [p for i in layers for p in model[i].parametrizations.weight[0].parameters()]
+
+
+def test_param_not_in_optimizer_a_base_frozen_under_adapters_is_info() -> None:
+    """LoRA as minLoRA does it: the optimizer holds exactly the adapters' tensors and the
+    base keeps ``requires_grad=True``: frozen by design, one info with the advice."""
+    model = adapted()
+    run = train(model, torch.optim.SGD(adapter_params(model), lr=0.05), 5)
+    found = of(run, "param-not-in-optimizer")
+    assert [(f.step, f.severity, f.details["adapter_tensors"]) for f in found] == [(0, "info", 4)]
+    assert found[0].details["tensors"] == [
+        "0.bias",
+        "0.parametrizations.weight.original",
+        "2.bias",
+        "2.parametrizations.weight.original",
+    ]
+    assert "requires_grad_(False)" in found[0].hint
+    assert_quiet(run)
+
+
+def test_param_not_in_optimizer_an_adapter_left_out_is_an_error() -> None:
+    """Twin: the optimizer misses the adapter of layer 2: not exactly the adapters, so
+    every tensor in no optimizer is an error, the adapter's among them."""
+    model = adapted()
+    run = train(model, torch.optim.SGD(adapter_params(model, (0,)), lr=0.05), 5)
+    found = of(run, "param-not-in-optimizer")
+    assert [(f.step, f.severity) for f in found] == [(0, "error")]
+    assert "2.parametrizations.weight.0.a" in found[0].details["tensors"]
+
+
 def test_param_not_in_optimizer_correct_twin_is_quiet() -> None:
     model = mlp()
     assert_quiet(train(model, sgd(model), 30))
@@ -349,6 +538,47 @@ def test_param_not_updated_groups_stalling_one_after_another_are_one_finding() -
     assert len(found) == 1, [f.line() for f in found]
     assert found[0].step == 8
     assert found[0].details["tensors"] == ["0.weight", "0.bias"]
+
+
+def normed(scale: float) -> nn.Module:
+    """``Linear -> GroupNorm -> SiLU -> Linear`` with the norm's weight at ``scale``."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(D_IN, 16), nn.GroupNorm(4, 16), nn.SiLU(), nn.Linear(16, 3))
+    with torch.no_grad():
+        model[1].weight.fill_(scale)
+    return model
+
+
+def test_param_not_updated_updates_below_float_resolution_at_a_schedules_end() -> None:
+    """Adam under OneCycleLR sized to the run: in its last steps the rate (~1e-6 of its
+    peak, above the collapse level) makes updates of the norm's weight (16.0) smaller
+    than its float resolution, so it stops changing for several steps — the schedule's
+    end, not a stuck tensor: quiet."""
+    model = normed(16.0)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    steps = 320
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-3, total_steps=steps)
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        standard(i, model, opt, x[:4], y[:4])
+        sched.step()
+
+    assert_quiet(train(model, opt, steps, step))
+
+
+def test_param_not_updated_updates_that_never_move_a_bfloat16_weight_are_stuck() -> None:
+    """Twin: pure bfloat16 weights under Adam at a constant rate of 1e-4: every update is
+    below the weights' resolution from the first step (no fallen rate explains it; they
+    never moved): the warning stays."""
+    model = normed(16.0).to(torch.bfloat16)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        standard(i, model, opt, x.to(torch.bfloat16), y.to(torch.bfloat16))
+
+    found = of(train(model, opt, 10, step), "param-not-updated")
+    assert [(f.step, f.severity) for f in found] == [(3, "warning")]
+    assert "1.weight" in found[0].details["tensors"]
 
 
 def test_param_not_updated_correct_twin_is_quiet() -> None:

@@ -24,17 +24,19 @@ def test_facts_of_the_usual_calls() -> None:
         F.cross_entropy(logits, torch.softmax(torch.randn(8, 5), dim=1))
         nn.NLLLoss()(torch.log_softmax(torch.randn(4, 7, 3), dim=1), torch.randint(0, 7, (4, 3)))
         F.cross_entropy(torch.randn(5), torch.tensor(2))  # unbatched: classes on dim 0
+        F.cross_entropy(torch.softmax(logits, dim=1), labels)  # probabilities, not logits
         with torch.no_grad():
             F.cross_entropy(torch.randn(8, 9), labels)  # evaluation: ignored
     finally:
         classloss.uninstall(heard.append)
     assert heard == [
-        (5, 0.0, True, False),
-        (5, 0.1, True, False),
-        (5, 0.0, False, False),
-        (5, 0.0, True, True),
-        (7, 0.0, True, False),
-        (5, 0.0, True, False),
+        (5, 0.0, True, False, False),
+        (5, 0.1, True, False, False),
+        (5, 0.0, False, False, False),
+        (5, 0.0, True, True, False),
+        (7, 0.0, True, False, False),
+        (5, 0.0, True, False, False),
+        (5, 0.0, True, False, True),
     ]
     for name, fn in originals.items():
         assert getattr(F, name) is fn
