@@ -2,11 +2,11 @@
 ``step-without-backward``, ``accumulation-wiped`` and, for a backward pass cut from the
 model, ``param-no-grad``. Host facts only: they always run in real time, before the step.
 
-Each tests the training loop's code, which a run does not change: ``stale-grad``,
-``grad-zeroed-before-step`` and ``step-without-backward`` are one finding per optimizer
-and run from their first step on — the condition coming back later (a ``step()`` called
-twice per backward holds every other step; a critic's cleared gradients every
-``n_critic`` steps) is the same bug, not a new one."""
+Each tests the training loop's code, which a run does not change: ``stale-grad``, ``grad-
+zeroed-before-step``, ``step-without-backward`` and the cut loss's ``param-no-grad`` are one
+finding per optimizer and run from their first step on — the condition coming back later (a
+``step()`` called twice per backward holds every other step; a critic's cleared gradients
+every ``n_critic`` steps) is the same bug, not a new one."""
 
 from __future__ import annotations
 
@@ -116,8 +116,9 @@ class LifecycleChecks:
         if v.n_backward == 0 and not v.has_closure and cut:
             return self._cut_loss(v, cut)
         if v.optimizer in self._cut and v.n_backward:
+            # the finding stays (the loop's code cut the loss: a WGAN critic whose loss is
+            # rebuilt from .item() has another model's backward reach it every n_critic steps)
             self._cut.discard(v.optimizer)
-            self.sink.clear("param-no-grad", None, None)
         if v.n_backward == 0 and not v.has_closure:
             return self.sink.report(
                 finding(
