@@ -8,9 +8,13 @@ does not apply to a program (no scheduler to misplace, no ModuleList) is recorde
 applicable and not counted. A case is **caught** when a runtime warning or error of one of
 the class's expected checks was stored; **incidents** counts the distinct incidents of
 the run's runtime warnings and errors; **root_first** says whether the first of them (by
-step) is a cause of an expected check.
+step) is a cause of an expected check; **gradwatch** is the build it ran with (the short
+commit, ``+dirty`` with uncommitted collector changes), so cases recorded before a check
+changed can be found and run again.
 
     python benchmarks/corpus/inject.py [--only SUBSTR] [--classes a,b] [--out PATH] [--list]
+    python benchmarks/corpus/inject.py --report    # judge the stored cases again, rewrite .md
+    python benchmarks/corpus/inject.py --prune     # drop cases of programs no longer listed
 
 Results merge into ``--out`` (default ``benchmarks/results/injection.json``; a case run
 again replaces its entry) and ``injection.md`` next to it (catch rate by class and by
@@ -168,13 +172,25 @@ def rejudge(case: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- running
 
 
+def build() -> str:
+    """The gradwatch build a case runs with: the short commit of this checkout, ``+dirty``
+    when the collector has uncommitted changes (a case re-run after a check changed can
+    then be told from one recorded before)."""
+    git = ["git", "-C", str(ROOT)]
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    dirty = subprocess.run([*git, "status", "--porcelain", "--", "collector"],
+                           capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return commit + ("+dirty" if dirty else "")
+
+
 def run_case(program: Any, bug_class: str, base_tree: Path) -> dict[str, Any]:
     import launch as launcher
 
     m = mutate.MUTATIONS[bug_class]
     at_step = min(mutate.AT_STEP, max(5, program.steps // 3))
     row: dict[str, Any] = {"program": program.name, "bug_class": bug_class,
-                           "expected": list(m.expected)}  # fmt: skip
+                           "expected": list(m.expected), "gradwatch": build()}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="gw-inject-") as tmp:
         tree = Path(tmp) / "tree"
         shutil.copytree(base_tree, tree, symlinks=True)
@@ -341,12 +357,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--list", action="store_true", help="which classes apply where; run nothing")
     p.add_argument("--report", action="store_true", help="rewrite the .md from --out; run nothing")
+    p.add_argument(
+        "--prune", action="store_true", help="drop cases of programs no longer in the corpus"
+    )
     args = p.parse_args(argv)
-    if args.report:
-        data = json.loads(args.out.read_text())
-        write(args.out, data["meta"], [rejudge(c) for c in earlier(args.out)])
-        return 0
     import spec
+
+    if args.report or args.prune:
+        data = json.loads(args.out.read_text())
+        cases = [rejudge(c) for c in earlier(args.out)]
+        if args.prune:
+            listed = {prog.name for prog in spec.all_programs()}
+            cases = [c for c in cases if c["program"] in listed]
+        write(args.out, data["meta"], cases)
+        return 0
     from materialize import materialize, tree_dir
 
     classes = [c for c in args.classes.split(",") if c] or list(mutate.MUTATIONS)

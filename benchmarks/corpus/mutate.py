@@ -587,21 +587,28 @@ def plain_list(tree: ast.Module, at: int) -> bool:
 
 
 #: the parameters of a model without its last child that has any (a head after which only
-#: parameterless layers such as Sigmoid follow); a model of one child: that child's, likewise
+#: parameterless layers such as Sigmoid follow); a model whose one such child holds all its
+#: parameters: that child's, likewise; a model with parameters of its own and at most one such
+#: child: all but its last own parameter
 WITHOUT_HEAD = """
 def _gw_without_head(model):
-    kids = list(model.children())
-    if len(kids) == 1:
+    kids = [c for c in model.children() if any(True for _ in c.parameters())]
+    own = list(model.parameters(recurse=False))
+    if len(kids) == 1 and not own:
         return _gw_without_head(kids[0])
-    held = [i for i, c in enumerate(kids) if any(True for _ in c.parameters())]
-    kept = [q for c in kids[: held[-1]] for q in c.parameters()] if held else []
-    return kept or list(model.parameters())
+    if len(kids) >= 2:
+        left = {id(q) for q in kids[-1].parameters()}
+    else:
+        left = {id(own[-1])} if len(own) + len(kids) >= 2 else set()
+    return [q for q in model.parameters() if id(q) not in left]
 """
 
 
 def optimizer_missing_module(tree: ast.Module, at: int) -> bool:
     """The first optimizer built without the model's last child module that has parameters
-    (the head), or without its last param group."""
+    (the head), or without its last param group. A module whose only child with parameters
+    is a wrapper is looked into; a module with parameters of its own (an ``nn.Linear``
+    subclass whose only child is an activation) is built without its last own parameter."""
     loop = Loop(tree)
     for ctor in loop.ctors:
         params = ctor.args[0] if ctor.args else None
@@ -826,7 +833,9 @@ def reuse_batch(tree: ast.Module, at: int) -> bool:
         return True
     if not data_loops:
         return False
-    lp = data_loops[-1]
+    # the outermost: inner loops over a batch split it up or walk models (for net, opt in
+    # zip(nets, optimizers)), they do not fetch it
+    lp = data_loops[0]
     assert isinstance(lp, ast.For)
     target = lp.target
     if (

@@ -37,18 +37,22 @@ CATALOGUE: Final[tuple[Check, ...]] = (
     _C("stale-grad", "Optimizer lifecycle", "error",
        "`step()` applies gradients summed over more backward passes than the declared "
        "accumulation: a missing `zero_grad()`.",
-       "backward passes since the last clearing > `accumulation_steps` (default 1)",
+       "backward passes since the last clearing > `accumulation_steps` (default 1); one "
+       "finding per optimizer and run (the loop's code does not change: a return is the same "
+       "bug)",
        "gradient accumulation declared with `accumulation_steps` / `--accumulation-steps`; "
        "closures (LBFGS)"),
     _C("grad-zeroed-before-step", "Optimizer lifecycle", "error",
        "Gradients were cleared after the last `backward()` and before `step()`: the step "
        "applies nothing.",
-       "a clearing event after the step's last backward pass",
+       "a clearing event after the step's last backward pass; one finding per optimizer and "
+       "run",
        "`zero_grad()` before `backward()` or right after `step()`"),
     _C("step-without-backward", "Optimizer lifecycle", "warning",
        "`step()` ran with no `backward()` since the previous step (a backward that reached "
        "no parameter is `param-no-grad`, not this).",
-       "zero backward passes since the previous step",
+       "zero backward passes since the previous step; one finding per optimizer and run (a "
+       "`step()` twice per backward holds every other step)",
        "closures (LBFGS); schedulers and optimizers stepped as the loop intends"),
     _C("clip-before-backward", "Optimizer lifecycle", "warning",
        "`clip_grad_norm_` / `clip_grad_value_` ran on the optimizer's parameters before the "
@@ -164,25 +168,54 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "from at least a floor tied to the model's own scale (1% of ‖θ‖ before the first "
        "update): a gradient below 10× that floor (10% of ‖θ‖) would move the weights by "
        "under a tenth of their size even at a learning rate of 1, so no relative rise of it "
-       "is an explosion.",
+       "is an explosion. A one-off jump is harmful only through the update it makes: once "
+       "the step's update is measured (after the update, the usual path), a jump is an "
+       "explosion only when that step moved the weights (‖Δθ‖/‖θ‖ of the whole) "
+       "4× as far as the run's usual step and by at least 1% of their norm "
+       "more, or its input batch is an outlier "
+       "on another scale. Adam, RMSprop and Adagrad divide a spike by their running RMS, so "
+       "a spike under them moves the weights by about the usual step; plain SGD passes it on "
+       "in full. Persistent growth, an absurd RMS and an overflowing norm need no such "
+       "evidence; a raise/skip/checkpoint policy acts before the update, on the gradient "
+       "alone.",
        "after {explode.MIN_HISTORY} steps: > {explode.EXPLODE_FACTOR:g}× its rolling median, "
        "> {explode.EXPLODE_MADS:g} robust deviations of the log-norm above it and > "
        "{explode.SUDDEN:g}× the median of the last {explode.RECENT} steps; before that "
        "> {explode.EARLY_FACTOR:g}× the median so far; or > {explode.GROWTH:g}× the previous "
-       "step's at {explode.GROWTH_STEPS} steps in a row — each only above the floor; or RMS > "
+       "step's at {explode.GROWTH_STEPS} steps in a row — each only above the floor, and a "
+       "one-off jump (median or early rule) only with its update ‖Δθ‖/‖θ‖ ≥ "
+       "{explode.SUDDEN:g}× the usual one and ≥ the usual one + {explode.FLOOR_SHARE:g} "
+       "(when measured), or with an outlier input batch; or RMS > "
        "{explode.RMS_EXPLODE:g}; the episode ends after {explode.CALM_STEPS} calm steps",
        "noisy mini-batches; tiny layers, biases before BatchNorm and LayerNorm gradients "
        "growing to a new normal level (a slow drift is not a jump); clipped runs; a tiny "
        "gradient rising many-fold while small against the weights (REINFORCE's early "
-       "policy gradient, a GAN's oscillation)"),
+       "policy gradient, a GAN's oscillation); gradient spikes that an adaptive optimizer "
+       "absorbs (policy-gradient/actor-critic/PPO return spikes, a GAN discriminator's "
+       "oscillation, a ResNet's noisy steps under Adam: the update stays under "
+       "1% of ‖θ‖ above its usual size)"),
     _C("vanishing-grad", "Numerics", "warning",
-       "Gradients too small to train: a tensor's RMS, or the first layer's norm against the "
-       "last's; one finding per episode lists the tensors.",
-       "RMS < {numerics.RMS_VANISH:g}, or first/last layer ratio < "
-       "{numerics.FIRST_LAST_RATIO:g}, for {numerics.VANISH_STEPS} steps",
+       "Gradients too small to train *and* weights that stand still: a vanishing gradient "
+       "is harmful only when the parameters stop moving, so each step needs two pieces of "
+       "evidence — the gradient (a tensor's RMS, or the first weight matrix's norm against "
+       "the last one's) and the update it made (‖Δθ‖/‖θ‖ after the update tiny, or the "
+       "first matrix's pace under the same share of the last one's). Adam, RMSprop and "
+       "Adagrad rescale tiny gradients and keep the weights moving, so a tiny gradient "
+       "alone is no finding. Judged after the update (on gradwatch's writer thread). One "
+       "finding per episode lists the tensors.",
+       "RMS < {numerics.RMS_VANISH:g} with ‖Δθ‖ ≤ {numerics.STILL:g}×‖θ‖, or first/last "
+       "layer gradient ratio < {numerics.FIRST_LAST_RATIO:g} with the first layer's "
+       "‖Δθ‖/‖θ‖ < {numerics.FIRST_LAST_RATIO:g}× the last one's, at each of "
+       "{numerics.VANISH_STEPS} steps in a row; the episode ends after "
+       "{numerics.VANISH_STEPS} steps without",
        "tensors whose RMS is below {numerics.STRUCTURAL_ZERO:g}× the largest (zero up to "
        "rounding); a loss fallen to {numerics.CONVERGED:g}× the run's first or less (a "
-       "memorised batch, a converged fit: every gradient shrinks with the loss)"),
+       "memorised batch, a converged fit: every gradient shrinks with the loss); tiny "
+       "gradients that an adaptive optimizer rescales (a GAN generator's first steps, a "
+       "deep net's first layers under Adam); conditional computation (mixture-of-experts "
+       "experts the gate rarely picks: a real gradient now and then breaks the streak, "
+       "and Adam keeps them moving); a start-of-training transient shorter than "
+       "{numerics.VANISH_STEPS} steps"),
     _C("update-ratio", "Numerics", "warning",
        "Updates far too large for the weights they change, ‖Δθ‖/‖θ before the update‖, step "
        "after step (a learning rate far too high); one finding per level and episode.",
@@ -217,7 +250,9 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "checks. The finding names the group, the rate (or the peak its scheduler was built "
        "for), the weights' size and the optimizer. When the loss then diverges "
        "(`loss-diverging`) or turns non-finite, the rate is shown to break training: the "
-       "finding is repeated as an `error` (same incident), so `--fail-on error` fails the run.",
+       "finding is repeated as an `error` (same incident), so `--fail-on error` fails the run. "
+       "Adadelta sizes its steps itself and its rate multiplies them (natural value 1): above "
+       "1 each update outgrows the ones before, so its rate is compared with 1.",
        "rate > {lrscale.FACTOR:g}× the median RMS, before the first update, of the group's "
        "non-zero trainable weight matrices; checked at every collected step and against the "
        "scheduler's `initial_lr`/`max_lr` at the first; one finding per optimizer; error: a "
@@ -225,7 +260,8 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "from-scratch rates (1e-4…1e-2 on usual initialisations), fine-tuning rates, warm-up, "
        "zero-initialised matrices, biases and norm weights (no size to compare with), SGD and "
        "other optimizers whose step scales with the gradient (a large SGD rate on a small net "
-       "is normal), D-Adaptation/Prodigy (their rate is a multiplier)"),
+       "is normal), D-Adaptation/Prodigy (their rate is a multiplier); Adadelta at a rate up to "
+       "{lrscale.FACTOR:g}"),
     _C("loss-shape-mismatch", "Loss and data", "error",
        "An element-wise loss (MSE, L1, SmoothL1, Huber, BCE…) got input and target of "
        "different shapes that broadcast, e.g. `(N,1)` vs `(N,)`.",
@@ -237,9 +273,12 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "its first batch (`next(iter(loader))` in the loop, `shuffle=False`); one batch "
        "drawn before the loop from a loader of several batches and none since; or a loader "
        "walked a batch per step while the model's input stays the same (what the loop draws "
-       "never reaches the model, or every sample of the dataset is identical).",
+       "never reaches the model, or every sample of the dataset is identical). A step of "
+       "several forwards is also checked forward by forward: one input that repeats while "
+       "the others change (a GAN discriminator's real batch next to fresh fakes).",
        "{repeated.REPEAT_STEPS} collected steps in a row with one checksum (asked again at "
-       "twice as many); a loader of 2 or more batches (or of unknown length)",
+       "twice as many); a loader of 2 or more batches (or of unknown length); one finding "
+       "until {repeated.REPEAT_STEPS} steps in a row go without the repeated batch",
        "full-batch training on a fixed tensor (no DataLoader), loaders of one batch (epochs "
        "of one batch), loaders walked to their end (concatenated into one tensor, a full "
        "validation pass); batches drawn with gradients disabled; a batch drawn before "
@@ -254,8 +293,12 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "node is a softmax). C is read from the logits' shape; the loss is the one gradwatch "
        "records per step.",
        "after {chance.WARMUP} steps, every mean of {chance.CHUNK} losses of the last "
-       "{chance.WINDOW} steps within {chance.BAND:.0%} of ln C, each step with an update",
-       "shorter runs and the first {chance.WARMUP} steps; a loss that leaves the band; "
+       "{chance.WINDOW} steps above ln C less {chance.BAND:.0%} (above it by any amount: a "
+       "model fitting labels without information only rises above ln C), the mean of each "
+       "half of the window within {chance.BAND:.0%} of ln C and the second half no more "
+       "than half that below the first (level), each step with an update",
+       "shorter runs and the first {chance.WARMUP} steps; a loss that goes below the band "
+       "(it learns), or declines through ln C across the window (a slow learner); "
        "imbalanced labels whose loss sits at the prior's entropy more than "
        "{chance.BAND:.0%} below ln C; label smoothing whose floor is within twice the band "
        "of ln C; soft targets, `reduction='sum'`, losses of several class counts; steps "
@@ -292,7 +335,9 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "The model, or a dropout layer on the gradient's path, is in `eval()` while backward "
        "and step run: dropout is off. Normalisation layers alone in eval under a training "
        "model (frozen running statistics, a common fine-tuning choice) are `info`, named so.",
-       "the root module in eval, or a relevant dropout layer in eval, at a step",
+       "the root module in eval, or a relevant dropout layer in eval, at a step; one finding "
+       "until every watched model trains again (a generator in eval next to a discriminator "
+       "in train is one finding)",
        "BatchNorm kept in eval while the rest trains (info); frozen norm layers without "
        "trainable parameters, and parameter-free norm/dropout layers before every trainable "
        "parameter of their parent (a frozen backbone kept in eval() for feature extraction)"),
@@ -375,7 +420,6 @@ CHECKPOINT_CHECKS: Final[frozenset[str]] = frozenset(
         "nonfinite-grad",
         "amp-overflow",
         "exploding-grad",
-        "vanishing-grad",
         "loss-shape-mismatch",
         "eval-mode-training",
     }

@@ -182,8 +182,31 @@ def test_the_head_left_out_is_the_last_child_with_parameters() -> None:
     assert [p.shape for p in without(gen)] == [(3, 2), (3,)]  # type: ignore[operator]
     wrapped = nn.Sequential(gen)  # one child: its children
     assert len(without(wrapped)) == 2  # type: ignore[operator,arg-type]
-    alone = nn.Linear(2, 2)  # nothing to leave out: every parameter
-    assert len(without(alone)) == 2  # type: ignore[operator,arg-type]
+    alone = nn.Linear(2, 2)  # parameters of its own, no child: all but the last (the bias)
+    assert [p.shape for p in without(alone)] == [(2, 2)]  # type: ignore[operator]
+
+    class Layer(nn.Linear):  # mnist_forward_forward's: a Linear whose only child is a ReLU
+        def __init__(self) -> None:
+            super().__init__(2, 3)
+            self.relu = nn.ReLU()
+
+    assert [p.shape for p in without(Layer())] == [(3, 2)]  # type: ignore[operator]
+
+
+def test_reuse_batch_keeps_the_batch_not_the_model_of_a_loop_over_models() -> None:
+    src = (
+        "for epoch in range(3):\n"
+        "    for step, (b_x, b_y) in enumerate(loader):\n"
+        "        for net, opt in zip(nets, optimizers):\n"
+        "            loss = loss_func(net(b_x), b_y)\n"
+        "            opt.zero_grad()\n"
+        "            loss.backward()\n"
+        "            opt.step()\n"
+    )
+    text = lines(mutate.apply(src, "reuse-batch") or "")
+    i = text.index("for step, (b_x, b_y) in enumerate(loader):")
+    assert text[i + 1] == "b_x, b_y = _gw_state.setdefault('batch', (b_x, b_y))"
+    assert not any("(net, opt)" in line for line in text)
 
 
 def test_learning_rate_mutations() -> None:

@@ -8,17 +8,23 @@ The loss values are the ones gradwatch already records per step (the backward ro
 on the I/O thread with the rest of each collected row: no extra synchronisation.
 
 It holds when, after ``WARMUP`` collected steps, each of the last ``WINDOW`` steps has a
-loss and an update (update norms > 0), and the mean of every run of ``CHUNK`` consecutive
-losses among them lies within ``BAND`` × ln C of ln C. Inputs and labels shuffled apart
-(two independent permutations), or labels taken from another batch, give exactly this:
-nothing links an input to its label, so the best a model can do is the label prior,
-uniform on balanced data.
+loss and an update (update norms > 0), the mean of every run of ``CHUNK`` consecutive losses
+among them stays above (1 − ``BAND``) × ln C, and the mean of each half of them lies within
+``BAND`` × ln C of ln C, the second no more than ``BAND`` / 2 × ln C below the first (level:
+a slow learner's loss falling through ln C from above declines across the window). Inputs
+and labels shuffled apart (two independent permutations), or labels taken from another
+batch, give exactly this: nothing links an input to its label, so no model gets below the
+label prior's entropy (ln C on balanced data) — what a model learns of labels without
+information only puts its loss *above* ln C (the noise it fits, by as much as its learning
+rate lets it). So the band is one-sided per chunk: a chunk below it is learning; a chunk
+above it is not.
 
 Quiet on: runs shorter than ``WARMUP + WINDOW`` steps; every step before that; a loss that
-leaves the band (it learns); imbalanced data whose loss sits at the entropy of the label
-prior when that is more than the band below ln C; label smoothing whose floor (the
-entropy of the smoothed target) lies within twice the band of ln C; soft (probability)
-targets, sums instead of means, and runs whose losses disagree on ``C``.
+goes below the band (it learns), a half of it whose mean leaves the band, or a decline
+across the window (a slow learner passing ln C); imbalanced data whose loss sits at
+the entropy of the label prior when that is more than the band below ln C; label smoothing
+whose floor (the entropy of the smoothed target) lies within twice the band of ln C; soft
+(probability) targets, sums instead of means, and runs whose losses disagree on ``C``.
 """
 
 from __future__ import annotations
@@ -121,8 +127,14 @@ class LossAtChance:
         if holds:
             for i in range(0, len(values), CHUNK):
                 chunk = [x for x in values[i : i + CHUNK] if x is not None]
-                worst = max(worst, abs(sum(chunk) / len(chunk) - chance))
-            holds = worst < BAND * chance
+                worst = max(worst, chance - sum(chunk) / len(chunk))  # below ln C: learning
+            half = len(values) // 2
+            first, last = (
+                sum(h) / len(h)  # type: ignore[arg-type]
+                for h in (values[:half], values[half:])
+            )
+            level = all(abs(m - chance) < BAND * chance for m in (first, last))
+            holds = worst < BAND * chance and level and first - last < BAND / 2 * chance
         if not holds:
             if state.since is not None:
                 state.since = None
@@ -165,7 +177,7 @@ class LossAtChance:
                     "classes": classes,
                     "chance_loss": chance,
                     "mean_loss": mean,
-                    "largest_deviation": worst,
+                    "largest_shortfall": worst,
                     "since": state.since,
                     "steps": WINDOW,
                     "softmax_input": self.kind.probabilities,

@@ -30,6 +30,7 @@ from gradwatch.checks.clipping import ClipChecks
 from gradwatch.checks.coverage import CoverageChecks
 from gradwatch.checks.findings import Action, FindingSink, finding
 from gradwatch.checks.lifecycle import IDS as LIFECYCLE_IDS
+from gradwatch.checks.lifecycle import KEPT as LIFECYCLE_KEPT
 from gradwatch.checks.lifecycle import LifecycleChecks
 from gradwatch.checks.lr import LrChecks
 from gradwatch.checks.numerics import NumericsChecks
@@ -45,13 +46,16 @@ VALUE_CHECKS = (
     "nonfinite-grad",
     "exploding-grad",
     "param-no-grad",
-    "vanishing-grad",
 )
-#: the checks :meth:`CheckEngine.pre_step` runs on every step (not the periodic ones)
-_REAL_TIME = frozenset({*LIFECYCLE_IDS, "eval-mode-training", "clip-before-backward"})
+#: the checks :meth:`CheckEngine.pre_step` runs on every step (not the periodic ones) whose
+#: holding condition the full path must clear when it ends
+_REAL_TIME = frozenset({*LIFECYCLE_IDS, "eval-mode-training", "clip-before-backward"}) - (
+    LIFECYCLE_KEPT
+)
 #: the checks that run on each collected row (:meth:`CheckEngine.values` and ``post_step``)
 ROW_CHECKS = (
     *VALUE_CHECKS,
+    "vanishing-grad",  # after the update: its evidence is that the weights stand still
     "nonfinite-param",
     "update-ratio",
     "param-not-updated",
@@ -88,6 +92,7 @@ class CheckEngine:
         #: outlier input batches, named in the symptoms they cause (see checks.batchscale)
         self.batches = BatchScales()
         sink.annotate = self.batches.annotate
+        self.numerics.outlier = self.batches.outlier  # a jump an outlier batch explains
         self.repeats = RepeatedBatch(sink)  # repeated-batch
         self.clips = ClipChecks(sink)  # clip-before-backward
         self.chance = LossAtChance(sink)  # loss-at-chance
@@ -202,6 +207,12 @@ class CheckEngine:
                 actions.append(
                     loss_checks.eval_mode(self.sink, v.step, self.models[key], self.modes[key])
                 )
+            # one finding while any watched model trains in eval(): a GAN whose generator
+            # is in eval() reports once, not again after each step of its discriminator
+            if self.sink.active("eval-mode-training") and all(
+                loss_checks.all_training(self.models[k], self.modes[k]) for k in self.models
+            ):
+                self.sink.clear("eval-mode-training")
         if v.step % COVERAGE_EVERY == 1:
             if self.on("frozen-param-in-optimizer"):
                 self.coverage.frozen(v)
@@ -241,6 +252,8 @@ class CheckEngine:
                 self.numerics.params(v)
             if self.on("update-ratio"):
                 self.numerics.update_ratio(v)
+            if self.on("vanishing-grad"):
+                self.numerics.vanishing(v)
             if self.on("param-not-updated") or self.on("frozen-param-changed"):
                 self.coverage.after_update(v)
         if self.on("loss-diverging") or self.on("loss-plateau"):
@@ -333,12 +346,19 @@ class CheckEngine:
         return stop - start
 
     def window(
-        self, w: WatchedOptimizer, win: Window, checksums: list[list[float]], taken: list[bool]
+        self,
+        w: WatchedOptimizer,
+        win: Window,
+        checksums: list[list[float]],
+        taken: list[bool],
+        inputs: list[list[list[float]] | None] | None = None,
+        clocks: list[int] | None = None,
     ) -> None:
         """``repeated-batch`` and ``loss-at-chance`` on a window of collected rows (each
-        row's batch checksum, and whether one was taken)."""
+        row's batch checksum, whether one was taken, each forward's apart when a step had
+        several, and the run's step counter at each)."""
         if self.on("repeated-batch"):
-            self.repeats.observe_rows(w.index, win.steps, checksums, taken)
+            self.repeats.observe_rows(w.index, win.steps, checksums, taken, inputs, clocks)
         if self.on("loss-at-chance"):
             updated: list[bool] = (win.update_norm != 0).any(dim=1).tolist()
             self.chance.observe_rows(w.index, win.steps, win.loss, updated)

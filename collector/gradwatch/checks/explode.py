@@ -22,6 +22,23 @@ whole norm is below ``EXPLODE_FACTOR × FLOOR_SHARE`` = 10% of ‖θ‖ explodes
 rate of 1, such a gradient would move the weights by under a tenth of their size. Without
 the parameter norms (``stats="grad-norms"``) there is no floor.
 
+A one-off jump (the median and early rules) is harmful only through the update it makes:
+an abnormally large change of the weights. So once the step's update is measured (every
+step checked after its update, the usual path), a jump is an explosion only when that
+update ‖Δθ‖/‖θ‖ is ``SUDDEN`` times the run's usual one (the median of the same steps as
+the gradient history) and exceeds it by at least ``FLOOR_SHARE`` — the step moved the
+weights by 1% of their norm more than a step usually does (:func:`large_update`) — or
+when the step's input batch is an outlier on another scale
+(:mod:`~gradwatch.checks.batchscale`): a data bug, whatever the optimizer makes of it
+(Adam shrinks that update, but its second moment then holds the spike and stalls the
+steps after it). An adaptive optimizer (Adam, RMSprop, Adagrad) divides a spike, or a
+gradient that settles at a new level, by its running second moment, so its update stays
+near the learning rate (the spikes of a policy gradient or of a GAN's discriminator under
+Adam add well under 1%), while plain SGD passes the spike on in full. Persistent growth,
+an absurd RMS and an overflowing norm need no such evidence; before the update (a
+``raise``, ``skip`` or ``checkpoint`` policy acts then) the update is not known yet and
+the gradient alone decides.
+
 One finding per episode, naming the tensors whose own norm jumped most; the episode ends
 after ``CALM_STEPS`` steps back near the median (hysteresis), so it never toggles.
 """
@@ -51,6 +68,31 @@ LISTED = 4  # tensors named in a message
 _MAD_TO_SD = 1.4826
 
 Reason = tuple[str, float]  # (what flagged the step, the baseline whole norm)
+
+
+def moves(update_norm: torch.Tensor, param_norm: torch.Tensor) -> torch.Tensor:
+    """The whole update ‖Δθ‖/‖θ‖ (‖θ‖ after it) of each row (rows × tensors, or one row:
+    one value); NaN where not measured (``stats="grad-norms"``)."""
+    moved = update_norm.square().sum(dim=-1).sqrt()
+    size = param_norm.square().sum(dim=-1).sqrt()
+    return torch.where(size > 0, moved / size, torch.where(moved > 0, math.inf, 0.0)).reshape(-1)
+
+
+def large_update(state: State, move: float) -> bool:
+    """Whether a step whose whole update is ``move`` (‖Δθ‖/‖θ‖) was abnormally large: at
+    least ``SUDDEN`` times the usual step of the history (the median) *and* larger than it
+    by ``FLOOR_SHARE`` of the weights' norm; ``True`` when the update is not known (NaN:
+    the gradient alone decides) or not finite."""
+    if not math.isfinite(move):
+        return True
+    n = min(state.filled, WINDOW)
+    usual = float(state.moves[:n].nanmedian()) if n else 0.0
+    usual = usual if math.isfinite(usual) else 0.0
+    return move >= max(SUDDEN * usual, usual + FLOOR_SHARE)
+
+
+#: the rules that a one-off jump triggers (judged by their update when it is known)
+JUMPS = frozenset({"median", "early"})
 
 
 def totals(grad_norm: torch.Tensor) -> torch.Tensor:
@@ -104,11 +146,19 @@ def _above(state: State, logs: torch.Tensor, recent: torch.Tensor) -> torch.Tens
     return _high(state, logs) & (logs > recent + math.log(SUDDEN))
 
 
-def _push(state: State, norms: torch.Tensor, logs: torch.Tensor, last: float) -> None:
-    """Append rows (never across the end of the ring) to the histories."""
+def _push(
+    state: State,
+    norms: torch.Tensor,
+    logs: torch.Tensor,
+    last: float,
+    moved: torch.Tensor | None = None,
+) -> None:
+    """Append rows (never across the end of the ring) to the histories (``moved``: their
+    whole updates, :func:`moves`; NaN when not given)."""
     at = state.filled % WINDOW
     state.history[at : at + len(norms)] = norms
     state.totals[at : at + len(norms)] = logs
+    state.moves[at : at + len(norms)] = math.nan if moved is None else moved
     state.filled += len(norms)
     state.last = last
 
@@ -141,14 +191,15 @@ def flag(state: State, total: torch.Tensor) -> Reason | None:
     )
 
 
-def observe(state: State, norms: torch.Tensor, total: torch.Tensor) -> None:
-    """Add one step (its per-tensor norms and whole norm) to the histories when finite."""
+def observe(state: State, norms: torch.Tensor, total: torch.Tensor, move: float = math.nan) -> None:
+    """Add one step (its per-tensor norms, whole norm and whole update ``move``) to the
+    histories when finite."""
     value = float(total[0])
     finite = math.isfinite(value) and value > 0 and bool(torch.isfinite(norms).all())
     grew = finite and state.last is not None and value > GROWTH * state.last
     state.growth = state.growth + 1 if grew else 0
     if finite:
-        _push(state, norms.unsqueeze(0), total.log(), value)
+        _push(state, norms.unsqueeze(0), total.log(), value, torch.tensor([move]))
 
 
 def calm(state: State, value: float) -> bool:
@@ -163,10 +214,11 @@ def calm(state: State, value: float) -> bool:
     return math.log(value) <= state.center + max(math.log(CALM_FACTOR), CALM_MADS * state.scale)
 
 
-def take_rows(state: State, g: torch.Tensor) -> int:
-    """Rows of finite per-tensor norms (``g``: rows × tensors) on which :func:`flag` finds
-    nothing, added to the histories at once; returns how many were taken (the first
-    flagged row stops them and takes the reference path)."""
+def take_rows(state: State, g: torch.Tensor, moved: torch.Tensor | None = None) -> int:
+    """Rows of finite per-tensor norms (``g``: rows × tensors; ``moved``: each row's whole
+    update, :func:`moves`) on which :func:`flag` finds nothing, added to the histories at
+    once; returns how many were taken (the first flagged row stops them and takes the
+    reference path)."""
     tot = totals(g)
     stop = len(tot)
     bad = ~torch.isfinite(tot) | (tot <= 0) | (tot / state.sqrt_total > RMS_EXPLODE)
@@ -186,7 +238,7 @@ def take_rows(state: State, g: torch.Tensor) -> int:
                 state.growth = 0 if streak is None else int(streak[j - 1])
             if flag(state, tot[j : j + 1]) is not None:
                 break
-            _push(state, g[j : j + 1], tot[j : j + 1].log(), float(tot[j]))
+            _push(state, g[j : j + 1], tot[j : j + 1].log(), float(tot[j]), _rows(moved, j, j + 1))
             j += 1
             continue
         refresh(state)
@@ -198,13 +250,18 @@ def take_rows(state: State, g: torch.Tensor) -> int:
             flagged = _above(state, logs, ring.unfold(0, RECENT, 1).median(dim=1).values)
             cut = int(flagged.nonzero()[0]) if bool(flagged.any()) else cut
         if cut:
-            _push(state, g[j : j + cut], logs[:cut], float(tot[j + cut - 1]))
+            end_norm = float(tot[j + cut - 1])
+            _push(state, g[j : j + cut], logs[:cut], end_norm, _rows(moved, j, j + cut))
         j += cut
         if cut < len(logs):
             break
     if j:
         state.growth = 0 if streak is None else int(streak[j - 1])
     return j
+
+
+def _rows(moved: torch.Tensor | None, start: int, end: int) -> torch.Tensor | None:
+    return None if moved is None else moved[start:end]
 
 
 def report(sink: FindingSink, v: StepView, state: State, reason: Reason, total: float) -> Action:

@@ -1,6 +1,12 @@
 """Optimizer lifecycle checks: ``stale-grad``, ``grad-zeroed-before-step``,
 ``step-without-backward``, ``accumulation-wiped`` and, for a backward pass cut from the
-model, ``param-no-grad``. Host facts only: they always run in real time, before the step."""
+model, ``param-no-grad``. Host facts only: they always run in real time, before the step.
+
+Each tests the training loop's code, which a run does not change: ``stale-grad``, ``grad-
+zeroed-before-step``, ``step-without-backward`` and the cut loss's ``param-no-grad`` are one
+finding per optimizer and run from their first step on — the condition coming back later (a
+``step()`` called twice per backward holds every other step; a critic's cleared gradients
+every ``n_critic`` steps) is the same bug, not a new one."""
 
 from __future__ import annotations
 
@@ -9,6 +15,8 @@ from gradwatch.checks.view import Event, StepView
 
 #: the check ids of :meth:`LifecycleChecks.pre_step`'s actions, in order
 IDS = ("stale-grad", "grad-zeroed-before-step", "step-without-backward", "accumulation-wiped")
+#: the ids whose finding lasts the rest of the run once found (never cleared)
+KEPT = frozenset({"stale-grad", "grad-zeroed-before-step", "step-without-backward"})
 
 
 def _last(events: list[Event], kind: str) -> int:
@@ -84,8 +92,7 @@ class LifecycleChecks:
                     },
                 )
             )
-        self.sink.clear("stale-grad", None, v.optimizer)
-        return "none"
+        return "none"  # not cleared: see the module's docstring
 
     def _zeroed(self, v: StepView) -> Action:
         cleared = _cleared_after_backward(v.events)
@@ -102,16 +109,16 @@ class LifecycleChecks:
                     details={"events": [e[0] for e in v.events], "cleared_by": cleared[0][2]},
                 )
             )
-        self.sink.clear("grad-zeroed-before-step", None, v.optimizer)
-        return "none"
+        return "none"  # not cleared: see the module's docstring
 
     def _without_backward(self, v: StepView) -> Action:
         cut = [e[2] for e in v.events if e[0] == "backward-cut"]
         if v.n_backward == 0 and not v.has_closure and cut:
             return self._cut_loss(v, cut)
         if v.optimizer in self._cut and v.n_backward:
+            # the finding stays (the loop's code cut the loss: a WGAN critic whose loss is
+            # rebuilt from .item() has another model's backward reach it every n_critic steps)
             self._cut.discard(v.optimizer)
-            self.sink.clear("param-no-grad", None, None)
         if v.n_backward == 0 and not v.has_closure:
             return self.sink.report(
                 finding(
@@ -125,8 +132,7 @@ class LifecycleChecks:
                     details={"events": [e[0] for e in v.events]},
                 )
             )
-        self.sink.clear("step-without-backward", None, v.optimizer)
-        return "none"
+        return "none"  # not cleared: see the module's docstring
 
     def _cut_loss(self, v: StepView, cut: list[str]) -> Action:
         """backward() ran, but reached no parameter of this optimizer: the loss is not

@@ -76,14 +76,20 @@ class LrChecks:
         """``lr-too-large`` at optimizer ``w``'s first step, before its update: measure the
         size of each group's weights (optimizers whose step is about the learning rate
         only), and check the rate now and the peak its scheduler was built for."""
-        name = lrscale.scale_free(w.optimizer)
-        if name is None or w.index in self._limits:
+        if w.index in self._limits:
             return
         groups = w.optimizer.param_groups
-        size, count = lrscale.weight_sizes(w.params, w.group_of, len(groups))
+        name = lrscale.scale_free(w.optimizer)
+        unit = lrscale.multiplier(w.optimizer)
+        if name is not None:
+            size, count = lrscale.weight_sizes(w.params, w.group_of, len(groups))
+        elif unit is not None:  # its rate is compared with its natural 1
+            name, size, count = unit, [1.0] * len(groups), [0] * len(groups)
+        else:
+            return
         if all(s is None for s in size):
             return
-        limits = self._limits[w.index] = lrscale.Limits(name, size, count)
+        limits = self._limits[w.index] = lrscale.Limits(name, size, count, unit=unit is not None)
         if self._scale(w.index, [step], [lr]):
             return
         peak = [

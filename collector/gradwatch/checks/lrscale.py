@@ -16,6 +16,13 @@ without such matrices is never judged). A finding when a group's learning rate �
 collected step, or the peak its scheduler was built for (``initial_lr``, ``max_lr``), read
 at the first step — is above ``FACTOR`` times that size. SGD and every optimizer whose step
 is proportional to the gradient are never judged: a large SGD rate on a small net is normal.
+
+Adadelta sizes each step itself, by the RMS of its past updates over the RMS of the
+gradients; its learning rate only multiplies that step (Zeiler's method has none: 1). At a
+rate ``r`` its running mean of squared updates grows by about ``ρ + (1 − ρ)·r²`` a step, so a
+rate above 1 makes each update larger than the ones before and the steps grow
+geometrically. Its rate is compared with that unit instead of the weights: a finding above
+``FACTOR``.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ SCALE_FREE = frozenset(
 #: name parts of other libraries' Adam/Lion variants; D-Adaptation and Prodigy take a
 #: learning-rate *multiplier* (1.0 by default) and are excluded
 _LIKE = ("adam", "lion")
+#: optimizers whose learning rate multiplies a step they size themselves (unit: 1)
+MULTIPLIER = frozenset({"Adadelta"})
 _NOT = ("dadapt", "prodigy")
 
 
@@ -59,14 +68,25 @@ def scale_free(optimizer: object) -> str | None:
     return None
 
 
+def multiplier(optimizer: object) -> str | None:
+    """The class name of ``optimizer`` when its learning rate multiplies a step it sizes
+    itself (Adadelta: natural rate 1), else ``None``."""
+    for cls in type(optimizer).__mro__:
+        if cls.__name__ in MULTIPLIER:
+            return type(optimizer).__name__
+    return None
+
+
 @dataclass
 class Limits:
-    """One optimizer's weight size per group (``None``: not judged) and its name."""
+    """One optimizer's weight size per group (``None``: not judged) and its name
+    (``unit``: the sizes are the optimizer's natural rate, 1, not its weights')."""
 
     optimizer: str
     size: list[float | None]
     matrices: list[int]
     done: bool = False
+    unit: bool = False
 
 
 def weight_sizes(
@@ -137,6 +157,28 @@ def report(
     what = "scheduled to reach" if planned else "set to"
     by = f" by {scheduler}" if planned and scheduler else ""
     others = f" (and group(s) {', '.join(str(j) for j in groups[1:])})" if groups[1:] else ""
+    if limits.unit:
+        return finding(
+            "lr-too-large",
+            step,
+            f"the learning rate of group {g}{others} is {what} {num(lr[g])}{by}, "
+            f"{times(lr[g])} {limits.optimizer}'s natural rate of 1: {limits.optimizer} "
+            "sizes each step by the RMS of its past updates and multiplies it by the rate, so "
+            "above 1 every update is larger than the ones before and the steps grow "
+            "geometrically.",
+            f"set the learning rate of {limits.optimizer} to 1 or below (its default is 1.0); "
+            "look for a factor applied twice or a rate meant for SGD.",
+            optimizer=o,
+            details=group_details(
+                g,
+                groups,
+                lr,
+                scheduler,
+                ratio=lr[g],
+                optimizer_class=limits.optimizer,
+                scheduled_peak=planned,
+            ),
+        )
     return finding(
         "lr-too-large",
         step,

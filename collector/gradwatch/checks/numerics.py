@@ -28,7 +28,12 @@ STRUCTURAL_ZERO = 1e-4  # RMS below this fraction of the largest one: zero up to
 #: batch, a converged model): every gradient is small with it, which is not ``vanishing-grad``
 CONVERGED = 1e-3
 FIRST_LAST_RATIO = 1e-3
-VANISH_STEPS = 5
+#: a tensor whose update is below this share of its norm stands still: at that pace it takes
+#: a million steps to move by its own size (training moves weights by ~1e-4-1e-2 per step)
+STILL = 1e-6
+#: steps the condition must hold: as long as update-ratio's warning, so a start-of-training
+#: transient (a GAN generator before its discriminator has learnt anything) settles first
+VANISH_STEPS = 20
 LISTED = 4
 
 #: ``(check, view, tensor index, ‖θ‖ before the step) -> details.origin`` (set by the run)
@@ -44,6 +49,9 @@ class NumericsChecks:
         self._lock = threading.Lock()  # value checks may run live, update checks on I/O
         self._deep: set[int] = set()  # optimizers whose first/last ratio is low right now
         self.origin: OriginOf | None = None  # NaN provenance (gradwatch.nan.origin)
+        #: ``(optimizer, step) ->`` what is known of an outlier input batch at that step
+        #: (:meth:`gradwatch.checks.batchscale.BatchScales.outlier`; set by the engine)
+        self.outlier: Callable[[int, int], object] | None = None
         #: ‖θ‖ before each optimizer's first update (set by its checker at step 1)
         self.initial: dict[int, torch.Tensor] = {}
 
@@ -92,7 +100,8 @@ class NumericsChecks:
         return "none"
 
     def grads(self, v: StepView) -> list[Action]:
-        """``nonfinite-grad``, ``exploding-grad`` and ``vanishing-grad``."""
+        """``nonfinite-grad`` and ``exploding-grad`` (``vanishing-grad``, whose evidence
+        is the update, runs after it: :meth:`vanishing`)."""
         assert v.grad_norm is not None and v.nonfinite is not None
         actions: list[Action] = []
         if self.sink.enabled("nonfinite-grad"):
@@ -101,8 +110,6 @@ class NumericsChecks:
         _note_loss(state, v.loss)
         if self.sink.enabled("exploding-grad"):
             actions += self._exploding(v, state)
-        if self.sink.enabled("vanishing-grad"):
-            self._vanishing(v, state, v.grad_norm / state.sqrt_numel)
         return actions
 
     def _nonfinite(self, v: StepView) -> list[Action]:
@@ -143,9 +150,13 @@ class NumericsChecks:
         total = explode.totals(v.grad_norm.unsqueeze(0))
         self._floor(v.optimizer, state)
         reason = explode.flag(state, total)
+        move = _move(v)
+        jump = reason is not None and reason[0] in explode.JUMPS
+        if jump and not explode.large_update(state, move) and not self._outlier_batch(v):
+            reason = None  # a jump with no evidence of harm: the update stayed near usual
         if reason is None and float(total[0]) == math.inf and not _any_nonfinite(v):
             reason = ("overflow", math.inf)  # finite elements whose norm overflows: huge
-        explode.observe(state, v.grad_norm, total)
+        explode.observe(state, v.grad_norm, total, move)
         value = float(total[0])
         if reason is not None:
             state.calm = 0
@@ -157,21 +168,34 @@ class NumericsChecks:
                 state.exploding, state.calm = None, 0
         return []
 
+    def vanishing(self, v: StepView) -> None:
+        """``vanishing-grad`` on one step, after its update (the update is its evidence)."""
+        assert v.grad_norm is not None
+        state = self._of(v)
+        _note_loss(state, v.loss)
+        self._vanishing(v, state, v.grad_norm / state.sqrt_numel)
+
+    def _outlier_batch(self, v: StepView) -> bool:
+        """Whether the step's input batch is on another scale (an outlier): a jump it
+        causes is a data bug whatever the optimizer makes of it (Adam shrinks its update,
+        but its second moment then holds the spike and stalls later steps)."""
+        return self.outlier is not None and self.outlier(v.optimizer, v.step) is not None
+
     def _vanishing(self, v: StepView, state: State, rms: torch.Tensor) -> None:
-        """Tensors whose gradient RMS is below ``RMS_VANISH`` (and not zero up to rounding)
-        or, for the first weight matrix, below 1e-3 of the last one's, for
-        ``VANISH_STEPS`` steps: one finding per episode, listing them."""
+        """Tensors whose gradient is vanishing (:func:`_tiny`, or the first weight matrix's
+        norm below ``FIRST_LAST_RATIO`` of the last one's) *and* whose weights stand still
+        (:func:`_still`) for ``VANISH_STEPS`` steps: one finding per episode, listing them."""
         assert v.grad_norm is not None
         small = rms < RMS_VANISH
         idle = state.vanish is None and state.vanishing is None and v.optimizer not in self._deep
-        if idle and not bool(small.any()) and self._first_last_ratio(v, state) is None:
+        low = self._first_last_ratio(v, state)
+        if idle and not bool(small.any()) and low is None:
             return  # the common case: nothing small, no streak, no deep-net ratio
         finite = torch.isfinite(rms)
         top = float(rms[finite].max()) if bool(finite.any()) else 0.0
         tiny = _tiny(v.grad_norm, rms, top, _converged(state, v.loss)) & v.has_grad_t
-        low = self._first_last_ratio(v, state)
+        tiny &= _still(v.update_norm, v.param_norm)
         if low is not None:
-            tiny = tiny.clone()
             tiny[low[0]] = True
         state.vanish = held_for(state.vanish, tiny)
         if not bool(state.vanish.any()):
@@ -189,35 +213,46 @@ class NumericsChecks:
     def _vanish_finding(
         self, v: StepView, held: list[int], rms: torch.Tensor, low: tuple[int, float] | None
     ) -> Finding:
-        listed = ", ".join(f"{v.names[i]} (RMS {num(float(rms[i]))})" for i in held[:LISTED])
+        moved = _moved(v.update_norm, v.param_norm, len(v.names))
+        listed = ", ".join(
+            f"{v.names[i]} (RMS {num(float(rms[i]))}, update {num(float(moved[i]))} of its norm)"
+            for i in held[:LISTED]
+        )
         more = f" and {len(held) - LISTED} more" if len(held) > LISTED else ""
         deep = (
-            f"; the first layer's gradient is {num(low[1])} of the last layer's"
+            f"; the first layer's gradient is {num(low[1])} of the last layer's and its "
+            "weights move under that share of the last layer's pace"
             if low is not None and low[0] in held
             else ""
         )
         return finding(
             "vanishing-grad",
             v.step,
-            f"the gradient is vanishing in {counted(len(held), 'tensor')} "
-            f"for {VANISH_STEPS} steps: "
+            f"the gradient is vanishing and the weights stand still in "
+            f"{counted(len(held), 'tensor')} for {VANISH_STEPS} steps: "
             f"{listed}{more}{deep}.",
             "check the initialisation, activations (saturating sigmoid/tanh), the loss's scale "
-            "and normalisation between these layers and the loss.",
+            "and normalisation between these layers and the loss; an adaptive optimizer "
+            "(Adam) rescales small gradients.",
             param=v.names[held[0]],
             optimizer=v.optimizer,
-            details={"rms": {v.names[i]: float(rms[i]) for i in held}},
+            details={
+                "rms": {v.names[i]: float(rms[i]) for i in held},
+                "update_ratio": {v.names[i]: float(moved[i]) for i in held},
+            },
         )
 
     def _first_last_ratio(self, v: StepView, state: State) -> tuple[int, float] | None:
-        """(first weight matrix, its norm / the last one's) when below 1e-3 (deep nets)."""
+        """(first weight matrix, its gradient norm / the last one's) when below
+        ``FIRST_LAST_RATIO`` and its weights also move below that share of the last one's
+        pace (:func:`_lagging`): a deep net whose first layers do not train."""
         assert v.grad_norm is not None
         first, last = ends(state, v.order)
         if first < 0 or not (v.has_grad[first] and v.has_grad[last]):
             return None
         top = float(v.grad_norm[last])
         low = float(v.grad_norm[first]) / top if top > 0 else 0.0
-        if 0 < low < FIRST_LAST_RATIO:
+        if 0 < low < FIRST_LAST_RATIO and bool(_lagging(v.update_norm, v.param_norm, first, last)):
             self._deep.add(v.optimizer)
             return first, low
         self._deep.discard(v.optimizer)
@@ -253,18 +288,20 @@ class NumericsChecks:
             return None
         g = win.grad_norm
         quiet = torch.isfinite(g).all(dim=1)
-        if vanishing:  # as _vanishing: small, but not zero up to rounding
+        if vanishing:  # as _vanishing: small, not zero up to rounding, and standing still
             rms = g / state.sqrt_numel
             if state.first_loss is None:
                 for x in win.loss:
                     _note_loss(state, x)
             fit = torch.tensor([_converged(state, x) for x in win.loss]).unsqueeze(1)
-            quiet &= ~_tiny(g, rms, rms.max(dim=1, keepdim=True).values, fit).any(dim=1)
+            tiny = _tiny(g, rms, rms.max(dim=1, keepdim=True).values, fit)
+            quiet &= ~(tiny & _still(win.update_norm, win.param_norm)).any(dim=1)
             first, last = ends(state, order)
             if first >= 0:
                 top = g[:, last]
                 low = torch.where(top > 0, g[:, first] / top, 0.0)
-                quiet &= ~((low > 0) & (low < FIRST_LAST_RATIO))
+                lag = _lagging(win.update_norm, win.param_norm, first, last)
+                quiet &= ~((low > 0) & (low < FIRST_LAST_RATIO) & lag)
         return quiet
 
     def exploding_rows(self, optimizer: int, win: Window, start: int, end: int) -> int:
@@ -273,7 +310,8 @@ class NumericsChecks:
         were taken."""
         state = self._state[optimizer]
         self._floor(optimizer, state)
-        return explode.take_rows(state, win.grad_norm[start:end])
+        moved = explode.moves(win.update_norm[start:end], win.param_norm[start:end])
+        return explode.take_rows(state, win.grad_norm[start:end], moved)
 
     def _floor(self, optimizer: int, state: State) -> None:
         """Read exploding-grad's floor once, from ‖θ‖ before the first update."""
@@ -359,6 +397,43 @@ class NumericsChecks:
             return
         facts = (v.names, v.group_of, v.lr, v.has_grad_t)
         ratio_mod.row(self.sink, state, (v.optimizer, v.step), ratio, before, facts)
+
+
+def _still(update: torch.Tensor | None, param: torch.Tensor | None) -> torch.Tensor | bool:
+    """Tensors (one row or rows × tensors) whose update ‖Δθ‖ is at most ``STILL`` × ‖θ‖
+    after it. Not measured (``stats="grad-norms"``: NaN, or no update) counts as still:
+    the gradient alone then decides."""
+    if update is None or param is None:
+        return True
+    return ~(update > STILL * param)
+
+
+def _lagging(
+    update: torch.Tensor | None, param: torch.Tensor | None, first: int, last: int
+) -> torch.Tensor | bool:
+    """Whether the first weight matrix moves (‖Δθ‖/‖θ‖) at under ``FIRST_LAST_RATIO`` of
+    the last one's pace (one row: a bool tensor; rows: one per row). Not measured counts
+    as lagging (the gradient alone decides)."""
+    if update is None or param is None:
+        return True
+    u, p = update[..., first], param[..., first]
+    u_last, p_last = update[..., last], param[..., last]
+    return ~(u * p_last >= FIRST_LAST_RATIO * u_last * p)
+
+
+def _moved(update: torch.Tensor | None, param: torch.Tensor | None, n: int) -> torch.Tensor:
+    """‖Δθ‖/‖θ‖ after the update per tensor (NaN where not measured), for messages."""
+    if update is None or param is None:
+        return torch.full((n,), math.nan, dtype=torch.float64)
+    return torch.where(param > 0, update / param, torch.where(update > 0, math.inf, 0.0))
+
+
+def _move(v: StepView) -> float:
+    """The step's whole update ‖Δθ‖/‖θ‖ (:func:`explode.moves`); NaN when it is not known
+    (before the update, or not measured): the gradient alone then decides."""
+    if v.update_norm is None or v.param_norm is None:
+        return math.nan
+    return float(explode.moves(v.update_norm, v.param_norm)[0])
 
 
 def _any_nonfinite(v: StepView) -> bool:

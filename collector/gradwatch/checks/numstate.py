@@ -20,6 +20,8 @@ class State:
     matrix: torch.Tensor  # tensors with ≥ 2 dimensions (weight matrices, kernels)
     history: torch.Tensor  # WINDOW × tensors: gradient norms (per-tensor medians, when reporting)
     totals: torch.Tensor  # WINDOW: log of the whole gradient norm
+    #: WINDOW: the whole update ‖Δθ‖/‖θ‖ of the same steps (NaN: not measured)
+    moves: torch.Tensor = field(default_factory=lambda: torch.full((WINDOW,), float("nan")))
     filled: int = 0
     refreshed: bool = False  # the rolling median of ``totals`` has been taken
     center: float = 0.0  # median of ``totals``

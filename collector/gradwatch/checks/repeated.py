@@ -19,10 +19,18 @@ Quiet without DataLoaders (a fixed tensor), with loaders of one batch, with iter
 walked to their end (a loader concatenated into one tensor, a full validation pass each
 step). A third cause is a finding too:
 
-* ``not-fed``: one iterator of a loader of several batches drew a batch at every step of
-  the repeat, yet the model's input stayed the same: what the loop draws does not reach
-  the model (a batch kept from before the loop, a stale variable), or every sample of the
-  dataset is identical (then the data is the bug).
+* ``not-fed``: iterators of a loader of several batches drew a batch at every step of
+  the repeat (one iterator, or one per epoch of a small loader), yet the model's input
+  stayed the same: what the loop draws does not reach the model (a batch kept from before
+  the loop, a stale variable), or every sample of the dataset is identical (then the data
+  is the bug).
+
+A step of several forwards of the model (a GAN discriminator on a real and a fake batch)
+sums their checksums, so one input that repeats next to others that change does not repeat
+the sum: such steps also carry each forward's checksum apart, and a streak of one forward
+is asked about the same way while the step's whole input does not repeat. A reported repeat
+lasts until ``REPEAT_STEPS`` collected steps in a row go by without its batch: one odd step
+inside it (an evaluation forward with gradients on, every few steps) is no new finding.
 """
 
 from __future__ import annotations
@@ -59,6 +67,14 @@ class IteratorRecord:
     def several(self) -> bool:
         """A loader of two or more batches (or of unknown length)."""
         return self.length is None or self.length >= 2
+
+    @property
+    def walked(self) -> bool:
+        """Drawn from at every step of its life, as a training loop draws (at least one
+        batch a step), and not several batches within one step (a pass over the loader
+        inside a step)."""
+        steps = self.last - self.first + 1
+        return self.yielded >= steps and (steps > 1 or self.yielded <= 1)
 
     @property
     def left_early(self) -> bool:
@@ -106,18 +122,18 @@ class LoaderLog:
             left = [r for r in records if r.left_early]
             if left:
                 return "drawn-once", left[-1]
-        # one iterator drew a batch at every step of the repeat: the loop walks the loader,
-        # but what it draws never reaches the model (a stale variable, a batch kept from
-        # before the loop) — or every batch of the dataset is the same sample
-        span = last - first + 1
-        walking = [
-            r
-            for r in records
-            if r.several and r.first <= first and r.last >= last and r.yielded >= span
-        ]
-        if walking:
+        # iterators drew a batch at every step of the repeat, one after another (one, or an
+        # epoch's each of a small loader): the loop walks the loader, but what it draws
+        # never reaches the model (a stale variable, a batch kept from before the loop) —
+        # or every batch of the dataset is the same sample
+        walking = [r for r in records if r.several and r.walked and r.last >= first]
+        drawn = {s for r in walking for s in range(max(r.first, first), min(r.last, last) + 1)}
+        if walking and len(drawn) == last - first + 1:
             return "not-fed", walking[-1]
         return None
+
+
+WHOLE = -1  # the slot of a step's whole input (the sum over its forwards)
 
 
 @dataclass
@@ -126,6 +142,19 @@ class _Streak:
     first: int
     count: int = 1
     asked: int = 0  # length of the streak when the loaders were last asked
+    forward: int = WHOLE  # which forward of the latest step (WHOLE: all of them)
+    forwards: int = 1  # forwards per step when the streak was asked
+    since: int = 0  # the run's step counter at its first step (the loaders' steps)
+
+
+@dataclass
+class _Episode:
+    """A reported repeat: it lasts until ``REPEAT_STEPS`` collected steps in a row go by
+    without its batch, so one odd step (an evaluation forward with gradients on, every
+    50 steps) does not make it a new finding."""
+
+    key: tuple[float, ...]
+    missing: int = 0
 
 
 class RepeatedBatch:
@@ -134,40 +163,86 @@ class RepeatedBatch:
     def __init__(self, sink: FindingSink) -> None:
         self.sink = sink
         self.log = LoaderLog()
-        self._streaks: dict[int, _Streak] = {}
+        self._whole: dict[int, _Streak] = {}  # optimizer -> streak of the whole input
+        #: optimizer -> checksum -> streak of one forward's input (steps of several forwards)
+        self._parts: dict[int, dict[tuple[float, ...], _Streak]] = {}
+        self._open: dict[int, _Episode] = {}
 
     def observe_rows(
-        self, o: int, steps: list[int], checksums: list[list[float]], taken: list[bool]
+        self,
+        o: int,
+        steps: list[int],
+        checksums: list[list[float]],
+        taken: list[bool],
+        inputs: list[list[list[float]] | None] | None = None,
+        clocks: list[int] | None = None,
     ) -> None:
-        """Feed a window of optimizer ``o``'s collected steps: each row's batch checksum
-        and whether one was taken (a step whose model saw no tensor input has none)."""
-        streak = self._streaks.get(o)
-        for step, values, ok in zip(steps, checksums, taken, strict=True):
-            key = tuple(values)
-            if not ok or not all(math.isfinite(x) for x in key):
-                self._end(o)
-                streak = None
-                continue
-            if streak is not None and streak.key == key:
-                streak.count += 1
-            else:
-                if streak is not None:
-                    self._end(o)
-                streak = self._streaks[o] = _Streak(key, step)
-            if streak.count >= REPEAT_STEPS and streak.count >= 2 * streak.asked:
-                streak.asked = streak.count  # asked at 5, 10, 20, 40… steps of one batch
-                self._ask(o, streak, step)
+        """Feed a window of optimizer ``o``'s collected steps: each row's batch checksum,
+        whether one was taken (a step whose model saw no tensor input has none), for a
+        step of several forwards each forward's checksum apart (``inputs``), and the run's
+        step counter at each (``clocks``, what the loaders stamp batches with: the first
+        optimizer's steps; default ``steps``)."""
+        for r, (step, values, ok) in enumerate(zip(steps, checksums, taken, strict=True)):
+            whole = tuple(values) if ok and all(map(math.isfinite, values)) else None
+            parts = (inputs[r] if inputs is not None else None) or []
+            finite = [tuple(p) for p in parts if all(map(math.isfinite, p))]
+            self._row(o, (step, clocks[r] if clocks else step), whole, finite)
         self.sink.flush()
 
-    def _end(self, o: int) -> None:
-        if self._streaks.pop(o, None) is not None:
-            self.sink.clear(ID, None, o)
+    def _row(
+        self,
+        o: int,
+        at: tuple[int, int],
+        whole: tuple[float, ...] | None,
+        parts: list[tuple[float, ...]],
+    ) -> None:
+        """One collected step: extend or restart the whole input's streak and each
+        forward's (a forward's batch is followed by its checksum, not its place: a step that
+        adds a forward now and then shifts the others), age the open episode, and ask the
+        loaders about a streak long enough — a forward's only while the whole input does
+        not repeat (then that says more). ``at``: the step and the run's step counter."""
+        step, clock = at
+        streak = self._whole.get(o)
+        if whole is None:
+            self._whole.pop(o, None)
+        elif streak is not None and streak.key == whole:
+            streak.count += 1
+        else:
+            self._whole[o] = _Streak(whole, step, since=clock)
+        before = self._parts.get(o, {})
+        now: dict[tuple[float, ...], _Streak] = {}
+        for j, key in enumerate(parts):
+            if key in now:  # two forwards of one batch in a step (D(fake), D(fake.detach()))
+                continue
+            kept = before.get(key)
+            if kept is not None:
+                kept.count += 1
+            now.setdefault(key, kept or _Streak(key, step, since=clock)).forward = j
+        self._parts[o] = now
+        episode = self._open.get(o)
+        if episode is not None:
+            seen = episode.key == whole or episode.key in now
+            episode.missing = 0 if seen else episode.missing + 1
+            if episode.missing >= REPEAT_STEPS:
+                del self._open[o]
+                self.sink.clear(ID, None, o)
+        streak = self._whole.get(o)
+        repeats = streak is not None and streak.count >= REPEAT_STEPS
+        due = [streak] if streak is not None and repeats else list(now.values())
+        for s in due:
+            if s.count >= REPEAT_STEPS and s.count >= 2 * s.asked:
+                s.asked = s.count  # asked at 5, 10, 20, 40… steps of one batch
+                s.forwards = len(parts)
+                self._ask(o, s, step, clock)
 
-    def _ask(self, o: int, streak: _Streak, step: int) -> None:
-        found = self.log.verdict(streak.first, step)
+    def _ask(self, o: int, streak: _Streak, step: int, clock: int) -> None:
+        found = self.log.verdict(streak.since, clock)
         if found is None:
             return
         why, record = found
+        if any(e.key == streak.key for oo, e in self._open.items() if oo != o):
+            self._open[o] = _Episode(streak.key)  # one batch, one finding: another model's
+            return  # finding names it (four nets trained side by side on each batch)
         size = "an unknown number of" if record.length is None else f"{record.length:,}"
         checksum = f"{streak.key[0]:.6g}"
         if why == "new-iterator":
@@ -198,15 +273,24 @@ class RepeatedBatch:
                 "draw a new batch inside the training loop (for x, y in loader: …); when "
                 "overfitting one batch on purpose, ignore this warning."
             )
+        if streak.forward == WHOLE:
+            what = "the model has seen the same input batch"
+        else:
+            what = (
+                f"forward {streak.forward + 1} of the model's {streak.forwards} per step has "
+                "had the same input batch while the others' inputs change"
+            )
+        self._open[o] = _Episode(streak.key)
         self.sink.report(
             finding(
                 ID,
                 step,
-                f"the model has seen the same input batch on {streak.count} consecutive steps "
+                f"{what} on {streak.count} consecutive steps "
                 f"(checksum {checksum}, since step {streak.first}): {cause}.",
                 hint,
                 optimizer=o,
                 details={
+                    "forward": None if streak.forward == WHOLE else streak.forward + 1,
                     "since": streak.first,
                     "steps": streak.count,
                     "checksum": list(streak.key),

@@ -29,6 +29,9 @@ class Pending:
         None  # the batch checksum (gradwatch.stats.batch_checksum)
     )
     batch_sig: list[str] = field(default_factory=list)
+    #: the checksum of each forward's inputs, apart (``batch`` is their sum): with two or
+    #: more forwards one input can repeat while the others change (a GAN's real batch)
+    inputs: list[torch.Tensor | Deferred] = field(default_factory=list)
     forward_time: float = 0.0
     backward_time: float = 0.0
     dropped_events: int = 0

@@ -33,6 +33,9 @@ from gradwatch.transport.record_builder import StepMeta
 if TYPE_CHECKING:
     from gradwatch.hooks.context import HookContext
 
+#: forwards per step whose input checksums are kept apart (repeated-batch)
+MAX_INPUTS = 8
+
 
 def has_closure(args: Any, kwargs: Any) -> bool:
     """Whether ``step()`` was given a closure (it then computes gradients of its own)."""
@@ -97,6 +100,9 @@ class OptimizerWatch:
         self._grads: list[tuple[weakref.ref[torch.Tensor], int] | None] = [None] * len(self.params)
         self._pre: PreStep | None = None
         self._t_step_start = 0.0
+        #: the run's step counter a batch drawn for this step is stamped with (the first
+        #: optimizer's completed steps + 1, see gradwatch.hooks.loaders), read as it begins
+        self._clock = 1
         self._t_last = time.perf_counter()
         self._zero_grad: Callable[..., Any] | None = None
         self.checker = StepChecker(self, run._checks)
@@ -182,6 +188,8 @@ class OptimizerWatch:
         pending.forward_time += took
         if checksum is not None:
             pending.batch = checksum if pending.batch is None else combine(pending.batch, checksum)
+            if len(pending.inputs) < MAX_INPUTS:
+                pending.inputs.append(checksum)
         if len(pending.batch_sig) < 64:
             pending.batch_sig.extend(sig)
 
@@ -307,6 +315,7 @@ class OptimizerWatch:
 
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
         self._t_step_start = time.perf_counter()
+        self._clock = self.run.step + 1
         self.in_step = True
         closure = _closure(args, kwargs)
         if closure is None:
@@ -348,6 +357,7 @@ class OptimizerWatch:
         checks with the state before it (``pre``), then its statistics, as around
         ``optimizer.step()``; ``cleared``: the gradients were cleared by hand after the update."""
         self._t_step_start = time.perf_counter()
+        self._clock = self.run.step + 1
         self._pre = pre if self.collecting() else None
         if self._pre is not None:
             self.probe.sample(self.pending)
@@ -401,6 +411,8 @@ class OptimizerWatch:
             has_loss=loss is not None,
             batch=pending.batch_sig,
             requires_grad=self.checker.requires_grad(),
+            inputs=pending.inputs if len(pending.inputs) >= 2 else None,
+            clock=self._clock,
         )
         if self.stats.on_host:
             reader = self.transfer.add_host(HostStep(values, loss, batch), meta)

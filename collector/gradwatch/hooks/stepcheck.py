@@ -26,6 +26,41 @@ def _never() -> bool:
     return False
 
 
+def input_checksums(metas: list[StepMeta]) -> list[list[list[float]] | None]:
+    """Per step of a window, the checksum of each forward's inputs apart (``None`` for a
+    step of fewer than two forwards), on the host. Device checksums come over in one
+    transfer per window, on the I/O thread; a deferred one whose inputs were already read
+    for the step's sum (the hold budget ran out in between) is unknown (NaN)."""
+    from gradwatch.stats.batch_checksum import WIDTH, Deferred
+
+    unknown = [float("nan")] * WIDTH
+    on_device: list[torch.Tensor] = []
+    out: list[list[list[float]] | None] = []
+    for m in metas:
+        if m.inputs is None:
+            out.append(None)
+            continue
+        row: list[list[float]] = []
+        for x in m.inputs:
+            if isinstance(x, Deferred):
+                row.append(x.resolve().tolist() if x.parts else unknown)
+            else:
+                row.append([])  # filled in below, from one transfer
+                on_device.append(x.reshape(-1).to(torch.float64))
+        out.append(row)
+    if on_device:
+        try:
+            moved = torch.stack(on_device).cpu()
+        except RuntimeError:  # checksums on several devices
+            moved = torch.stack([t.cpu() for t in on_device])
+        values = iter(moved.tolist())
+        for row_ in out:
+            for i, v in enumerate(row_ or []):
+                if not v:
+                    row_[i] = next(values)  # type: ignore[index]
+    return out
+
+
 class StepChecker:
     """The checks of one optimizer's steps."""
 
@@ -165,7 +200,9 @@ class StepChecker:
         from gradwatch.stats.rows import LEADING
 
         summed = [bool(m.batch) for m in metas]  # a checksum was taken (an input tensor)
-        self.engine.window(self.w, win, data[:, 1:LEADING].tolist(), summed)
+        inputs = input_checksums(metas) if self.engine.on("repeated-batch") else None
+        clocks = [m.clock or m.step for m in metas]
+        self.engine.window(self.w, win, data[:, 1:LEADING].tolist(), summed, inputs, clocks)
         quiet = self.engine.quiet_rows(self.w, win, values_done)
         r, rows = 0, len(metas)
         if rows > 1 and not any(quiet):  # perhaps the histories start with this window

@@ -29,6 +29,7 @@ from gradwatch.contract import (
     ScalarsMeta,
     StepsMeta,
 )
+from gradwatch.stats.batch_checksum import Deferred
 from gradwatch.stats.rows import LEADING
 from gradwatch.wire import Array, Kind, Record
 
@@ -47,6 +48,10 @@ class StepMeta:
     has_loss: bool
     batch: list[str]
     requires_grad: list[bool] | None = None  # as at this step (checks run later)
+    #: each forward's input checksum apart, when the step had two or more (repeated-batch)
+    inputs: list[torch.Tensor | Deferred] | None = None
+    #: the run's step counter at this step (what DataLoader batches are stamped with)
+    clock: int = 0
 
 
 _DTYPES = {

@@ -39,6 +39,7 @@ def classify(
     signal: float = 3.0,
     loss: Loss | None = None,
     lr: float = 1e-3,
+    head_scale: float = 1.0,
 ) -> Run:
     """``steps`` Adam steps of an MLP classifier over shuffled batches; ``apart``: the labels
     get their own permutation (the bug)."""
@@ -46,6 +47,8 @@ def classify(
     classes = int(y.max()) + 1 if priors else C
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(DIM, 32), nn.ReLU(), nn.Linear(32, classes))
+    with torch.no_grad():
+        model[2].weight.mul_(head_scale)  # > 1: the loss starts above ln C
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     run = gradwatch.watch(model, opt)
     loss = loss or (lambda out, y: nn.functional.cross_entropy(out, y))  # looked up now
@@ -160,3 +163,21 @@ def test_loss_kind_compares_only_one_class_count_of_mean_hard_label_losses() -> 
     mixed.note(10, 0.0, True, False)
     mixed.note(5, 0.0, True, False)
     assert mixed.level is None
+
+
+def test_labels_apart_fitted_with_a_large_step_sit_above_ln_c_and_are_found(short: int) -> None:
+    """A large learning rate fits the labels' noise: the loss sits above ln C, chunks of it
+    beyond the band — learning nothing (pytorch/examples mnist_rnn's, shuffled)."""
+    run = classify(short, apart=True, lr=0.2)
+    f = first(run, "loss-at-chance")
+    assert f.step == short and f.details["largest_shortfall"] < BAND * math.log(C)
+
+
+def test_a_classifier_that_learns_with_a_large_step_is_quiet(short: int) -> None:
+    assert_quiet(classify(short, lr=0.2))
+
+
+def test_a_slow_learner_falling_through_ln_c_from_above_is_quiet(short: int) -> None:
+    """Weak signal, a head initialised large: the loss starts above ln C and declines
+    through it during the window (every chunk above the band's floor, its mean near ln C)."""
+    assert of(classify(short, signal=0.3, head_scale=4.0), "loss-at-chance") == []

@@ -62,6 +62,21 @@ def test_a_loss_cut_from_the_model_is_param_no_grad_not_step_without_backward(ho
     assert len(of(run, "param-no-grad")) == 1  # one finding for the whole episode
 
 
+def test_a_cut_loss_between_steps_of_a_connected_one_is_one_finding() -> None:
+    """Every fifth step another loss reaches the model (a WGAN generator's through its
+    critic): the cut stays one finding, not one per return."""
+    cut = _cut("item")
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        if i % 5 == 4:
+            mse(model(x), y).backward()  # reaches the model before the cut step
+        cut(i, model, opt, x, y)
+
+    model = mlp()
+    run = train(model, sgd(model), 20, step)
+    assert len(of(run, "param-no-grad")) == 1
+
+
 def test_a_real_loss_is_quiet() -> None:
     model = mlp()
     assert_quiet(train(model, sgd(model), 30))

@@ -242,3 +242,29 @@ def test_steps_a_grad_scaler_skips_are_not_wipes() -> None:
     run = train(model, sgd(model), 40, step)
     assert 0 < run.step < 40  # the scaler did skip steps
     assert of(run, "accumulation-wiped") == []
+
+
+def test_step_twice_per_backward_is_one_finding_for_the_run() -> None:
+    """The condition holds every other step: the same bug, one finding (it was one
+    incident per step pair)."""
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        standard(i, model, opt, x, y)
+        opt.step()
+
+    model = mlp()
+    run = train(model, sgd(model), 20, step)
+    assert [f.step for f in of(run, "step-without-backward")] == [2]
+
+
+def test_gradients_cleared_before_step_every_few_steps_is_one_finding() -> None:
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        mse(model(x), y).backward()
+        if i % 5 == 0:  # a path taken now and then clears before the update
+            opt.zero_grad()
+        opt.step()
+
+    model = mlp()
+    run = train(model, sgd(model), 20, step)
+    assert [f.step for f in of(run, "grad-zeroed-before-step")] == [1]

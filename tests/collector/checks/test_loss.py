@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from torch.nn.functional import l1_loss
 
+import gradwatch
 from tests.collector.checks.common import (
     D_IN,
     D_OUT,
@@ -251,6 +252,39 @@ def test_eval_mode_training_validation_without_train_afterwards() -> None:
 def test_eval_mode_training_correct_twin_is_quiet() -> None:
     model = bn_dropout_net()
     assert_quiet(train(model, sgd(model), 30, _validate_at_10(restore=True)))
+
+
+def gan_modes(gen_in_eval: bool, steps: int = 12) -> Any:
+    """A generator and a discriminator (both with dropout) trained in turns, each by its own
+    optimizer; with ``gen_in_eval`` the generator was left in eval()."""
+    gen, disc = bn_dropout_net(), bn_dropout_net()
+    if gen_in_eval:
+        gen.eval()
+    opt_g, opt_d = sgd(gen), sgd(disc)
+    run = gradwatch.watch({"gen": gen, "disc": disc}, [opt_g, opt_d])
+    try:
+        for i in range(steps):
+            x, y = batch(i)
+            opt_d.zero_grad()
+            mse(disc(x), y).backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            mse(gen(x), y).backward()
+            opt_g.step()
+    finally:
+        run.close()
+    return run
+
+
+def test_eval_mode_training_a_model_in_eval_next_to_one_in_train_is_one_finding() -> None:
+    """The other model's steps do not end the finding (a GAN's generator left in eval()
+    made one incident per step)."""
+    found = of(gan_modes(gen_in_eval=True), "eval-mode-training")
+    assert [(f.step, f.severity) for f in found] == [(1, "warning")]
+
+
+def test_eval_mode_training_two_models_in_train_are_quiet() -> None:
+    assert_quiet(gan_modes(gen_in_eval=False))
 
 
 def test_eval_mode_training_quiet_for_a_frozen_backbone_with_batchnorm_in_eval() -> None:

@@ -105,7 +105,18 @@ QUIET: dict[str, Any] = {
     "Adam 1e-2 on a small net": lambda: (wide(), lambda p: torch.optim.Adam(p, lr=1e-2)),
     "SGD 0.2 on a small net": lambda: (wide(), lambda p: torch.optim.SGD(p, lr=0.2)),
     "SGD 0.02 momentum": lambda: (wide(), lambda p: torch.optim.SGD(p, lr=0.02, momentum=0.9)),
+    "Adadelta 1.0 (its default)": lambda: (wide(), lambda p: torch.optim.Adadelta(p, lr=1.0)),
+    "Adadelta 0.1": lambda: (wide(), lambda p: torch.optim.Adadelta(p, lr=0.1)),
 }
+
+
+def test_an_adadelta_rate_far_above_its_natural_one_is_found_at_the_first_step() -> None:
+    """pytorch/examples mnist: Adadelta at 1.0, a factor 1000 too many."""
+    model = wide()
+    opt = torch.optim.Adadelta(model.parameters(), lr=1000.0)
+    (f,) = of(train(model, opt, 5), "lr-too-large")
+    assert (f.step, f.details["optimizer_class"], f.details["ratio"]) == (1, "Adadelta", 1000.0)
+    assert "1,000× Adadelta's natural rate of 1" in f.message
 
 
 @pytest.mark.parametrize("name", list(QUIET))
@@ -139,6 +150,8 @@ def test_which_optimizers_take_steps_of_about_the_learning_rate() -> None:
     assert lrscale.scale_free(torch.optim.NAdam(p)) == "NAdam"
     assert lrscale.scale_free(torch.optim.SGD(p, lr=0.1)) is None
     assert lrscale.scale_free(torch.optim.Adadelta(p)) is None  # lr=1.0 is its default
+    assert lrscale.multiplier(torch.optim.Adadelta(p)) == "Adadelta"
+    assert lrscale.multiplier(torch.optim.Adam(p)) is None
     assert lrscale.scale_free(torch.optim.RMSprop(p)) is None
 
     class DAdaptAdam(torch.optim.Adam):  # a learning-rate multiplier, 1.0 by default

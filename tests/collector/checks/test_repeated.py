@@ -117,6 +117,33 @@ def test_a_loader_walked_while_the_model_sees_one_batch_is_not_fed() -> None:
     assert "the model is not fed what it draws" in found[0].message
 
 
+def small_loader_epochs(feed_first: bool) -> Batches:
+    """Epochs of a loader of two batches walked one batch a step (a new iterator per epoch);
+    with ``feed_first`` the model gets the first batch every step instead."""
+    loader = DataLoader(dataset(), batch_size=N // 2, shuffle=True)
+    state: dict[str, object] = {}
+
+    def fed(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        it = state.get("it")
+        try:
+            got = next(it)  # type: ignore[call-overload]
+        except (StopIteration, TypeError):
+            it = state["it"] = iter(loader)
+            got = next(it)
+        return state.setdefault("first", got) if feed_first else got  # type: ignore[return-value]
+
+    return fed
+
+
+def test_epochs_of_a_small_loader_walked_while_the_model_sees_one_batch_are_not_fed() -> None:
+    found = of(loop(lambda: small_loader_epochs(feed_first=True), 20), "repeated-batch")
+    assert [(f.step, f.details["why"]) for f in found] == [(REPEAT_STEPS, "not-fed")]
+
+
+def test_epochs_of_a_small_loader_fed_to_the_model_are_quiet() -> None:
+    assert_quiet(loop(lambda: small_loader_epochs(feed_first=False), 20))
+
+
 def test_a_full_batch_with_a_partial_validation_pass_under_no_grad_is_quiet() -> None:
     x, y = dataset().tensors
     val = DataLoader(dataset(), batch_size=BATCH)
@@ -129,15 +156,131 @@ def test_a_full_batch_with_a_partial_validation_pass_under_no_grad_is_quiet() ->
     assert_quiet(loop(lambda: batches, 30))
 
 
-def test_a_new_batch_ends_the_episode_and_a_later_repeat_is_a_new_finding() -> None:
+def test_new_batches_end_the_episode_and_a_later_repeat_is_a_new_finding() -> None:
     loader = DataLoader(dataset(), batch_size=BATCH, shuffle=False)
     moving = iter(DataLoader(dataset(), batch_size=BATCH, shuffle=True))
 
     def batches(i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return next(moving) if i == 10 else next(iter(loader))
+        return next(moving) if 10 <= i < 10 + REPEAT_STEPS else next(iter(loader))
 
-    found = of(loop(lambda: batches, 20), "repeated-batch")
-    assert [f.step for f in found] == [REPEAT_STEPS, 11 + REPEAT_STEPS]
+    found = of(loop(lambda: batches, 30), "repeated-batch")
+    assert [f.step for f in found] == [REPEAT_STEPS, 10 + 2 * REPEAT_STEPS]
+
+
+def test_one_odd_step_inside_a_repeat_does_not_make_a_second_finding() -> None:
+    """An evaluation forward with gradients on every few steps adds its input to the next
+    step's: the repeat goes on around it, one finding."""
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=False)
+    moving = iter(DataLoader(dataset(), batch_size=BATCH, shuffle=True))
+
+    def batches(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return next(moving) if i in (10, 20) else next(iter(loader))
+
+    found = of(loop(lambda: batches, 30), "repeated-batch")
+    assert [f.step for f in found] == [REPEAT_STEPS]
+
+
+def gan_like(reuse_real: bool, steps: int = 30, extra_every: int = 0) -> Run:
+    """A discriminator that sees a real batch from a loader and a fresh fake one each step
+    (a GAN's), the real batch drawn every step but, with ``reuse_real``, the first one kept."""
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=True)
+    disc = mlp(d_in=6, d_out=1)
+    opt = torch.optim.SGD(disc.parameters(), lr=0.05)
+    run = gradwatch.watch(disc, opt)
+    kept: list[torch.Tensor] = []
+    try:
+        it = iter(loader)
+        for i in range(steps):
+            try:
+                real, _ = next(it)
+            except StopIteration:
+                it = iter(loader)
+                real, _ = next(it)
+            real = (kept or [real])[0] if reuse_real else real
+            kept.append(real)
+            fake = torch.randn(BATCH, 6, generator=torch.Generator().manual_seed(i))
+            opt.zero_grad()
+            if extra_every and i % extra_every == 0:  # a generator phase's forward, now and then
+                disc(torch.randn(BATCH, 6)).mean().backward()
+            loss = mse(disc(real), torch.ones(BATCH, 1)) + mse(disc(fake), torch.zeros(BATCH, 1))
+            loss.backward()
+            opt.step()
+    finally:
+        run.close()
+    return run
+
+
+def test_one_forward_of_a_step_seeing_one_batch_while_the_others_change_is_found() -> None:
+    found = of(gan_like(reuse_real=True), "repeated-batch")
+    assert len(found) == 1 and found[0].step == REPEAT_STEPS
+    assert found[0].details["forward"] == 1 and found[0].details["why"] == "not-fed"
+    assert "forward 1 of the model's 2 per step" in found[0].message
+
+
+def test_a_forward_that_comes_and_goes_does_not_hide_the_repeated_one() -> None:
+    """Every third step has a forward more before the real batch's (a WGAN's generator step
+    every n_critic steps): the repeated input is followed by its checksum, not its place."""
+    found = of(gan_like(reuse_real=True, extra_every=3), "repeated-batch")
+    assert [(f.step, f.details["why"]) for f in found] == [(REPEAT_STEPS, "not-fed")]
+
+
+def wgan_like(reuse_real: bool, steps: int = 30, n_critic: int = 5) -> Run:
+    """A generator watched first that steps once per ``n_critic`` critic steps (a WGAN's):
+    the loaders' steps (the first optimizer's) run slower than the critic's."""
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=True)
+    gen, disc = mlp(1, d_in=4, d_out=6), mlp(2, d_in=6, d_out=1)
+    opt_g = torch.optim.SGD(gen.parameters(), lr=0.01)
+    opt_d = torch.optim.SGD(disc.parameters(), lr=0.01)
+    run = gradwatch.watch({"gen": gen, "disc": disc}, [opt_g, opt_d])
+    kept = None
+    try:
+        for i, (real, _) in enumerate(b for _ in range(steps) for b in loader):
+            if i == steps:
+                break
+            kept = kept if kept is not None and reuse_real else real
+            opt_d.zero_grad()
+            fake = gen(torch.randn(BATCH, 4)).detach()
+            (disc(fake).mean() - disc(kept).mean()).backward()
+            opt_d.step()
+            if i % n_critic == 0:
+                opt_g.zero_grad()
+                (-disc(gen(torch.randn(BATCH, 4))).mean()).backward()
+                opt_g.step()
+    finally:
+        run.close()
+    return run
+
+
+def test_a_critic_stepping_faster_than_the_first_optimizer_is_judged_on_its_own_steps() -> None:
+    found = of(wgan_like(reuse_real=True), "repeated-batch")
+    assert [(f.optimizer, f.details["why"]) for f in found] == [(1, "not-fed")]
+    # (the critic's output bias has no gradient under a WGAN loss: param-no-grad's matter)
+    assert of(wgan_like(reuse_real=False), "repeated-batch") == []
+
+
+def test_a_gan_like_step_with_a_new_real_batch_each_step_is_quiet() -> None:
+    assert_quiet(gan_like(reuse_real=False))
+    assert_quiet(gan_like(reuse_real=False, extra_every=3))
+
+
+def test_models_trained_side_by_side_on_one_repeated_batch_make_one_finding() -> None:
+    """Four nets with four optimizers on each batch (MorvanZhou's 306_optimizer), the batch
+    kept: one batch, one finding."""
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=False)
+    nets = [mlp(seed) for seed in range(3)]
+    opts = [torch.optim.SGD(n.parameters(), lr=0.05) for n in nets]
+    run = gradwatch.watch(nets, opts)
+    try:
+        kept = None
+        for x, y in (b for _ in range(3) for b in loader):
+            kept = kept or (x, y)
+            for net, opt in zip(nets, opts, strict=True):
+                opt.zero_grad()
+                mse(net(kept[0]), kept[1]).backward()
+                opt.step()
+    finally:
+        run.close()
+    assert len(of(run, "repeated-batch")) == 1
 
 
 # -- the verdict on the loaders' log -------------------------------------------------------------

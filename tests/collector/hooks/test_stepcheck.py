@@ -117,6 +117,16 @@ def scenario(seed: int, n: int = 700) -> tuple[torch.Tensor, list[StepMeta]]:
     loss[at(1)] = NAN  # after the plateau and the divergence, which would overwrite it
     for _ in range(5):
         has_loss[at(1)] = False
+    i = at(1)  # a spike passed on to the update in full (the others: absorbed, as by Adam)
+    grad[i] *= 300.0
+    ratio[i] *= 10.0
+    for still in (1e-6, rng.choice([1e-6, 1.0])):  # small gradients for longer than a transient
+        i, k = at(26), rng.randrange(20, 26)
+        grad[i : i + k] *= 1e-6
+        ratio[i : i + k] *= still  # the weights stand still, or an adaptive optimizer moves them
+    i, k = at(26), rng.randrange(20, 26)  # the first layer's gradient far below the last one's
+    grad[i : i + k, 0] *= 1e-5
+    ratio[i : i + k, 0] *= rng.choice([1e-5, 1.0])  # and its pace, or not
     return rows(grad, nonfinite, param, ratio, loss, has_loss, has_grad, trainable, lr)
 
 
