@@ -198,14 +198,13 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "Gradients too small to train *and* weights that stand still: a vanishing gradient "
        "is harmful only when the parameters stop moving, so each step needs two pieces of "
        "evidence — the gradient (a tensor's RMS, or the first weight matrix's norm against "
-       "the last one's) and the update it made (‖Δθ‖/‖θ‖ after the update tiny, or the "
-       "first matrix's pace under the same share of the last one's). Adam, RMSprop and "
+       "the last one's) and the update it made (‖Δθ‖/‖θ‖ after the update tiny: a slow "
+       "layer that still moves is training). Adam, RMSprop and "
        "Adagrad rescale tiny gradients and keep the weights moving, so a tiny gradient "
        "alone is no finding. Judged after the update (on gradwatch's writer thread). One "
        "finding per episode lists the tensors.",
-       "RMS < {numerics.RMS_VANISH:g} with ‖Δθ‖ ≤ {numerics.STILL:g}×‖θ‖, or first/last "
-       "layer gradient ratio < {numerics.FIRST_LAST_RATIO:g} with the first layer's "
-       "‖Δθ‖/‖θ‖ < {numerics.FIRST_LAST_RATIO:g}× the last one's, at each of "
+       "RMS < {numerics.RMS_VANISH:g}, or first/last layer gradient ratio < "
+       "{numerics.FIRST_LAST_RATIO:g}, with ‖Δθ‖ ≤ {numerics.STILL:g}×‖θ‖ at each of "
        "{numerics.VANISH_STEPS} steps in a row; the episode ends after "
        "{numerics.VANISH_STEPS} steps without",
        "tensors whose RMS is below {numerics.STRUCTURAL_ZERO:g}× the largest (zero up to "

@@ -184,7 +184,8 @@ class NumericsChecks:
     def _vanishing(self, v: StepView, state: State, rms: torch.Tensor) -> None:
         """Tensors whose gradient is vanishing (:func:`_tiny`, or the first weight matrix's
         norm below ``FIRST_LAST_RATIO`` of the last one's) *and* whose weights stand still
-        (:func:`_still`) for ``VANISH_STEPS`` steps: one finding per episode, listing them."""
+        (:func:`_still`: a slow layer that still moves is training) for ``VANISH_STEPS``
+        steps: one finding per episode, listing them."""
         assert v.grad_norm is not None
         small = rms < RMS_VANISH
         idle = state.vanish is None and state.vanishing is None and v.optimizer not in self._deep
@@ -220,8 +221,7 @@ class NumericsChecks:
         )
         more = f" and {len(held) - LISTED} more" if len(held) > LISTED else ""
         deep = (
-            f"; the first layer's gradient is {num(low[1])} of the last layer's and its "
-            "weights move under that share of the last layer's pace"
+            f"; the first layer's gradient is {num(low[1])} of the last layer's"
             if low is not None and low[0] in held
             else ""
         )
@@ -244,15 +244,16 @@ class NumericsChecks:
 
     def _first_last_ratio(self, v: StepView, state: State) -> tuple[int, float] | None:
         """(first weight matrix, its gradient norm / the last one's) when below
-        ``FIRST_LAST_RATIO`` and its weights also move below that share of the last one's
-        pace (:func:`_lagging`): a deep net whose first layers do not train."""
+        ``FIRST_LAST_RATIO`` and its weights also stand still (:func:`_still`): a deep net
+        whose first layers do not train."""
         assert v.grad_norm is not None
         first, last = ends(state, v.order)
         if first < 0 or not (v.has_grad[first] and v.has_grad[last]):
             return None
         top = float(v.grad_norm[last])
         low = float(v.grad_norm[first]) / top if top > 0 else 0.0
-        if 0 < low < FIRST_LAST_RATIO and bool(_lagging(v.update_norm, v.param_norm, first, last)):
+        still = _still(v.update_norm, v.param_norm)
+        if 0 < low < FIRST_LAST_RATIO and bool(still if isinstance(still, bool) else still[first]):
             self._deep.add(v.optimizer)
             return first, low
         self._deep.discard(v.optimizer)
@@ -300,7 +301,8 @@ class NumericsChecks:
             if first >= 0:
                 top = g[:, last]
                 low = torch.where(top > 0, g[:, first] / top, 0.0)
-                lag = _lagging(win.update_norm, win.param_norm, first, last)
+                still = _still(win.update_norm, win.param_norm)
+                lag = still if isinstance(still, bool) else still[:, first]
                 quiet &= ~((low > 0) & (low < FIRST_LAST_RATIO) & lag)
         return quiet
 
@@ -406,19 +408,6 @@ def _still(update: torch.Tensor | None, param: torch.Tensor | None) -> torch.Ten
     if update is None or param is None:
         return True
     return ~(update > STILL * param)
-
-
-def _lagging(
-    update: torch.Tensor | None, param: torch.Tensor | None, first: int, last: int
-) -> torch.Tensor | bool:
-    """Whether the first weight matrix moves (‖Δθ‖/‖θ‖) at under ``FIRST_LAST_RATIO`` of
-    the last one's pace (one row: a bool tensor; rows: one per row). Not measured counts
-    as lagging (the gradient alone decides)."""
-    if update is None or param is None:
-        return True
-    u, p = update[..., first], param[..., first]
-    u_last, p_last = update[..., last], param[..., last]
-    return ~(u * p_last >= FIRST_LAST_RATIO * u_last * p)
 
 
 def _moved(update: torch.Tensor | None, param: torch.Tensor | None, n: int) -> torch.Tensor:

@@ -385,7 +385,7 @@ def deep_sigmoid(layers: int) -> nn.Module:
 
 def test_vanishing_grad_first_to_last_layer_ratio_in_a_deep_sigmoid_net() -> None:
     """Six saturating layers trained by SGD: the first layer's gradient is > 1e-7 per
-    element but < 1e-3 of the last layer's, and so is its pace (the catalogue's second
+    element but < 1e-3 of the last layer's, and its weights stand still (the catalogue's second
     condition)."""
     model = deep_sigmoid(6)
     x, y = batch(0)
