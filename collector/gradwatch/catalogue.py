@@ -301,7 +301,10 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "imbalanced labels whose loss sits at the prior's entropy more than "
        "{chance.BAND:.0%} below ln C; label smoothing whose floor is within twice the band "
        "of ln C; soft targets, `reduction='sum'`, losses of several class counts; steps "
-       "without an update"),
+       "without an update; contrastive losses whose classes are the batch's own rows "
+       "(N x N or N x (N-1) logits on every call, as SimCLR's and CLIP's: labels the loss "
+       "builds itself cannot be unpaired; a classifier whose batch size is C or C + 1 on "
+       "every step reads the same and is not checked)"),
     _C("loss-diverging", "Loss and data", "warning",
        "The model gets worse at its task because of the optimisation: the loss blew up, or "
        "it rose far above its best level and stayed there while the updates threw the "

@@ -24,7 +24,10 @@ goes below the band (it learns), a half of it whose mean leaves the band, or a d
 across the window (a slow learner passing ln C); imbalanced data whose loss sits at
 the entropy of the label prior when that is more than the band below ln C; label smoothing
 whose floor (the entropy of the smoothed target) lies within twice the band of ln C; soft
-(probability) targets, sums instead of means, and runs whose losses disagree on ``C``.
+(probability) targets, sums instead of means, and runs whose losses disagree on ``C``;
+contrastive losses whose classes are the batch's own rows (logits N x N or N x (N-1) on
+every call; a classifier trained with a batch size of C or C + 1 on every step is read as
+one, and not checked).
 """
 
 from __future__ import annotations
@@ -63,12 +66,26 @@ class LossKind:
     #: a call took softmax probabilities as its input (a softmax before the loss, which
     #: applies log_softmax itself): the loss can barely fall below ln C
     probabilities: bool = False
+    #: a call whose classes are not the batch's own rows (see ``note``)
+    fixed_classes: bool = False
 
     def note(
-        self, classes: int, smoothing: float, mean: bool, soft: bool, probabilities: bool = False
+        self,
+        classes: int,
+        smoothing: float,
+        mean: bool,
+        soft: bool,
+        probabilities: bool = False,
+        in_batch: bool = False,
     ) -> None:
-        """One classification loss call of a training step."""
+        """One classification loss call of a training step. ``in_batch``: its logits are an
+        N x N or N x (N-1) similarity of the batch's rows (a contrastive loss: SimCLR's
+        InfoNCE, CLIP), whose "classes" are the other samples of the same batch and whose
+        labels are positions the loss builds itself: they cannot be shuffled apart from
+        the inputs, so a loss at ln C there is slow learning (``loss-plateau``'s
+        business), not missing information. While every call is such, the check is off."""
         self.probabilities = self.probabilities or probabilities
+        self.fixed_classes = self.fixed_classes or not in_batch
         comparable = classes >= 2 and mean and not soft
         if not comparable or (self.classes is not None and self.classes != classes):
             self.classes = 0
@@ -81,7 +98,7 @@ class LossKind:
     def level(self) -> float | None:
         """ln C when the run's classification loss can be compared with it, else None."""
         c = self.classes
-        if not c:
+        if not c or not self.fixed_classes:
             return None
         chance = math.log(c)
         if smoothing_floor(c, self.smoothing) >= (1 - 2 * BAND) * chance:

@@ -26,8 +26,9 @@ import torch.nn.functional as F  # noqa: N812 - the name every torch user knows
 
 from gradwatch.checks.chance import LossKind
 
-#: classes, label smoothing, mean reduction, soft target, input made by a softmax
-Facts = tuple[int, float, bool, bool, bool]
+#: classes, label smoothing, mean reduction, soft target, input made by a softmax, classes
+#: that are the batch's own rows (an N x N or N x (N-1) similarity: a contrastive loss)
+Facts = tuple[int, float, bool, bool, bool, bool]
 SOFTMAX = "SoftmaxBackward0"  # the autograd node of softmax: probabilities, not logits
 Listener = Callable[[Facts], None]
 TARGETS = ("cross_entropy", "nll_loss")
@@ -55,6 +56,7 @@ def _facts(input: Any, target: Any, kwargs: dict[str, Any]) -> Facts | None:
         reduction == "mean" and not legacy,
         target.is_floating_point(),
         type(input.grad_fn).__name__ == SOFTMAX,
+        dim == 2 and int(input.shape[0]) >= 2 and classes in (input.shape[0] - 1, input.shape[0]),
     )
 
 

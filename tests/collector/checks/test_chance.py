@@ -181,3 +181,31 @@ def test_a_slow_learner_falling_through_ln_c_from_above_is_quiet(short: int) -> 
     """Weak signal, a head initialised large: the loss starts above ln C and declines
     through it during the window (every chunk above the band's floor, its mean near ln C)."""
     assert of(classify(short, signal=0.3, head_scale=4.0), "loss-at-chance") == []
+
+
+def test_a_contrastive_loss_over_the_batch_at_ln_c_is_quiet(short: int) -> None:
+    """InfoNCE whose classes are the batch's other rows (SimCLR's 2N x (2N-1) logits, the
+    positive always at index 0): labels the loss builds itself cannot be shuffled apart
+    from the inputs. Views with nothing in common keep the loss at ln(2N-1): not this check."""
+    torch.manual_seed(0)
+    encoder = nn.Linear(16, 8)
+    opt = torch.optim.SGD(encoder.parameters(), lr=0.05)
+    run = gradwatch.watch(encoder, opt)
+    try:
+        for _ in range(short + 20):
+            z = nn.functional.normalize(encoder(torch.randn(16, 16)), dim=1)
+            sim = (z @ z.t())[~torch.eye(16, dtype=torch.bool)].view(16, 15)
+            opt.zero_grad()
+            nn.functional.cross_entropy(sim * 0.2, torch.zeros(16, dtype=torch.long)).backward()
+            opt.step()
+    finally:
+        run.close()
+    assert of(run, "loss-at-chance") == []
+
+
+def test_loss_kind_is_off_while_every_call_is_over_the_batchs_rows() -> None:
+    kind = LossKind()
+    kind.note(15, 0.0, True, False, in_batch=True)
+    assert kind.level is None
+    kind.note(15, 0.0, True, False, in_batch=False)  # a classifier's call: fixed classes
+    assert kind.level == pytest.approx(math.log(15))
