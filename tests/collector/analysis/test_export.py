@@ -116,7 +116,7 @@ def test_csv_export_is_safe_to_open_in_a_spreadsheet(
         with (out / f"{table}.csv").open(newline="", encoding="utf-8") as f:
             cells += [cell for row in csv.reader(f) for cell in row]
     formulas = [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
-    assert all(c in ("-1.5", "-inf") for c in formulas), sorted(set(formulas))[:10]
+    assert all(_is_number(c) for c in formulas), sorted(set(formulas))[:10]  # numbers stay
     for name in FORMULAS:
         assert f"'{name}" in cells
     assert any(c.startswith("'=cmd|") for c in cells)  # tensor names and finding params
@@ -126,3 +126,11 @@ def test_csv_export_is_safe_to_open_in_a_spreadsheet(
     pd.testing.assert_frame_equal(back["tensors"], data.tensors)
     pd.testing.assert_frame_equal(back["findings"], data.findings)
     assert set(FORMULAS) <= set(back["steps"].columns)
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
