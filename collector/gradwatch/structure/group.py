@@ -1,6 +1,7 @@
 """A replicate group's invariants, learned from its good runs and checked on another.
 
-Replicates are runs with the same config hash and code hash (as for drift) and the same
+Replicates are runs with the same config hash and code hash (as for drift), made by
+another process (runs one process makes one after another are parts of one program), and the same
 parameter layout. The *good* runs are those of the group that finished with no error
 finding; with fewer than ``MIN_GOOD`` of them nothing is learned. What held on every step of
 every good run is an invariant:
@@ -47,6 +48,9 @@ class Member:
     has_error: bool
     started_at: float = 0.0
     shapes: dict[int, list[StepShape]] = field(default_factory=dict)
+    #: (host, pid) of the process that made the run: runs one process makes one after
+    #: another (a loop over schedulers or settings) are parts of one program, not replicates
+    process: tuple[str, int] | None = None
 
 
 @dataclass
@@ -246,7 +250,13 @@ def member(run_dir: Path, has_error: Callable[[Path], bool]) -> Member:
         has_error=has_error(run_dir),
         started_at=float(run.start.get("started_at") or 0.0),
         shapes={o: shapes(rows) for o, rows in run.steps.items()},
+        process=_process(run.start),
     )
+
+
+def _process(start: dict[str, Any]) -> tuple[str, int] | None:
+    pid, host = start.get("pid"), start.get("host")
+    return (str(host), pid) if isinstance(pid, int) and host else None
 
 
 def _config_hash(run_dir: Path) -> str | None:
@@ -281,6 +291,7 @@ def group_findings(
         and m.layout == subject.layout
         and m.status == "finished"
         and not m.has_error
+        and (m.process is None or m.process != subject.process)  # another invocation
     ]
     inv = learn(good)
     return [] if inv is None else check(subject, inv)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import multiprocessing
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -13,6 +18,25 @@ from gradwatch.structure.signature import StepShape
 CONFIG = {"lr": 0.01, "width": 8}
 
 
+def in_own_process(make: Callable[..., str]) -> Callable[..., str]:
+    """Replicates are other invocations of the program: each run here is made by a process
+    of its own (forked), as a rerun of a script would be; returns its run id."""
+
+    @functools.wraps(make)
+    def made(*args: Any, **kwargs: Any) -> str:
+        context = multiprocessing.get_context("fork")
+        receive, send = context.Pipe(duplex=False)
+        child = context.Process(target=lambda: send.send(make(*args, **kwargs)))
+        child.start()
+        run_id = str(receive.recv())
+        child.join(60)
+        assert child.exitcode == 0
+        return run_id
+
+    return made
+
+
+@in_own_process
 def replicate(name: str, seed: int, *, frozen_embedding: bool = False, steps: int = 30) -> str:
     """One run of the group: an embedding and a head, the embedding frozen on request."""
     torch.manual_seed(seed)
@@ -109,6 +133,7 @@ def test_first_lasting_needs_persist_steps_or_the_whole_run() -> None:
     assert first_lasting([False] * 3 + [True] * PERSIST) == 3
 
 
+@in_own_process
 def clipped_replicate(
     name: str, seed: int, *, weight_decay: float = 0.05, clip: bool = True
 ) -> str:
@@ -139,3 +164,13 @@ def test_a_replicate_without_its_weight_decay_or_its_clipping_breaks_the_group()
     found = structure(clipped_replicate("replicate-e", 5, clip=False))
     assert [(f["check"], f["step"]) for f in found] == [("group-invariant", 2)]
     assert "in this run steps are 'zero_grad backward step' from step 2" in found[0]["message"]
+
+
+def test_runs_one_process_makes_one_after_another_are_not_replicates() -> None:
+    """A script that trains one run per setting (a loop over schedulers or weight decays)
+    makes runs of one config and code that differ on purpose: not a group."""
+    make = clipped_replicate.__wrapped__  # type: ignore[attr-defined]
+    make("same-process-a", 0)
+    make("same-process-b", 1)
+    odd = make("same-process-c", 2, weight_decay=0.0)
+    assert not [f for f in structure(odd) if f["check"] == "group-invariant"]
