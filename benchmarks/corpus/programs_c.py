@@ -4,6 +4,7 @@ the corpus (see spec.py). Each runs unmodified at its pinned commit on the CPU."
 
 from __future__ import annotations
 
+from programs_b import NANO
 from spec import Program
 
 SIMCLR = "sthalles/SimCLR"
@@ -56,22 +57,7 @@ SFT = (
 NANOGPT = "karpathy/nanoGPT"
 NANOGPT_AT = "3adf61e154c3fe3fca428ad6bc3818b27a3b8291"
 # nanoGPT's README "baby GPT" for a CPU, as in programs_b.py, but compiled
-NANO_COMPILED = (
-    "config/train_shakespeare_char.py",
-    "--device=cpu",
-    "--compile=True",
-    "--eval_iters=10",
-    "--eval_interval=100",
-    "--log_interval=50",
-    "--block_size=64",
-    "--batch_size=8",
-    "--n_layer=2",
-    "--n_head=4",
-    "--n_embd=64",
-    "--max_iters=300",
-    "--lr_decay_iters=300",
-    "--dropout=0.0",
-)
+NANO_COMPILED = tuple("--compile=True" if a == "--compile=False" else a for a in NANO)
 CHAR_DATA = "$PYTHON $CORPUS_SHIMS/textdata/corpus_data.py nanogpt-char data/shakespeare_char"
 
 PROGRAMS: list[Program] = [
