@@ -49,3 +49,16 @@ def job_of_two(
     first, second = make(), make()
     monkeypatch.delenv("GRADWATCH_JOB")
     return first, second, make()
+
+
+def stale_grad_run(project: str) -> gradwatch.Run:
+    """A closed run of 3 steps that never calls zero_grad (a stale-grad error finding),
+    its checks recording only."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gradwatch.watch(model, opt, project=project, checks={"all": "record"}) as run:
+        for _ in range(3):  # zero_grad is missing: a stale-grad error
+            model(torch.randn(8, 3)).pow(2).mean().backward()
+            opt.step()
+    return run

@@ -13,12 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
-from torch import nn
 
-import gradwatch
 from gradwatch.paths import runs_dir
 from gradwatch_server.alerts.webhooks import SIGNATURE_HEADER, TIMESTAMP_HEADER, deliver_pass
 from gradwatch_server.app import create_app, webhook_policy
@@ -30,6 +27,7 @@ from gradwatch_server.settings import Settings
 from tests.collector.drift_runs import SCRIPT
 from tests.server.live import LOCAL, live_server, sqlite_with, wait_for
 from tests.server.receiver import receiver
+from tests.server.training import stale_grad_run
 
 
 @pytest.mark.parametrize(
@@ -78,13 +76,7 @@ def test_a_runtime_finding_matching_a_rule_becomes_an_alert_at_ingest(
 ) -> None:
     client.post("/api/v1/alert-rules", json={"project": "ci", "min_severity": "error"})
     client.post("/api/v1/alert-rules", json={"project": "other", "min_severity": "info"})
-    torch.manual_seed(0)
-    model = nn.Linear(3, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    with gradwatch.watch(model, opt, project="ci", checks={"all": "record"}) as run:
-        for _ in range(3):  # zero_grad is missing: a stale-grad error
-            model(torch.randn(8, 3)).pow(2).mean().backward()
-            opt.step()
+    run = stale_grad_run("ci")
     engine = make_engine(settings.db_url)
     import_run(engine, run.dir)
     import_run(engine, run.dir)  # a replay stores nothing twice

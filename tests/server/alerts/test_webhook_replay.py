@@ -16,11 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from fastapi.testclient import TestClient
-from torch import nn
 
-import gradwatch
 from gradwatch_server.alerts.webhooks import SIGNATURE_HEADER, TIMESTAMP_HEADER, deliver_pass
 from gradwatch_server.app import create_app, webhook_policy
 from gradwatch_server.db import make_engine
@@ -28,6 +25,7 @@ from gradwatch_server.ingest.spool_import import import_run
 from gradwatch_server.settings import Settings
 from tests.server.live import LOCAL, wait_for
 from tests.server.receiver import receiver
+from tests.server.training import stale_grad_run
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "drift.md"
 SECRET = "s3cret-of-the-rule"
@@ -72,13 +70,7 @@ def test_a_captured_delivery_is_refused_when_sent_again_later(settings: Settings
             },
         )
         assert made.status_code == 201, made.text
-        torch.manual_seed(0)
-        model = nn.Linear(3, 1)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        with gradwatch.watch(model, opt, project="ci", checks={"all": "record"}) as run:
-            for _ in range(3):  # zero_grad is missing: a stale-grad error
-                model(torch.randn(8, 3)).pow(2).mean().backward()
-                opt.step()
+        run = stale_grad_run("ci")
         engine = make_engine(settings.db_url)
         try:
             import_run(engine, run.dir)
