@@ -408,3 +408,62 @@ class HealthReply(BaseModel):
     status: str = Field(description="always 'ok'")
     version: str
     schema_: int = Field(alias="schema", description="the wire schema version")
+
+
+class StructurePublic(BaseModel):
+    """A run's structure findings, by step: ``structure-change`` (info: from step N the
+    lifecycle, the tensors that receive gradients, the modules in eval() mode, a param
+    group's hyperparameters, the dtypes, the schedulers or the GradScaler's part differ),
+    ``structure-safeguard`` (warning: clipping, a scheduler or train() mode stopped for
+    the rest of the run) and ``group-invariant`` (warning: it breaks what held in every
+    good run of its replicate group). Derived from the stored steps when read."""
+
+    data: list[FindingPublic]
+    count: int
+    steps_read: int = Field(description="steps read, over all optimizers")
+    truncated: bool = Field(description="the run has more steps than were read")
+    problems: list[str] = _problems()
+
+
+class GroupInvariant(BaseModel):
+    """One thing that held on every step of every good run of a group."""
+
+    invariant: str = Field(description="lifecycle, state:<element>, grads-always, grads-never")
+    optimizer: int
+    text: str
+
+
+class InvariantBreak(BaseModel):
+    """Where a run first differs, for good, from one invariant."""
+
+    invariant: str
+    step: int
+    message: str
+
+
+class GroupRunStructure(BaseModel):
+    """One run of the group: whether it taught the invariants and which it breaks."""
+
+    id: str
+    name: str
+    status: str
+    good: bool = Field(description="finished with no error finding")
+    learned_from: bool = Field(description="one of the runs the invariants were learned from")
+    not_checked: str | None = Field(description="why the run is not checked, if it is not")
+    truncated: bool
+    breaks: list[InvariantBreak]
+
+
+class GroupStructurePublic(BaseModel):
+    """A replicate group's invariants and, per run, the ones it breaks (each run checked
+    against the invariants of the *other* good runs)."""
+
+    key: str
+    project: str
+    learned_from: list[str] = Field(description="ids of the runs the invariants hold in")
+    learned_from_names: list[str]
+    invariants: list[GroupInvariant]
+    why_none: str | None = Field(description="why nothing was learned, if nothing was")
+    runs: list[GroupRunStructure]
+    not_read: int = Field(description="older runs of the group left out of the read")
+    problems: list[str] = _problems()

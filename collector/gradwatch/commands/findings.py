@@ -155,6 +155,27 @@ def _one_run(server: str, run: str, token: str | None) -> list[dict[str, Any]]:
             return [{**f, "run": run} for f in out]
 
 
+STRUCTURE_PAGE = 1000  # the server's largest page of structure findings
+
+
+def _structure(server: str, run: str, token: str | None) -> list[dict[str, Any]]:
+    """The run's structure findings as the server derives them (``GET
+    /runs/{run}/structure``, every page): what ``structure_findings`` derives locally.
+    None from a server without that route (it answers 404 for a run it has)."""
+    out: list[dict[str, Any]] = []
+    path = f"/runs/{urllib.parse.quote(run)}/structure"
+    while True:
+        try:
+            page = _get(server, path, token, offset=len(out), limit=STRUCTURE_PAGE)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404 and not out:
+                return []
+            raise
+        out += page["data"]
+        if not page["data"] or len(out) >= page["count"]:
+            return [{**f, "run": run} for f in out]
+
+
 def server_runs(server: str, run: str | None, token: str | None) -> list[str]:
     """``[run]``, or every run of the newest run's job (all its ranks and processes)."""
     if run is not None:
@@ -171,10 +192,14 @@ def server_runs(server: str, run: str | None, token: str | None) -> list[str]:
 
 
 def server_findings(server: str, run: str | None, token: str | None) -> dict[str, list[Any]]:
-    """Findings by run from ``GET /api/v1/runs/{run}/findings`` (all pages); the newest
-    run's job when ``run`` is None."""
+    """Findings by run from ``GET /api/v1/runs/{run}/findings`` and the structure
+    findings the server derives (``GET /api/v1/runs/{run}/structure``), all pages; the
+    newest run's job when ``run`` is None."""
     try:
-        return {r: _one_run(server, r, token) for r in server_runs(server, run, token)}
+        return {
+            r: _one_run(server, r, token) + _structure(server, r, token)
+            for r in server_runs(server, run, token)
+        }
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             raise UsageError(f"the server {server} has no run {run!r}") from exc

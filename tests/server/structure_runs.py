@@ -1,0 +1,96 @@
+"""Tiny real training runs whose structure changes mid-run, and a replicate group of
+three where one replicate differs: the fixtures of the structure API and page tests.
+
+Each run is made by a process of its own (forked), as a rerun of a script would be:
+runs that one process makes one after another are not replicates of each other.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import gradwatch
+
+CLIP_UNTIL = 30  # the clipped run stops calling clip_grad_norm_ from this step on
+STEPS = 60
+CONFIG = {"lr": 0.01, "width": 8}
+
+
+def in_own_process(make: Callable[..., str]) -> Callable[..., str]:
+    """Run ``make`` in a forked process; returns the run id it made."""
+
+    @functools.wraps(make)
+    def made(*args: Any, **kwargs: Any) -> str:
+        context = multiprocessing.get_context("fork")
+        receive, send = context.Pipe(duplex=False)
+        child = context.Process(target=lambda: send.send(make(*args, **kwargs)))
+        child.start()
+        run_id = str(receive.recv())
+        child.join(60)
+        assert child.exitcode == 0
+        return run_id
+
+    return made
+
+
+@in_own_process
+def clip_dropped(name: str = "clip-dropped", project: str = "structure") -> str:
+    """An MLP clipped with clip_grad_norm_ on its first CLIP_UNTIL - 1 steps, then never
+    again (a resume path that forgot the clipping call), STEPS steps in all."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gradwatch.watch(model, opt, name=name, project=project) as run:
+        for step in range(1, STEPS + 1):
+            opt.zero_grad()
+            model(torch.randn(4, 8)).pow(2).mean().backward()
+            if step < CLIP_UNTIL:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+    return run.id
+
+
+@in_own_process
+def replicate(
+    name: str, seed: int, *, frozen_embedding: bool = False, project: str = "structure"
+) -> str:
+    """One run of a replicate group (an embedding and a head, 30 steps); with
+    ``frozen_embedding`` its embedding gets no gradient (a stale flag of one replicate)."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Embedding(10, 8), nn.Flatten(), nn.Linear(16, 1))
+    if frozen_embedding:
+        model[0].requires_grad_(False)
+    opt = torch.optim.SGD(list(model.parameters()), lr=0.01)
+    with gradwatch.watch(model, opt, name=name, config=CONFIG, project=project) as run:
+        for _ in range(30):
+            opt.zero_grad()
+            model(torch.randint(0, 10, (4, 2))).pow(2).mean().backward()
+            opt.step()
+    return run.id
+
+
+def group_of_three(project: str = "structure") -> dict[str, str]:
+    """Name → run id of replicates a and b (good) and c (its embedding frozen)."""
+    return {
+        "replicate-a": replicate("replicate-a", 1, project=project),
+        "replicate-b": replicate("replicate-b", 2, project=project),
+        "replicate-c": replicate("replicate-c", 3, frozen_embedding=True, project=project),
+    }
+
+
+def record(root: Path) -> dict[str, str]:
+    """Train the clipped run and the group of three into the data directory ``root``
+    (``$GRADWATCH_DIR`` set for the duration): name → run id."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GRADWATCH_DIR", str(root))
+        for var in ("GRADWATCH_SERVER", "GRADWATCH_JOB", "GRADWATCH_CHECKS"):
+            patch.delenv(var, raising=False)
+        return {"clip-dropped": clip_dropped(), **group_of_three()}
