@@ -13,7 +13,7 @@ from typing import Any
 from dash import Dash, Input, Output, dcc, html
 
 from gradwatch_dashboard import compare_figures as cf
-from gradwatch_dashboard import ids
+from gradwatch_dashboard import ids, structure_panel
 from gradwatch_dashboard.api_client import Api, ApiError, from_request
 from gradwatch_dashboard.components import card, empty_state, graph
 from gradwatch_dashboard.figures import empty
@@ -26,6 +26,7 @@ POINTS = 1000
 MAX_RUNS = 8
 COLUMNS = 200  # steps of the per-tensor difference (the overview's columns)
 KEYS = (ids.CMP_VERDICT, ids.CMP_CURVES, ids.CMP_DIFF, ids.CMP_TENSORS, ids.CMP_FINGERPRINT)
+KEYS += (ids.CMP_STRUCTURE,)  # the group's invariants and the runs that break them
 FIGURES = (ids.CMP_CURVES, ids.CMP_DIFF, ids.CMP_TENSORS)
 # the picked runs into the address (``?runs=a,b,c``), so that it reproduces the comparison;
 # replaced, not pushed, and without telling the router (the page is already drawn)
@@ -67,6 +68,7 @@ def layout(group: str | None = None, runs: str | None = None, **_params: str) ->
             dcc.Store(id=ids.CMP_CHOSEN),
             dcc.Store(id=ids.CMP_ADDRESS),
             card(html.Div(id=ids.CMP_VERDICT)),
+            card(html.H3("Group invariants"), html.Div(id=ids.CMP_STRUCTURE)),
             card(graph(ids.CMP_CURVES)),
             card(graph(ids.CMP_DIFF)),
             card(graph(ids.CMP_TENSORS)),
@@ -108,6 +110,7 @@ def compare_view(api: Api, group: str | None, picked: list[str]) -> dict[str, An
             ids.CMP_DIFF: empty("Loss difference", "nothing compared yet"),
             ids.CMP_TENSORS: empty("Per-tensor difference", "nothing compared yet"),
             ids.CMP_FINGERPRINT: "",
+            ids.CMP_STRUCTURE: "",
         }
         return out
     details = {r: api.get(f"/runs/{r}") for r in chosen}
@@ -163,6 +166,9 @@ def compare_view(api: Api, group: str | None, picked: list[str]) -> dict[str, An
             [details[r].get("fingerprint") or {} for r in chosen],
             [names[r] for r in chosen],
             listed,
+        ),
+        ids.CMP_STRUCTURE: structure_panel.group_view(
+            api, structure_panel.group_key(group, details), chosen
         ),
     }
     steps = [s for _, xs, _ in curves for s in xs]
@@ -232,7 +238,7 @@ def register(app: Dash) -> None:
             got = compare_view(from_request(), group, picked or [])
         except ApiError as e:
             failed = empty_state(f"Cannot compare: {e.detail}")
-            return [[], [], failed, empty("", ""), empty("", ""), empty("", ""), "", None]
+            return [[], [], failed, empty("", ""), empty("", ""), empty("", ""), "", "", None]
         return [got["groups"], got["options"], *(got[k] for k in KEYS), got["runs"]]
 
     app.clientside_callback(  # type: ignore[no-untyped-call]

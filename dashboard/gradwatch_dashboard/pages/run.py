@@ -22,7 +22,7 @@ import numpy as np
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from gradwatch.contract import status_words
-from gradwatch_dashboard import figures, ids
+from gradwatch_dashboard import figures, ids, structure_panel
 from gradwatch_dashboard.api_client import Api, ApiError, from_request
 from gradwatch_dashboard.components import (
     card,
@@ -46,6 +46,7 @@ WINDOW = 120
 REFRESH_MS = 1000
 GRAPHS = (ids.RUN_LOSS, ids.RUN_HEATMAP, ids.RUN_RATIO, ids.RUN_NONFINITE, ids.RUN_LIFECYCLE)
 OUTPUTS = (ids.RUN_HEADER, *GRAPHS, ids.RUN_METRICS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT)
+OUTPUTS += (ids.RUN_STRUCTURE,)  # the structure timeline (structure_panel)
 MAX_SCALARS = 64  # user metrics drawn (the first logged); the API's reply budget bounds them
 INITIAL = "initial"  # the pending token of the drawing the page was laid out with
 
@@ -80,6 +81,7 @@ def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
             html.Div(id=ids.RUN_LIVE, className="gw-muted gw-live"),
             slot(ids.RUN_HEADER),
             card(slot(ids.RUN_LOSS)),
+            card(slot(ids.RUN_STRUCTURE)),
             slot(ids.RUN_METRICS),
             card(slot(ids.RUN_HEATMAP)),
             card(slot(ids.RUN_RATIO)),  # full width, as every panel: step N lines up
@@ -95,7 +97,8 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
     """Everything the page shows, requested concurrently; raises ``ApiError``."""
     # the findings with the run, not after it: the lifecycle window opens at the first
     # lifecycle finding, and a live page should not wait one more round trip for that
-    with ThreadPoolExecutor(3) as pool:
+    with ThreadPoolExecutor(4) as pool:
+        shaped = pool.submit(structure_panel.fetch, api, run_id)
         asked = pool.submit(api.get, f"/runs/{run_id}/findings", limit=1000)
         logged = pool.submit(api.get, f"/runs/{run_id}/scalars")
         detail = api.get(f"/runs/{run_id}")
@@ -135,6 +138,7 @@ def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
     else:
         data |= split(data.pop("overview"))
     data.setdefault("scalars", {"data": []})
+    data["structure"] = shaped.result()
     return {"detail": detail, "focus": focus, "findings": findings, **data}
 
 
@@ -269,6 +273,9 @@ def view(data: dict[str, Any]) -> dict[str, Any]:
             ids.RUN_METRICS: metrics_cards(data["scalars"]["data"], focus, before, window),
             ids.RUN_FINDINGS: findings_list(detail["id"], findings),
             ids.RUN_FINGERPRINT: fingerprint_panel(detail.get("fingerprint") or {}),
+            ids.RUN_STRUCTURE: structure_panel.panel(
+                detail["id"], data.get("structure"), window, MARGIN
+            ),
         },
         lifecycle=focus is not None,
     )

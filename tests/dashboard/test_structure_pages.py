@@ -1,0 +1,87 @@
+"""The structure timeline on the run page and the group's invariants on the compare page,
+in headless Chromium against a real server holding real training runs: a run whose
+clipping stops at step 30, and a replicate group of three where one replicate's
+embedding is frozen."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+
+from gradwatch_dashboard.api_client import Api
+from tests.dashboard.browser import drawn
+from tests.dashboard.conftest import serve
+from tests.dashboard.test_browser import open_page, page_problems
+from tests.server.structure_runs import CLIP_UNTIL, record
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def structure_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A live server holding the four structure runs (trained once for the module)."""
+    root = tmp_path_factory.mktemp("structure-data")
+    record(root)
+    yield from serve(Path(tmp_path_factory.mktemp("structure-db")) / "gw.db", root)
+
+
+def ids_by_name(url: str) -> dict[str, str]:
+    return {r["name"]: r["id"] for r in Api(url).get("/runs")["data"]}
+
+
+def test_the_run_page_shows_the_clipping_that_stopped_at_its_step(
+    browser: webdriver.Chrome, structure_url: str
+) -> None:
+    run = ids_by_name(structure_url)["clip-dropped"]
+    words = open_page(browser, f"{structure_url}/runs/{run}", "run-structure-list")
+    drawn(browser, 5)
+    item = browser.find_element(
+        By.CSS_SELECTOR, f'#run-structure-list li[data-step="{CLIP_UNTIL}"]'
+    )
+    assert item.text.startswith(f"step {CLIP_UNTIL} warning From step {CLIP_UNTIL}, ")
+    assert "clip_grad_norm_ is no longer called before step()" in item.text
+    assert words.count("\n") == 0  # one change: nothing else is listed
+    # the mark sits at its step on the page's step axis (the loss chart's)
+    marks, axis, loss_axis = browser.execute_script(
+        "const plot = id => document.getElementById(id).querySelector('.js-plotly-plot');"
+        "const g = plot('run-structure-graph'), l = plot('run-loss-graph');"
+        "return [g.data.flatMap(t => Array.from(t.x)), g._fullLayout.xaxis.range,"
+        " l._fullLayout.xaxis.range];"
+    )
+    assert marks == [CLIP_UNTIL]
+    assert axis == loss_axis
+    assert page_problems(browser) == []
+
+
+def test_a_run_with_no_structure_change_says_so(
+    browser: webdriver.Chrome, structure_url: str
+) -> None:
+    run = ids_by_name(structure_url)["replicate-a"]
+    words = open_page(browser, f"{structure_url}/runs/{run}", "run-structure-panel")
+    assert words.startswith("Structure: no change.")
+
+
+def test_the_compare_page_names_the_broken_invariant_and_the_run_that_breaks_it(
+    browser: webdriver.Chrome, structure_url: str
+) -> None:
+    named = ids_by_name(structure_url)
+    runs = ",".join(named[n] for n in ("replicate-a", "replicate-b", "replicate-c"))
+    open_page(browser, f"{structure_url}/compare?runs={runs}", "cmp-breaks")
+    held = browser.find_element(By.ID, "cmp-invariants").text
+    assert "3 tensors (0.weight, 2.weight, 2.bias) each received a gradient on every step" in held
+    rows = {
+        row.find_elements(By.TAG_NAME, "td")[0].text.split(" ")[0]: row.text
+        for row in browser.find_elements(By.CSS_SELECTOR, "#cmp-breaks tbody tr")
+    }
+    assert set(rows) == {"replicate-a", "replicate-b", "replicate-c"}
+    assert "taught the invariants" in rows["replicate-a"] and rows["replicate-a"].endswith("none")
+    assert (
+        "grads-always from step 1: 0.weight received a gradient on every step in runs "
+        in (rows["replicate-c"])
+    )
+    assert "replicate-a, replicate-b; in this run it has none from step 1." in rows["replicate-c"]
+    assert page_problems(browser) == []
