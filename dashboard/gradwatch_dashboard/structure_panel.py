@@ -105,12 +105,9 @@ def sentences(run_id: str, found: list[dict[str, Any]]) -> html.Ol:
             if step is not None
             else "whole run"
         )
-        items.append(
-            html.Li(
-                [link, " ", badge(str(f["severity"]), str(f["severity"])), " ", f["message"]],
-                **{"data-step": str(step), "data-check": str(f.get("check"))},
-            )
-        )
+        marks: dict[str, Any] = {"data-step": str(step), "data-check": str(f.get("check"))}
+        severity = str(f["severity"])
+        items.append(html.Li([link, " ", badge(severity, severity), " ", f["message"]], **marks))
     return html.Ol(items, id=LIST, className="gw-structure")
 
 

@@ -25,8 +25,14 @@ PATH = r"/compare"
 POINTS = 1000
 MAX_RUNS = 8
 COLUMNS = 200  # steps of the per-tensor difference (the overview's columns)
-KEYS = (ids.CMP_VERDICT, ids.CMP_CURVES, ids.CMP_DIFF, ids.CMP_TENSORS, ids.CMP_FINGERPRINT)
-KEYS += (ids.CMP_STRUCTURE,)  # the group's invariants and the runs that break them
+KEYS = (
+    ids.CMP_VERDICT,
+    ids.CMP_CURVES,
+    ids.CMP_DIFF,
+    ids.CMP_TENSORS,
+    ids.CMP_FINGERPRINT,
+    ids.CMP_STRUCTURE,  # the group's invariants and the runs that break them
+)
 FIGURES = (ids.CMP_CURVES, ids.CMP_DIFF, ids.CMP_TENSORS)
 # the picked runs into the address (``?runs=a,b,c``), so that it reproduces the comparison;
 # replaced, not pushed, and without telling the router (the page is already drawn)

@@ -45,8 +45,8 @@ POINTS = 2000
 WINDOW = 120
 REFRESH_MS = 1000
 GRAPHS = (ids.RUN_LOSS, ids.RUN_HEATMAP, ids.RUN_RATIO, ids.RUN_NONFINITE, ids.RUN_LIFECYCLE)
-OUTPUTS = (ids.RUN_HEADER, *GRAPHS, ids.RUN_METRICS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT)
-OUTPUTS += (ids.RUN_STRUCTURE,)  # the structure timeline (structure_panel)
+OUTPUTS: tuple[str, ...] = (ids.RUN_HEADER, *GRAPHS, ids.RUN_METRICS, ids.RUN_FINDINGS)
+OUTPUTS = (*OUTPUTS, ids.RUN_FINGERPRINT, ids.RUN_STRUCTURE)  # structure: structure_panel
 MAX_SCALARS = 64  # user metrics drawn (the first logged); the API's reply budget bounds them
 INITIAL = "initial"  # the pending token of the drawing the page was laid out with
 
