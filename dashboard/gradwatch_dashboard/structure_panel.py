@@ -185,6 +185,8 @@ def group_view(api: Api, key: str | None, chosen: list[str]) -> html.Div:
         name = dcc.Link(r["name"], href=f"/runs/{r['id']}", title=r["id"])
         if r.get("learned_from"):
             role = "taught the invariants"
+            if r.get("not_checked"):
+                role += f"; not checked itself: {r['not_checked']}"
         elif r.get("not_checked"):
             role = f"not checked: {r['not_checked']}"
         else:

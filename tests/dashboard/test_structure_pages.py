@@ -60,7 +60,7 @@ def test_the_run_page_shows_the_clipping_that_stopped_at_its_step(
 def test_a_run_with_no_structure_change_says_so(
     browser: webdriver.Chrome, structure_url: str
 ) -> None:
-    run = ids_by_name(structure_url)["replicate-a"]
+    run = ids_by_name(structure_url)["twin-a"]
     words = open_page(browser, f"{structure_url}/runs/{run}", "run-structure-panel")
     assert words.startswith("Structure: no change.")
 
@@ -69,7 +69,7 @@ def test_the_compare_page_names_the_broken_invariant_and_the_run_that_breaks_it(
     browser: webdriver.Chrome, structure_url: str
 ) -> None:
     named = ids_by_name(structure_url)
-    runs = ",".join(named[n] for n in ("replicate-a", "replicate-b", "replicate-c"))
+    runs = ",".join(named[n] for n in ("twin-a", "twin-b", "twin-c"))
     open_page(browser, f"{structure_url}/compare?runs={runs}", "cmp-breaks")
     held = browser.find_element(By.ID, "cmp-invariants").text
     assert "3 tensors (0.weight, 2.weight, 2.bias) each received a gradient on every step" in held
@@ -77,11 +77,11 @@ def test_the_compare_page_names_the_broken_invariant_and_the_run_that_breaks_it(
         row.find_elements(By.TAG_NAME, "td")[0].text.split(" ")[0]: row.text
         for row in browser.find_elements(By.CSS_SELECTOR, "#cmp-breaks tbody tr")
     }
-    assert set(rows) == {"replicate-a", "replicate-b", "replicate-c"}
-    assert "taught the invariants" in rows["replicate-a"] and rows["replicate-a"].endswith("none")
+    assert set(rows) == {"twin-a", "twin-b", "twin-c"}
+    assert "taught the invariants" in rows["twin-a"] and rows["twin-a"].endswith("none")
     assert (
         "grads-always from step 1: 0.weight received a gradient on every step in runs "
-        in (rows["replicate-c"])
+        in (rows["twin-c"])
     )
-    assert "replicate-a, replicate-b; in this run it has none from step 1." in rows["replicate-c"]
+    assert "twin-a, twin-b; in this run it has none from step 1." in rows["twin-c"]
     assert page_problems(browser) == []

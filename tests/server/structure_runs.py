@@ -80,9 +80,9 @@ def replicate(
 def group_of_three(project: str = "structure") -> dict[str, str]:
     """Name → run id of replicates a and b (good) and c (its embedding frozen)."""
     return {
-        "replicate-a": replicate("replicate-a", 1, project=project),
-        "replicate-b": replicate("replicate-b", 2, project=project),
-        "replicate-c": replicate("replicate-c", 3, frozen_embedding=True, project=project),
+        "twin-a": replicate("twin-a", 1, project=project),
+        "twin-b": replicate("twin-b", 2, project=project),
+        "twin-c": replicate("twin-c", 3, frozen_embedding=True, project=project),
     }
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -30,7 +30,7 @@ from sqlalchemy import and_, select
 from sqlmodel import Session, col
 
 from gradwatch.structure.group import Invariants, Member, check, learn
-from gradwatch.structure.signature import StepShape, shape
+from gradwatch.structure.signature import STATE_KINDS, StepShape, apply_state, lifecycle
 from gradwatch.structure.timeline import changes, names_text
 from gradwatch_server.groupkey import group_key
 from gradwatch_server.jsontext import load_json
@@ -39,10 +39,10 @@ from gradwatch_server.problems import note
 from gradwatch_server.read.groups import in_group
 
 #: steps read per optimizer (the first ones) and steps × tensors read per run
-MAX_STEPS: Final = 100_000
-MAX_CELLS: Final = 4_000_000
+MAX_STEPS: Final = 50_000
+MAX_CELLS: Final = 2_000_000
 #: the newest runs of a group read to learn its invariants
-MAX_MEMBERS: Final = 16
+MAX_MEMBERS: Final = 8
 #: runs whose shapes are kept between requests
 CACHED: Final = 8
 
@@ -54,6 +54,12 @@ class Read:
     member: Member
     steps_read: int  # steps read over all optimizers
     truncated: bool  # the run has more steps than were read
+    #: per optimizer, the tensors whose gradient came on some steps and not on others
+    varying: dict[int, list[int]] = field(default_factory=dict)
+    #: the timeline, computed once per read (``timeline``)
+    found: list[dict[str, Any]] | None = None
+    #: the run's version when read: (id, frames, end status)
+    version: tuple[Any, ...] = ()
 
 
 class ShapeCache:
@@ -121,9 +127,10 @@ def read_run(session: Session, run: Run, has_error: bool) -> Read:
     width = max((len(n) for n in names), default=0)
     budget = min(MAX_STEPS, MAX_CELLS // max(width, 1))
     shapes: dict[int, list[StepShape]] = {}
+    varying: dict[int, list[int]] = {}
     truncated = False
     for o in range(len(names)):
-        shapes[o], cut = _optimizer_shapes(session, run.id, o, budget)
+        shapes[o], varying[o], cut = _optimizer_shapes(session, run.id, o, budget)
         truncated = truncated or cut
     member = Member(
         id=run.id,
@@ -141,16 +148,18 @@ def read_run(session: Session, run: Run, has_error: bool) -> Read:
             f"run {run.id[:40]}: its structure was read for the first {budget:,} steps only "
             f"(at most {MAX_CELLS:,} steps × tensors a read)"
         )
-    read = Read(member, sum(len(s) for s in shapes.values()), truncated)
+    read = Read(member, sum(len(s) for s in shapes.values()), truncated, varying, None, key)
     CACHE.put(key, read)
     return read
 
 
 def _optimizer_shapes(
     session: Session, run_id: str, optimizer: int, budget: int
-) -> tuple[list[StepShape], bool]:
+) -> tuple[list[StepShape], list[int], bool]:
     """The first ``budget`` recorded steps of one optimizer as shapes (state carried
-    forward in step order), and whether more were recorded."""
+    forward in step order), the tensors whose gradient varied over them, and whether more
+    steps were recorded. Equal lifecycles, gradient patterns and states are one object
+    each (a long run repeats a few of them)."""
     blobs = {}
     for name in ("has_grad", "lr"):
         blobs[name] = SeriesBlob.__table__.alias(name)  # type: ignore[attr-defined]
@@ -174,7 +183,10 @@ def _optimizer_shapes(
     query = query.where(
         col(SeriesChunk.run_id) == run_id, col(SeriesChunk.optimizer) == optimizer
     ).order_by(col(SeriesChunk.step_first), col(SeriesChunk.seq))
-    rows: list[tuple[int, list[Any], list[bool], list[float]]] = []
+    rows: list[tuple[int, list[Any], bytes, tuple[float, ...]]] = []
+    grads_seen: dict[bytes, tuple[bool, ...]] = {}
+    some: np.ndarray[Any, Any] | None = None  # a gradient on some step, per tensor
+    every: np.ndarray[Any, Any] | None = None  # a gradient on every step, per tensor
     cut = False
     for steps_raw, meta_text, grad_raw, grad_rows, lr_raw, lr_rows in session.execute(query):
         if len(rows) >= budget:
@@ -187,23 +199,56 @@ def _optimizer_shapes(
         if not isinstance(events, list) or len(events) != n:
             note(f"the lifecycle events of {n} steps are stored damaged; their structure is unread")
             continue
-        grads = _matrix(grad_raw, grad_rows, n, "u1")
+        grads = _matrix(grad_raw, grad_rows, n, "u1").astype(bool)
         rates = _matrix(lr_raw, lr_rows, n, "<f8")
+        if grads.shape[0]:
+            got: np.ndarray[Any, Any] = np.asarray(grads.any(axis=1))
+            full: np.ndarray[Any, Any] = np.asarray(grads.all(axis=1))
+            some = got if some is None else some | got
+            every = full if every is None else every & full
+        columns = np.ascontiguousarray(grads.T)
         for i, step in enumerate(steps):
+            key = columns[i].tobytes()
+            if key not in grads_seen:
+                grads_seen[key] = tuple(bool(x) for x in columns[i])
             step_events = events[i] if isinstance(events[i], list) else []
             rows.append(
                 (
                     int(step),
                     [e for e in step_events if isinstance(e, list) and e],
-                    [bool(x) for x in grads[:, i]],
-                    [float(x) for x in rates[:, i]],
+                    key,
+                    tuple(float(x) for x in rates[:, i]),
                 )
             )
     rows.sort(key=lambda r: r[0])
     if len(rows) > budget:
         rows, cut = rows[:budget], True
+    varying = (
+        [] if some is None or every is None else [int(j) for j in np.flatnonzero(some & ~every)]
+    )
+    return _shapes(rows, grads_seen), varying, cut
+
+
+def _shapes(
+    rows: list[tuple[int, list[Any], bytes, tuple[float, ...]]],
+    grads: dict[bytes, tuple[bool, ...]],
+) -> list[StepShape]:
+    """``gradwatch.structure.signature.shape`` of every row, with the lifecycle of each
+    distinct sequence of event kinds computed once and the state carried forward."""
+    lifecycles: dict[tuple[tuple[str, str], ...], str] = {}
     state: dict[str, str] = {}
-    return [shape(step, ev, grads, state, lr) for step, ev, grads, lr in rows], cut
+    frozen: tuple[tuple[str, str], ...] = ()
+    out = []
+    for step, events, key, lr in rows:
+        kinds = tuple((str(e[0]), str(e[2]) if len(e) > 2 else "") for e in events)
+        life = lifecycles.get(kinds)
+        if life is None:
+            life = lifecycles[kinds] = lifecycle([(k, 0.0, d) for k, d in kinds])
+        if any(k in STATE_KINDS for k, _ in kinds):
+            apply_state(state, events)
+            frozen = tuple(sorted(state.items()))
+        out.append(StepShape(step, life, grads[key], frozen, lr))
+    return out
 
 
 def _matrix(raw: bytes | None, rows: int | None, n: int, dtype: str) -> np.ndarray[Any, Any]:
@@ -221,13 +266,24 @@ def _matrix(raw: bytes | None, rows: int | None, n: int, dtype: str) -> np.ndarr
 
 
 def timeline(read: Read) -> list[dict[str, Any]]:
-    """The run's structure changes (info) and dropped safeguards (warnings), by step."""
+    """The run's structure changes (info) and dropped safeguards (warnings), by step;
+    computed once per read. Only the tensors whose gradient varied can change, so the
+    rules see those alone (the others' steps are all alike: no change)."""
+    if read.found is not None:
+        return read.found
     m = read.member
     out: list[dict[str, Any]] = []
     for o, names in enumerate(m.layout):
         label = f" (optimizer {o})" if len(m.layout) > 1 else ""
-        out += [{**f, "optimizer": o} for f in changes(m.shapes.get(o, []), names, label)]
-    return sorted(out, key=lambda f: int(f["step"]))
+        keep = read.varying.get(o, [])
+        slim = [
+            StepShape(s.step, s.lifecycle, tuple(s.has_grad[j] for j in keep), s.state, s.lr)
+            for s in m.shapes.get(o, [])
+        ]
+        found = changes(slim, [names[j] for j in keep if j < len(names)], label)
+        out += [{**f, "optimizer": o} for f in found]
+    read.found = sorted(out, key=lambda f: int(f["step"]))
+    return read.found
 
 
 # ---- a replicate group -----------------------------------------------------------------
@@ -241,6 +297,12 @@ class Group:
     project_id: int
     reads: list[Read]
     others: int  # runs of the group not read (older than the newest MAX_MEMBERS)
+
+    @property
+    def version(self) -> tuple[Any, ...]:
+        """What the group's results depend on: its runs read and their versions."""
+        runs = tuple((*r.version, r.member.has_error) for r in self.reads)
+        return (self.key, self.project_id, self.others, *runs)
 
 
 def group_of(session: Session, key: str, project_id: int) -> Group:
@@ -278,10 +340,43 @@ def learned_for(group: Group, subject: Member) -> Invariants | None:
     return learn(good)
 
 
-def breaks(group: Group, subject: Member) -> list[dict[str, Any]]:
-    """Where ``subject`` breaks what held in every other good run of its group."""
+class Memo:
+    """The last ``CACHED`` results computed from a group, keyed by what they depend on."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._found: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+
+    def get(self, key: tuple[Any, ...]) -> Any:
+        """The result kept for ``key``, or None."""
+        with self._lock:
+            if key in self._found:
+                self._found.move_to_end(key)
+                return self._found[key]
+            return None
+
+    def put(self, key: tuple[Any, ...], value: Any) -> Any:
+        """Keep ``value`` for ``key``; returns it."""
+        with self._lock:
+            self._found[key] = value
+            while len(self._found) > CACHED:
+                self._found.popitem(last=False)
+        return value
+
+
+MEMO = Memo()
+
+
+def breaks(group: Group, read: Read) -> list[dict[str, Any]]:
+    """Where the run of ``read`` breaks what held in every other good run of its group
+    (computed once per version of the group and the run)."""
+    subject = read.member
+    key = ("breaks", *read.version, subject.has_error, *group.version)
+    found = MEMO.get(key)
+    if found is not None:
+        return list(found)
     inv = learned_for(group, subject)
-    return [] if inv is None else check(subject, inv)
+    return list(MEMO.put(key, [] if inv is None else check(subject, inv)))
 
 
 def run_structure(session: Session, run: Run) -> tuple[list[dict[str, Any]], Read]:
@@ -289,10 +384,10 @@ def run_structure(session: Session, run: Run) -> tuple[list[dict[str, Any]], Rea
     invariants (what ``gradwatch findings`` derives locally), by step."""
     errors = _has_errors(session, [run.id])
     read = read_run(session, run, run.id in errors)
-    found = timeline(read)
+    found = list(timeline(read))
     key = group_key(run.config_hash, run.code_hash)
     if key is not None and run.code_hash:
-        found += breaks(group_of(session, key, run.project_id), read.member)
+        found += breaks(group_of(session, key, run.project_id), read)
     return sorted(found, key=lambda f: int(f["step"])), read
 
 
@@ -349,7 +444,14 @@ def group_structure(group: Group) -> dict[str, Any]:
     """The group's invariants and, for each run read, where it breaks those learned from
     the other good runs. The invariants shown are those of the good runs (with the
     commonest layout) that break none themselves: a replicate that broke one taught
-    nothing, so what it broke is listed among them."""
+    nothing, so what it broke is listed among them. Computed once per group version."""
+    found = MEMO.get(("group", *group.version))
+    if found is None:
+        found = MEMO.put(("group", *group.version), _group_structure(group))
+    return dict(found)
+
+
+def _group_structure(group: Group) -> dict[str, Any]:
     good = [r.member for r in group.reads if _good(r.member)]
     layouts = [m.layout for m in good]
     common = max(set(layouts), key=layouts.count) if layouts else None
@@ -363,7 +465,7 @@ def group_structure(group: Group) -> dict[str, Any]:
             why = "its parameter layout differs from the group's"
         elif learned_for(group, m) is None:
             why = "fewer than two other good runs of the group to learn from"
-        found = [] if why else breaks(group, m)
+        found = [] if why else breaks(group, r)
         runs.append(
             {
                 "id": m.id,

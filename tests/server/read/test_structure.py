@@ -81,7 +81,7 @@ def test_the_server_derives_what_gradwatch_findings_derives_locally(
     assert [f["check"] for f in get(served, f"/runs/{ids['clip-dropped']}/structure")["data"]] == [
         "structure-safeguard"
     ]
-    assert [f["check"] for f in get(served, f"/runs/{ids['replicate-c']}/structure")["data"]] == [
+    assert [f["check"] for f in get(served, f"/runs/{ids['twin-c']}/structure")["data"]] == [
         "group-invariant"
     ]
 
@@ -110,9 +110,9 @@ def test_the_group_names_its_invariants_and_the_replicate_that_breaks_one(
     recorded: tuple[Path, dict[str, str]], served: str
 ) -> None:
     _, ids = recorded
-    group = get(served, f"/groups/{key_of(served, ids['replicate-a'])}/structure")
+    group = get(served, f"/groups/{key_of(served, ids['twin-a'])}/structure")
     assert group["project"] == "structure"
-    assert group["learned_from_names"] == ["replicate-a", "replicate-b"]
+    assert group["learned_from_names"] == ["twin-a", "twin-b"]
     texts = {i["invariant"]: i["text"] for i in group["invariants"]}
     assert texts["grads-always"] == (
         "3 tensors (0.weight, 2.weight, 2.bias) each received a gradient on every step"
@@ -120,13 +120,13 @@ def test_the_group_names_its_invariants_and_the_replicate_that_breaks_one(
     assert texts["lifecycle"] == "every step after the first was 'zero_grad backward step'"
     assert texts["state:hp:g0.weight_decay"] == "param group 0's weight_decay: '0' on every step"
     runs = {r["name"]: r for r in group["runs"]}
-    assert [r["breaks"] for r in (runs["replicate-a"], runs["replicate-b"])] == [[], []]
-    assert runs["replicate-c"]["breaks"] == [
+    assert [r["breaks"] for r in (runs["twin-a"], runs["twin-b"])] == [[], []]
+    assert runs["twin-c"]["breaks"] == [
         {
             "invariant": "grads-always",
             "step": 1,
-            "message": "0.weight received a gradient on every step in runs replicate-a, "
-            "replicate-b; in this run it has none from step 1.",
+            "message": "0.weight received a gradient on every step in runs twin-a, "
+            "twin-b; in this run it has none from step 1.",
         }
     ]
     assert [r["learned_from"] for r in group["runs"]] == [True, True, False]
@@ -139,7 +139,7 @@ def test_findings_json_from_the_server_carries_the_structure_findings(
     recorded: tuple[Path, dict[str, str]], served: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root, ids = recorded
-    for run_id in (ids["clip-dropped"], ids["replicate-c"]):
+    for run_id in (ids["clip-dropped"], ids["twin-c"]):
         assert cli.main(["findings", run_id, "--json", "--data-dir", str(root)]) == 0
         local = json.loads(capsys.readouterr().out)
         assert cli.main(["findings", run_id, "--json", "--server", served]) == 0
@@ -164,7 +164,7 @@ def test_a_token_of_another_project_sees_neither_the_run_nor_the_group(
     settings = Settings(db_url=url, data_dir=root, import_interval=None, require_tokens=True)
     own, other = (new_token(settings, p, "read") for p in ("structure", "elsewhere"))
     with live_server(settings) as base:
-        run = ids["replicate-c"]
+        run = ids["twin-c"]
         assert status(base, f"/runs/{run}/structure") == 401
         assert status(base, f"/runs/{run}/structure", other) == 404
         assert status(base, f"/runs/{run}/structure", own) == 200

@@ -35,8 +35,8 @@ def get_structure(
 ) -> GWJSONResponse:
     """The run's structure findings by step: what changed at which step (info), the
     safeguards it stopped using (warnings) and where it breaks its replicate group's
-    invariants (warnings), a page of them. The first 100,000 steps per optimizer (at
-    most 4,000,000 steps × tensors) are read; ``truncated`` says when there are more."""
+    invariants (warnings), a page of them. The first 50,000 steps per optimizer (at
+    most 2,000,000 steps × tensors) are read; ``truncated`` says when there are more."""
     run, _ = runs.get_run_row(session, run_id, access)
     with collecting() as problems:
         found, read = st.run_structure(session, run)
@@ -75,7 +75,7 @@ def get_group_structure(
     project: Annotated[str | None, Query(max_length=256)] = None,
 ) -> GWJSONResponse:
     """The group's invariants (what held on every step of every run that finished with
-    no error finding; none with fewer than two) and, for each of its newest 16 runs,
+    no error finding; none with fewer than two) and, for each of its newest 8 runs,
     which invariants it breaks and from which step."""
     project = project_filter(access, project)
     found = groups.describe(session, key, project)
