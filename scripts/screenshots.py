@@ -1,6 +1,8 @@
 """README screenshots of every dashboard page, from a real demo run.
 
-Records the demo's five trainings (``gradwatch demo --no-serve``), serves them with
+Records the demo's five trainings (``gradwatch demo --no-serve``) and the structure runs
+of ``tests/server/structure_runs.py`` (clipping dropped at step 30; a replicate group of
+three, one with a frozen embedding), serves them with
 ``gradwatch serve`` and photographs each page in headless Chromium into
 ``docs/screenshots/``.
 
@@ -25,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.dashboard.browser import chromium, drawn, wait  # noqa: E402
+from tests.server.structure_runs import record  # noqa: E402
 
 WIDTH = 1400
 
@@ -66,13 +69,14 @@ def main() -> None:
         gw = [sys.executable, "-m", "gradwatch"]
         subprocess.run([*gw, "demo", "--no-serve", "--data-dir", tmp, "--steps", str(args.steps)],
                        check=True)  # fmt: skip
+        structure = record(data)  # clipping dropped at step 30; a replicate group of three
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         server = subprocess.Popen([*gw, "serve", "--port", str(port), "--data-dir", tmp],
                                   stderr=subprocess.DEVNULL)  # fmt: skip
         driver = chromium(WIDTH, 1000)
         try:
-            wait(driver, lambda: _count(url) == 5, "the five demo runs", 120)
+            wait(driver, lambda: _count(url) == 5 + len(structure), "the runs", 120)
             # the server's cross-run check (the drifting run's repro-drift) and its alert
             wait(driver, lambda: "repro-drift" in _alerted(url), "the drift alert", 120)
             runs = {r["name"]: r for r in get(f"{url}/api/v1/runs")["data"]}
@@ -85,6 +89,11 @@ def main() -> None:
             shoot(driver, f"{url}/runs/{runs['drifting']['id']}", out / "run-drifting.png", 7,
                   "run-explain")  # fmt: skip
             shoot(driver, f"{url}/compare?group={group}", out / "compare.png", 3, "cmp-words")
+            shoot(driver, f"{url}/runs/{structure['clip-dropped']}", out / "run-structure.png", 5,
+                  "run-structure-list")  # fmt: skip
+            replicates = ",".join(structure[f"twin-{x}"] for x in "abc")
+            shoot(driver, f"{url}/compare?runs={replicates}", out / "compare-invariants.png", 3,
+                  "cmp-breaks")  # fmt: skip
             shoot(driver, f"{url}/alerts", out / "alerts.png", 0, "alerts-table")
         finally:
             driver.quit()
