@@ -231,21 +231,22 @@ class OptimizerWatch:
         """Called by the run after every backward pass, reached or not; returns how many of
         this optimizer's tensors the pass reached."""
         reached, by_hand = 0, ""
-        grads = self._grads
+        grads, ref = self._grads, weakref.ref
         for i, p in enumerate(self.params):
             g = p.grad
             if g is None:
                 continue
+            version = g._version
             seen = grads[i]
             if seen is not None:
                 if seen[0]() is not g:
                     by_hand = "by hand"  # replaced since the previous pass: p.grad = None
-                elif g._version == seen[1]:
+                elif version == seen[1]:
                     continue  # untouched by this pass
-                elif g._version > seen[1] + 1 and not by_hand:
+                elif version > seen[1] + 1 and not by_hand:
                     by_hand = "by hand (in place)"  # zero_() before this pass's += (+1)
             reached += 1
-            grads[i] = (weakref.ref(g), g._version)
+            grads[i] = (ref(g), version)
         if reached:
             self.versions_at_backward = self.parameter_versions()
             self._count_backward(root, took, by_hand)

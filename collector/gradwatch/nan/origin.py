@@ -116,7 +116,7 @@ class NanOrigin:
         first = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if first is None:
             first = next((t for _, t in tensors((args, kwargs))), None)
-        if first is not None and first.device.type == "cuda":
+        if first is not None and first.is_cuda:  # a C attribute: no device object made
             index = first.device.index or 0
             cuda = (index, torch.cuda.get_rng_state(index))
         rng = torch.get_rng_state()

@@ -243,10 +243,12 @@ class StepStats:
         enabled = _grad_enabled()
         _set_grad_enabled(False)
         try:
-            has_grad = [p.grad is not None for p in self.params]
+            # each gradient read once (an attribute read per tensor is a C call)
+            grads = [p.grad for p in self.params]
+            has_grad = [g is not None for g in grads]
             pre = PreStep(has_grad=has_grad)
             if now or not self.grads_after or not all(has_grad):
-                pre.grad_norm, pre.nonfinite, pre.finite = self._grad_stats(has_grad)
+                pre.grad_norm, pre.nonfinite, pre.finite = self._grad_stats(has_grad, grads)
             if not self.grads_only:
                 self._take_snapshot()
             return pre
@@ -254,14 +256,14 @@ class StepStats:
             _set_grad_enabled(enabled)
 
     def _grad_stats(
-        self, has_grad: list[bool]
+        self, has_grad: list[bool], now: list[torch.Tensor | None]
     ) -> tuple[torch.Tensor, torch.Tensor | None, bool | None]:
         """Gradient norms, non-finite counts (``None``: all zero) and, on the host, whether
-        every norm is finite."""
+        every norm is finite (``now``: each parameter's gradient, read just before)."""
         if self.on_host and self._fused and all(has_grad):
             # the common CPU step: norms in the accumulation dtype (the I/O thread widens
             # them), counts only when a norm is not finite — four ops in all
-            grads: list[torch.Tensor] = [p.grad for p in self.params]  # type: ignore[misc]
+            grads: list[torch.Tensor] = now  # type: ignore[assignment]
             at = self._layout(grads)
             if at is not None:
                 norms, bad = self._kernel_norms(at)
@@ -271,7 +273,7 @@ class StepStats:
             counts = self._post_counts(grads, norms)  # None exactly when every norm is finite
             return norms, counts, counts is None
         present = [i for i, ok in enumerate(has_grad) if ok]
-        grads = [g for g in (self.params[i].grad for i in present) if g is not None]
+        grads = [g for g in (now[i] for i in present) if g is not None]
         uniform = self._uniform if len(grads) == self.n else None
         norms = fused_norms(grads, self.device, uniform=uniform)
         finite: bool | None = None
