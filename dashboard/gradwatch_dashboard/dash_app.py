@@ -142,17 +142,18 @@ CARTESIAN_TRACES = frozenset(
 )
 
 
-def plotly_bundle() -> tuple[str, str, str]:
+def plotly_bundle(package_dir: str | None = None) -> tuple[str, str, str]:
     """The Plotly script pages load: ``(package, path in it, version)``. The cartesian
-    bundle when it is installed and is the plotly.js version the ``plotly`` package writes
-    figures for (its header names it: ``plotly.js (cartesian - minified) v4.1.1``), else the
-    full bundle that ``plotly`` ships."""
+    bundle when it is installed (under ``package_dir``, this package's folder by default)
+    and is the plotly.js version the ``plotly`` package writes figures for (its header
+    names it: ``plotly.js (cartesian - minified) v4.1.1``), else the full bundle that
+    ``plotly`` ships."""
     import os
 
     from plotly.offline import get_plotlyjs_version
 
     version = str(get_plotlyjs_version())
-    here = os.path.join(os.path.dirname(__file__), CARTESIAN)
+    here = os.path.join(package_dir or os.path.dirname(__file__), CARTESIAN)
     try:
         with open(here, "rb") as f:
             head = f.read(200).decode("utf-8", "replace")

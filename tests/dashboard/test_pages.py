@@ -413,3 +413,22 @@ def test_every_trace_of_the_demo_pages_is_one_the_pages_plotly_bundle_draws(
     figs += figures_in(compare.compare_view(demo_api, group, []))
     types = {t.type for f in figs for t in f.data}
     assert {"scatter", "heatmap", "bar"} <= types <= CARTESIAN_TRACES
+
+
+def test_pages_load_the_cartesian_bundle_only_when_it_is_the_plotly_js_of_the_figures(
+    tmp_path: Path,
+) -> None:
+    # invariant: figures written for one plotly.js version are drawn by that version; the
+    # full bundle of the plotly package otherwise (missing or another version's bundle)
+    from plotly.offline import get_plotlyjs_version
+
+    version = get_plotlyjs_version()
+    full = ("plotly", "package_data/plotly.min.js", version)
+    assert plotly_bundle(str(tmp_path)) == full  # not installed
+    bundle = tmp_path / "vendor" / "plotly-cartesian.min.js"
+    bundle.parent.mkdir()
+    bundle.write_text("/**\n* plotly.js (cartesian - minified) v0.0.1\n*/\n")
+    assert plotly_bundle(str(tmp_path)) == full  # another version
+    bundle.write_text(f"/**\n* plotly.js (cartesian - minified) v{version}\n*/\n")
+    got = plotly_bundle(str(tmp_path))
+    assert got == ("gradwatch_dashboard", "vendor/plotly-cartesian.min.js", version)
