@@ -17,7 +17,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev,server,integrations]"
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
-install: $(STAMP)
+# plotly.js's cartesian bundle from the npm registry, integrity-checked (the dashboard's Plotly)
+PLOTLY_BUNDLE := dashboard/gradwatch_dashboard/vendor/VERSION
+
+$(PLOTLY_BUNDLE): scripts/fetch_plotly_bundle.py
+	$(BIN)/python scripts/fetch_plotly_bundle.py
+
+install: $(STAMP) $(PLOTLY_BUNDLE)
 
 demo: install
 	$(BIN)/gradwatch demo

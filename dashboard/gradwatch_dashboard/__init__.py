@@ -2,3 +2,7 @@
 
 It reads data only through the server's query layer (:mod:`gradwatch_server`).
 """
+
+from gradwatch._version import __version__  # Dash logs it when it serves vendor/ files
+
+__all__ = ["__version__"]

@@ -116,14 +116,58 @@ def create_dash() -> Dash:
     return app
 
 
-# scripts every page loads up front, from Dash's component suites at versioned addresses
-EARLY_SCRIPTS = (("plotly", "package_data/plotly.min.js"), ("dash", "dcc/async-graph.js"))
+# scripts every page loads up front, from Dash's component suites at versioned addresses:
+# (package, path in it, version); Plotly's is ``plotly_bundle()``
+EARLY_SCRIPTS = (("dash", "dcc/async-graph.js", None),)
+# plotly.js's cartesian bundle (scatter, bar, heatmap, ... : every trace the dashboard draws;
+# no WebGL), 1.5 MB against the full bundle's 4.8 MB: ``make install`` puts it here from the
+# npm registry (``scripts/fetch_plotly_bundle.py``, integrity-checked; not in git)
+CARTESIAN = "vendor/plotly-cartesian.min.js"
+# the trace types of the cartesian bundle (its README): a figure may hold no other
+CARTESIAN_TRACES = frozenset(
+    [
+        "bar",
+        "box",
+        "contour",
+        "heatmap",
+        "histogram",
+        "histogram2d",
+        "histogram2dcontour",
+        "image",
+        "pie",
+        "scatter",
+        "scatterternary",
+        "violin",
+    ]
+)
+
+
+def plotly_bundle(package_dir: str | None = None) -> tuple[str, str, str]:
+    """The Plotly script pages load: ``(package, path in it, version)``. The cartesian
+    bundle when it is installed (under ``package_dir``, this package's folder by default)
+    and is the plotly.js version the ``plotly`` package writes figures for (its header
+    names it: ``plotly.js (cartesian - minified) v4.1.1``), else the full bundle that
+    ``plotly`` ships."""
+    import os
+
+    from plotly.offline import get_plotlyjs_version
+
+    version = str(get_plotlyjs_version())
+    here = os.path.join(package_dir or os.path.dirname(__file__), CARTESIAN)
+    try:
+        with open(here, "rb") as f:
+            head = f.read(200).decode("utf-8", "replace")
+    except OSError:
+        head = ""
+    if f"(cartesian - minified) v{version}\n" in head:
+        return "gradwatch_dashboard", CARTESIAN, version
+    return "plotly", "package_data/plotly.min.js", version
 
 
 def load_scripts_early(app: Dash) -> None:
-    """Plotly (4.8 MB) and dcc.Graph's chunk in every page's HTML as deferred scripts at
-    versioned addresses: the browser fetches and compiles them while Dash starts, not
-    once the first graph is laid out, and keeps them for a year. (Dash puts neither in
+    """Plotly (``plotly_bundle()``) and dcc.Graph's chunk in every page's HTML as deferred
+    scripts at versioned addresses: the browser fetches and compiles them while Dash starts,
+    not once the first graph is laid out, and keeps them for a year. (Dash puts neither in
     the page: dcc.Graph asks for them when it is first drawn, at addresses without a
     version that the browser revalidates with the server on every page load; it takes
     Plotly from ``window.Plotly`` when that is there, and its chunk when it is loaded.)"""
@@ -134,11 +178,11 @@ def load_scripts_early(app: Dash) -> None:
 
     prefix = f"{app.config.requests_pathname_prefix}_dash-component-suites"
     srcs = []
-    for package, path in EARLY_SCRIPTS:
+    for package, path, version in (plotly_bundle(), *EARLY_SCRIPTS):
         module = importlib.import_module(package)
         where = os.path.join(os.path.dirname(str(module.__file__)), path)
         modified = int(os.stat(where).st_mtime)
-        versioned: str = build_fingerprint(path, module.__version__, modified)  # type: ignore[no-untyped-call]
+        versioned: str = build_fingerprint(path, version or module.__version__, modified)  # type: ignore[no-untyped-call]
         app.registered_paths[package].add(path)  # Dash serves only the paths it knows
         srcs.append(f"{prefix}/{package}/{versioned}")
     tags = "\n".join(f'<script defer src="{src}"></script>' for src in srcs)

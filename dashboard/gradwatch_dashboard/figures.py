@@ -3,7 +3,10 @@
 Every builder takes decoded API data (see :mod:`gradwatch_dashboard.values`) and returns a
 ``plotly.graph_objects.Figure``; none of them reads the network. Non-finite values are
 data: heatmaps leave their cells blank and mark them (NaN ✕, +Inf ▲, −Inf ▼), line charts
-draw them as markers at the top of the plot. Long series use WebGL traces.
+draw them as markers at the top of the plot. Every trace is one of plotly.js's cartesian
+bundle (scatter, heatmap, bar: ``dash_app.CARTESIAN_TRACES``), the bundle the pages load: no
+WebGL. The pages ask the API for at most a few thousand points per line, and a heatmap with
+more than ``MARKS_FROM`` non-finite cells colours them instead of marking each one.
 
 Example::
 
@@ -23,16 +26,16 @@ from plotly.subplots import make_subplots
 
 from gradwatch_dashboard.values import grid, kind
 
-# points per trace above which a WebGL trace draws faster than SVG. Each WebGL trace costs a
-# GL context (hundreds of ms where the browser renders GL in software, as headless Chromium
-# and GPU-less machines do), so lines — one SVG path each — stay SVG much longer than markers
-WEBGL_FROM = 2000
-WEBGL_LINES_FROM = 20_000
+# non-finite cells of a heatmap above which they are coloured cells (a heatmap layer, drawn
+# as one image) instead of one SVG marker each (thousands of markers take seconds to draw)
+MARKS_FROM = 2000
 BAD = {
     "nan": ("x", "#d62728", "NaN"),
     "inf": ("triangle-up", "#111", "+Inf"),
     "-inf": ("triangle-down", "#111", "−Inf"),
 }
+# the colours of non-finite cells where there are too many to mark (+Inf and −Inf told apart)
+CELL_COLORS = {"nan": "#d62728", "inf": "#111", "-inf": "#7f7f7f"}
 FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12}
 
 
@@ -90,14 +93,13 @@ def empty(title: str, why: str, height: int = 220) -> go.Figure:
 
 
 def line(x: Sequence[int], y: Sequence[float | None], name: str, **kw: Any) -> go.Scatter:
-    """A line trace, WebGL when long; ``None`` and NaN in ``y`` are gaps. Its data are
-    numpy arrays: Plotly checks them in one step (a list, value by value: 40 ms for a
-    2,000-point loss) and sends them as binary typed arrays."""
-    cls = go.Scattergl if len(x) > WEBGL_LINES_FROM else go.Scatter
+    """A line trace (SVG: the pages ask for at most a few thousand points, and Plotly
+    simplifies the path); ``None`` and NaN in ``y`` are gaps. Its data are numpy arrays:
+    Plotly checks them in one step (a list, value by value: 40 ms for a 2,000-point loss)
+    and sends them as binary typed arrays."""
     xs, ys = np.asarray(x), np.asarray(y, dtype=np.float64)  # None -> NaN
     mode = kw.pop("mode", "lines")
-    trace: go.Scatter = cls(x=xs, y=ys, name=label(name), mode=mode, **kw)
-    return trace
+    return go.Scatter(x=xs, y=ys, name=label(name), mode=mode, **kw)
 
 
 def nonfinite_markers(
@@ -296,25 +298,66 @@ def tensor_heatmap(
         "inf": np.isposinf(grid),
         "-inf": np.isneginf(grid),
     }  # one vectorised pass per kind (a Python loop over 60,000 cells cost a tenth of a second)
+    cells = sum(int(m.sum()) for m in masks.values()) > MARKS_FROM
     for what, (symbol, color, bad) in BAD.items():
         rows, cols = np.nonzero(masks[what].reshape(grid.shape[0], -1))
-        if len(rows):
-            marks = go.Scattergl if len(rows) > WEBGL_FROM else go.Scatter
-            fig.add_trace(
-                marks(
-                    x=[steps[j] for j in cols.tolist()],
-                    y=[tensors[i] for i in rows.tolist()],
-                    mode="markers",
-                    name=bad,
-                    marker={"symbol": symbol, "color": color, "size": 7},
-                    hovertemplate=f"%{{y}}<br>from step %{{x}}: {bad}<extra></extra>",
-                )
+        if not len(rows):
+            continue
+        if cells:
+            add_cells(fig, steps, tensors, masks[what], what)
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=[steps[j] for j in cols.tolist()],
+                y=[tensors[i] for i in rows.tolist()],
+                mode="markers",
+                name=bad,
+                marker={"symbol": symbol, "color": color, "size": 7},
+                hovertemplate=f"%{{y}}<br>from step %{{x}}: {bad}<extra></extra>",
             )
+        )
     fig.update_yaxes(autorange="reversed", type="category", tickfont={"size": 10})
     fig.update_xaxes(title_text="step")
     fig.update_layout(showlegend=True, legend=LEGEND)
     mark_step(fig, focus, f"step {focus}", "#555")
     return fig
+
+
+def add_cells(
+    fig: go.Figure,
+    steps: Sequence[int],
+    tensors: Sequence[str],
+    mask: np.ndarray[Any, Any],
+    what: str,
+) -> None:
+    """The cells of ``mask`` (one kind of non-finite value) coloured over a heatmap, as one
+    heatmap layer with gaps elsewhere, and its legend entry (a square of its colour; a
+    heatmap has none of its own): one drawing for any number of cells."""
+    color, bad = CELL_COLORS[what], BAD[what][2]
+    group = f"cells-{what}"
+    fig.add_trace(
+        go.Heatmap(
+            x=np.asarray(steps),
+            y=list(tensors),
+            z=np.where(mask.reshape(len(tensors), -1), np.float32(1), np.float32(np.nan)),
+            colorscale=[[0, color], [1, color]],
+            showscale=False,
+            hoverongaps=False,
+            legendgroup=group,
+            hovertemplate=f"%{{y}}<br>from step %{{x}}: {bad}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            name=f"{bad} (cells)",
+            legendgroup=group,
+            marker={"symbol": "square", "color": color, "size": 10},
+            hoverinfo="skip",
+        )
+    )
 
 
 def log_grid(values: Sequence[Sequence[float]] | np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -17,6 +17,7 @@ from selenium.webdriver.common.by import By
 
 from gradwatch.wire import FRAME_CONTENT_TYPE
 from gradwatch_dashboard.api_client import Api
+from gradwatch_dashboard.dash_app import plotly_bundle
 from tests.dashboard.browser import console, drawn, text, wait
 from tests.dashboard.conftest import DEMO_STEPS
 from tests.server import frames as f
@@ -81,12 +82,16 @@ def test_run_page_of_the_nan_onset(
         ".data.map(t => t.type + ':' + (t.name || ''))"
     )
     assert traces[0] == "heatmap:" and "scatter:NaN" in traces  # few marks: SVG, no GL context
-    # Plotly came from the page's own versioned script, not from dcc.Graph's second address
+    # Plotly came from the page's own versioned script (the cartesian bundle where make
+    # install put it), not from dcc.Graph's second address
     plotly_requests = browser.execute_script(
         "return performance.getEntriesByType('resource').map(r => r.name)"
-        ".filter(n => n.includes('/plotly/'))"
+        ".filter(n => n.split('/').pop().startsWith('plotly'))"
     )
-    assert len(plotly_requests) == 1 and "plotly.v" in plotly_requests[0]
+    package, path, _ = plotly_bundle()
+    assert len(plotly_requests) == 1, plotly_requests
+    assert f"/{package}/" in plotly_requests[0]
+    assert f"{path.rsplit('/', 1)[-1].split('.')[0]}.v" in plotly_requests[0]
     # Dash's polyfill left the browser's own typed arrays and promises (its JavaScript
     # versions are what Plotly would decode and draw with), and kept what it adds
     scripted = browser.execute_script(NOT_NATIVE)

@@ -12,6 +12,7 @@ import pytest
 from gradwatch_dashboard import compare_figures as cf
 from gradwatch_dashboard import figures
 from gradwatch_dashboard.components import flatten
+from gradwatch_dashboard.dash_app import CARTESIAN_TRACES
 from gradwatch_dashboard.explain import explain, first_nonfinite, lifecycle_anomalies
 from gradwatch_dashboard.pages.run import as_grid, bad_counts
 from gradwatch_dashboard.values import floats, fmt, grid
@@ -49,15 +50,14 @@ def test_heatmap_leaves_nonfinite_cells_blank_and_marks_them(value: float, label
     assert len(marks) == 1 and list(marks[0].x) == [1] and list(marks[0].y) == ["b"]
 
 
-def test_loss_figure_marks_nonfinite_losses_and_uses_webgl_when_long() -> None:
-    n = figures.WEBGL_LINES_FROM + 1
+def test_loss_figure_marks_nonfinite_losses_and_draws_long_lines_with_the_pages_bundle() -> None:
+    n = 30_000  # more than any page asks for: still a trace of the cartesian bundle (SVG)
     steps = list(range(1, n + 1))
     values = [1.0] * n
     values[10], values[20] = NAN, INF
     fig = figures.loss_figure((steps, values), [("lr", [1, 2], [0.1, 0.1])], focus=7)
-    assert isinstance(fig.data[0], go.Scattergl)
-    short = figures.loss_figure((steps[:5000], values[:5000]), [], focus=None)
-    assert type(short.data[0]) is go.Scatter  # one SVG path draws faster than a GL context
+    assert {t.type for t in fig.data} <= CARTESIAN_TRACES
+    assert type(fig.data[0]) is go.Scatter and len(fig.data[0].x) == n
     assert math.isnan(fig.data[0].y[10])  # a gap in the line
     nan_marks = next(t for t in fig.data if t.name == "NaN")
     assert list(nan_marks.x) == [11]
@@ -288,3 +288,22 @@ def test_heatmap_marks_every_nonfinite_cell_with_its_kind() -> None:
     marks = {t.name: list(zip(t.x, t.y, strict=True)) for t in fig.data[1:]}
     assert marks == {"NaN": [(2, "a")], "+Inf": [(1, "b")], "−Inf": [(3, "b")]}
     assert all(type(t) is go.Scatter for t in fig.data[1:])  # few marks: SVG
+
+
+def test_heatmap_colours_nonfinite_cells_when_there_are_too_many_to_mark() -> None:
+    # invariant: every non-finite cell is shown with its kind, with one drawing per kind
+    # (not one SVG marker per cell) above MARKS_FROM, in traces the pages' bundle draws
+    tensors, steps = [f"t{i}" for i in range(30)], list(range(1, 201))
+    values = np.ones((30, 200))
+    values[:12, :] = NAN  # 2,400 NaN cells
+    values[20, 5:8] = INF
+    assert np.isnan(values).sum() > figures.MARKS_FROM
+    fig = figures.tensor_heatmap(tensors, steps, values, title="t")
+    assert {t.type for t in fig.data} <= CARTESIAN_TRACES
+    layers = {t.legendgroup: t for t in fig.data[1:] if t.type == "heatmap"}
+    assert set(layers) == {"cells-nan", "cells-inf"}
+    nan_cells = ~np.isnan(np.asarray(layers["cells-nan"].z, dtype=float))
+    inf_cells = ~np.isnan(np.asarray(layers["cells-inf"].z, dtype=float))
+    assert (nan_cells == np.isnan(values)).all() and (inf_cells == np.isposinf(values)).all()
+    legend = {t.name: t.legendgroup for t in fig.data if t.type == "scatter"}
+    assert legend == {"NaN (cells)": "cells-nan", "+Inf (cells)": "cells-inf"}

@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import plotly
+import plotly.graph_objects as go
 import pytest
 from dash import html, no_update
 
+import gradwatch_dashboard
 from gradwatch_dashboard import ids
 from gradwatch_dashboard.api_client import Api, ApiError
-from gradwatch_dashboard.dash_app import create_dash, route
+from gradwatch_dashboard.dash_app import CARTESIAN_TRACES, create_dash, plotly_bundle, route
 from gradwatch_dashboard.dash_app import routed as routed_call
 from gradwatch_dashboard.pages import alerts, compare, run, runs
 from tests.dashboard.conftest import DEMO_STEPS
@@ -317,8 +319,12 @@ def test_every_page_loads_plotly_up_front_from_an_address_cached_for_a_year(
     with urllib.request.urlopen(f"{demo_url}/runs/anything") as reply:
         page = reply.read().decode()
     srcs = re.findall(r'<script defer src="([^"]+)"></script>', page)
-    assert [s.rsplit("/", 1)[-1].split(".")[0] for s in srcs] == ["plotly", "async-graph"]
-    plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    package, path, _ = plotly_bundle()  # the cartesian bundle where make install put it
+    name = path.rsplit("/", 1)[-1].split(".")[0]
+    assert [s.rsplit("/", 1)[-1].split(".")[0] for s in srcs] == [name, "async-graph"]
+    assert f"/_dash-component-suites/{package}/" in srcs[0]
+    module = gradwatch_dashboard if package == "gradwatch_dashboard" else plotly
+    plotly_js = Path(module.__file__).parent / path
     for src in srcs:
         with urllib.request.urlopen(demo_url + src) as reply:
             assert reply.headers["Cache-Control"] == "max-age=31536000"
@@ -379,3 +385,50 @@ def test_router_picks_pages_and_says_when_there_is_none() -> None:
     store = page.children[0]
     assert store.data == {"run": "abc", "focus": 12}
     assert texts(route("/nowhere", None)) == ["No page at /nowhere. Start from the list of runs."]
+
+
+def figures_in(part: Any) -> list[go.Figure]:
+    """Every figure in a page's parts: figures, and graphs' figures in components."""
+    if isinstance(part, go.Figure):
+        return [part]
+    if part is None or isinstance(part, str | int | float):
+        return []
+    if isinstance(part, dict):
+        return [f for v in part.values() for f in figures_in(v)]
+    if isinstance(part, list | tuple):
+        return [f for v in part for f in figures_in(v)]
+    found = figures_in(getattr(part, "figure", None)) if hasattr(part, "figure") else []
+    return found + figures_in(getattr(part, "children", None))
+
+
+def test_every_trace_of_the_demo_pages_is_one_the_pages_plotly_bundle_draws(
+    demo_api: Api, demo_ids: dict[str, str]
+) -> None:
+    # invariant: Plotly skips a trace type its bundle lacks (a chart silently missing it),
+    # so every run page's and the comparison's traces are of the cartesian bundle's types
+    figs = [
+        f for i in demo_ids.values() for f in figures_in(run.view(run.fetch(demo_api, i, None)))
+    ]
+    group = runs.group_of(demo_api.get(f"/runs/{demo_ids['drifting']}"))
+    figs += figures_in(compare.compare_view(demo_api, group, []))
+    types = {t.type for f in figs for t in f.data}
+    assert {"scatter", "heatmap", "bar"} <= types <= CARTESIAN_TRACES
+
+
+def test_pages_load_the_cartesian_bundle_only_when_it_is_the_plotly_js_of_the_figures(
+    tmp_path: Path,
+) -> None:
+    # invariant: figures written for one plotly.js version are drawn by that version; the
+    # full bundle of the plotly package otherwise (missing or another version's bundle)
+    from plotly.offline import get_plotlyjs_version
+
+    version = get_plotlyjs_version()
+    full = ("plotly", "package_data/plotly.min.js", version)
+    assert plotly_bundle(str(tmp_path)) == full  # not installed
+    bundle = tmp_path / "vendor" / "plotly-cartesian.min.js"
+    bundle.parent.mkdir()
+    bundle.write_text("/**\n* plotly.js (cartesian - minified) v0.0.1\n*/\n")
+    assert plotly_bundle(str(tmp_path)) == full  # another version
+    bundle.write_text(f"/**\n* plotly.js (cartesian - minified) v{version}\n*/\n")
+    got = plotly_bundle(str(tmp_path))
+    assert got == ("gradwatch_dashboard", "vendor/plotly-cartesian.min.js", version)
