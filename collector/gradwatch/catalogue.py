@@ -71,7 +71,8 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "clears inside `step(closure)` (LBFGS, Lightning); gradients another optimizer applied "
        "(GANs); iterations a GradScaler skipped; correct accumulation; gradients used by "
        "hand before the clear (the parameters changed in place since the backward pass: "
-       "sharpness-aware minimisation's first pass, a manual update)"),
+       "sharpness-aware minimisation's first pass, also as a wrapper optimizer whose "
+       "`zero_grad` clears the inner optimizer's gradients; a manual update)"),
     _C("param-no-grad", "Parameter coverage", "warning",
        "A trainable parameter is cut off from the loss: its module runs in the training "
        "forward, yet it has never had a non-zero gradient (a graph break: `detach`, "

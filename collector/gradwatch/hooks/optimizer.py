@@ -248,8 +248,11 @@ class OptimizerWatch:
             reached += 1
             grads[i] = (ref(g), version)
         if reached:
-            self.versions_at_backward = self.parameter_versions()
+            # a clear found only now (by hand, or by another optimizer over the same
+            # tensors: a SAM wrapper's zero_grad) is judged against the parameters as the
+            # previous pass left them, so this pass's versions are taken after it
             self._count_backward(root, took, by_hand)
+            self.versions_at_backward = self.parameter_versions()
             self.run._model_hooks.reached(self.index)
         return reached
 

@@ -138,6 +138,12 @@ class Env:
     def unwrapped(self) -> Env:
         return self
 
+    @property
+    def _max_episode_steps(self) -> int:
+        """The time limit, under the name gym's `TimeLimit` wrapper gives it (SAC scripts
+        read it to tell a truncation from a terminal state)."""
+        return self.spec.max_episode_steps
+
     def seed(self, seed: int | None = None) -> list[int | None]:
         self.np_random = np.random.default_rng(seed)
         return [seed]

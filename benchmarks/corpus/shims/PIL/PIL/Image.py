@@ -1,0 +1,14 @@
+# ruff: noqa: N999 (the package is named as the one it stands in for)
+"""`PIL.Image` of the stand-in: importable; `open` refuses (no image files in the corpus)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Image:
+    """The type name scripts refer to in annotations and isinstance checks."""
+
+
+def open(fp: Any, *args: Any, **kwargs: Any) -> Image:
+    raise OSError("Pillow is not installed: the corpus's PIL stand-in opens no images")
