@@ -239,3 +239,48 @@ def test_an_ema_copy_that_runs_forward_or_is_handed_on_is_not_judged() -> None:
     assert lint_code(called) == []
     handed = code.replace("    opt.step()\n", "    opt.step()\n    evaluate(ema_model)\n")
     assert lint_code("from mylib import evaluate\n" + handed) == []
+
+
+VALIDATE_IN_TRAIN_MODE = """import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 4)
+        self.extra = LAYER
+
+    def forward(self, x):
+        return self.extra(self.body(x)).mean()
+
+
+torch.manual_seed(0)
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = [torch.randn(2, 4) for _ in range(3)]
+for x in loader:
+    opt.zero_grad()
+    model(x).backward()
+    opt.step()
+with torch.no_grad():
+    for x in loader:
+        model(x)
+"""
+
+
+@pytest.mark.parametrize(
+    ("layer", "says", "not_said"),
+    [
+        ("nn.BatchNorm1d(4)", "batch norm normalises with each validation batch", "dropout"),
+        ("nn.Dropout(0.5)", "dropout stays active, so validation results are noisy", "batch"),
+        ("nn.Sequential(nn.Dropout(0.1), nn.BatchNorm1d(4))", "dropout stays active and batch", ""),
+    ],
+)
+def test_validation_in_train_mode_names_the_layers_the_model_has(
+    layer: str, says: str, not_said: str
+) -> None:
+    [f] = lint_code(VALIDATE_IN_TRAIN_MODE.replace("LAYER", layer))
+    assert f.rule == "inference-in-train-mode"
+    assert says in f.message
+    assert not not_said or not_said not in f.message

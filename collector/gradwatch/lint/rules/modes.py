@@ -200,6 +200,46 @@ def _inference(a: Analysis, unit: Unit) -> None:
             "inference-in-train-mode",
             e.node,
             f"{model} runs under no_grad in {where} without {model}.eval() before it: "
-            "dropout stays active and batch norm updates its statistics on validation data.",
+            f"{_train_mode_effect(_mode_layers(a, e.tkind.value if e.tkind else None))}.",
             unit,
         )
+
+
+_DROPOUT = re.compile(r"Dropout|dropout")
+_NORM = re.compile(r"BatchNorm|InstanceNorm|batch_norm|instance_norm")
+
+
+def _mode_layers(a: Analysis, built: ast.expr | None) -> set[str]:
+    """The names of mode-dependent layers visible in the module ``built`` makes: its own
+    class name, and the names used in same-file classes it is made of (empty when nothing is
+    visible — a model from another file)."""
+    found: set[str] = set()
+    todo = [built] if isinstance(built, ast.Call) else []
+    seen: set[str] = set()
+    while todo:
+        call = todo.pop()
+        q = a.src.qualname(call.func) or ""
+        name = q.rsplit(".", 1)[-1] if q else (text(call.func) or "")
+        found.update(_MODE_DEPENDENT.findall(name))
+        cls = a.src.classes.get(name) if isinstance(call.func, ast.Name) else None
+        if cls is None or name in seen:
+            continue
+        seen.add(name)
+        for node in ast.walk(cls):
+            if isinstance(node, ast.Attribute | ast.Name):
+                found.update(_MODE_DEPENDENT.findall(text(node) or ""))
+            if isinstance(node, ast.Call):
+                todo.append(node)
+    return found
+
+
+def _train_mode_effect(layers: set[str]) -> str:
+    """What train mode changes in validation, for the layers the model visibly has."""
+    if layers and all(_NORM.search(x) for x in layers):
+        return (
+            "batch norm normalises with each validation batch's own statistics and updates "
+            "its running statistics on validation data"
+        )
+    if layers and all(_DROPOUT.search(x) for x in layers):
+        return "dropout stays active, so validation results are noisy and too pessimistic"
+    return "dropout stays active and batch norm updates its statistics on validation data"
