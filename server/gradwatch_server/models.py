@@ -6,7 +6,7 @@ window of steps) holding its step numbers, and one ``SeriesBlob`` per array of t
 (per statistic for the tensor stats, laid out tensors × steps), each a packed
 little-endian array. NaN and ±Inf live inside the blobs, so they are exact on every
 database. Anything else that may hold a non-finite float is JSON text written with
-``gradwatch.wire.to_jsonable``. Every frame's data is keyed by ``(run_id, seq)``; the
+``gradwatch.core.nonfinite.to_jsonable``. Every frame's data is keyed by ``(run_id, seq)``; the
 ``IngestedFrame`` row with the same key is what makes ingest idempotent.
 """
 

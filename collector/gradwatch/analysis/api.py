@@ -90,16 +90,9 @@ def runs(
 def _server_runs(
     server: str, project: str | None, token: str | None, filters: dict[str, str]
 ) -> list[dict[str, Any]]:
-    from gradwatch.analysis.remote import get_json
+    from gradwatch.analysis.remote import get_pages
 
-    out: list[dict[str, Any]] = []
-    while True:
-        page = get_json(
-            server, "/runs", token, project=project, offset=len(out), limit=PAGE, **filters
-        )
-        out += page["data"]
-        if not page["data"] or len(out) >= page["count"]:
-            return out
+    return get_pages(server, "/runs", token, PAGE, project=project, **filters)
 
 
 def _local_runs(project: str | None, data_dir: str | os.PathLike[str] | None) -> list[Any]:

@@ -7,7 +7,6 @@ built from them are equal whichever source they came from.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -15,8 +14,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from gradwatch.analysis.downsample import Vector, downsample
+from gradwatch.core.nonfinite import decode_floats
 
-NONFINITE_NAMES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 INCIDENT_KEYS = ("incident", "role")  # finding fields that group findings into incidents
 STEPS_METRICS = ("loss", "has_loss", "lr", "n_backward", "wall_time", "phases", "batch")
 
@@ -53,29 +52,6 @@ def thinned(series: Series, points: int | None) -> Series:
         return series
     steps, values = downsample(series.steps, series.values, points)
     return Series(series.name, series.kind, steps, values, series.stat)
-
-
-def decode_floats(obj: Any) -> Any:
-    """The server's ``"NaN"``/``"Infinity"``/``"-Infinity"`` strings back to floats, at any
-    depth (the API writes non-finite floats that way because JSON has no such numbers)."""
-    if isinstance(obj, str):
-        return NONFINITE_NAMES.get(obj, obj)
-    if isinstance(obj, dict):
-        return {k: decode_floats(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [decode_floats(v) for v in obj]
-    return obj
-
-
-def encode_floats(obj: Any) -> Any:
-    """Inverse of :func:`decode_floats`, for writing JSON that strict parsers accept."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return "NaN" if math.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
-    if isinstance(obj, dict):
-        return {k: encode_floats(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [encode_floats(v) for v in obj]
-    return obj
 
 
 def vector(values: list[Any], dtype: str = "f8") -> Vector:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from gradwatch.catalogue import CHECKS, Policy
 from gradwatch.checks.incidents import Grouper, Role, evidence
 from gradwatch.contract import FindingsMeta, Severity
-from gradwatch.errors import IntegrityError
+from gradwatch.core.errors import IntegrityError
 from gradwatch.wire import Kind, Record
 
 Action = Literal["none", "skip", "raise"]

@@ -25,7 +25,7 @@ from types import FrameType
 
 from gradwatch import paths
 from gradwatch.commands import Subparsers, data_dir_help
-from gradwatch.errors import ConfigError
+from gradwatch.core.errors import ConfigError
 
 PREFIX = "gradwatch run:"
 

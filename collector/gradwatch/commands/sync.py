@@ -8,7 +8,7 @@ import sys
 
 from gradwatch import paths
 from gradwatch.commands import Subparsers
-from gradwatch.errors import ConfigError
+from gradwatch.core.errors import ConfigError
 
 
 def run(args: argparse.Namespace) -> int:

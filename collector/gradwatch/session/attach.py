@@ -16,8 +16,8 @@ from gradwatch import paths
 from gradwatch._version import __version__
 from gradwatch.catalogue import Policy
 from gradwatch.contract import STAT_NAMES, OptimizerMeta, RunLayout, TensorMeta
+from gradwatch.core.errors import ConfigError
 from gradwatch.ddp import ranks as ddp
-from gradwatch.errors import ConfigError
 from gradwatch.fingerprint import provenance
 from gradwatch.fingerprint import take as fingerprint
 from gradwatch.hooks.manual_updates import ManualUpdates

@@ -19,7 +19,7 @@ import torch
 from gradwatch.checks.amp import ScalerWatch
 from gradwatch.checks.engine import CheckEngine
 from gradwatch.checks.findings import Finding, FindingSink
-from gradwatch.errors import IntegrityError
+from gradwatch.core.errors import IntegrityError
 from gradwatch.hooks import backward as backward_tap
 from gradwatch.hooks import lossguard
 from gradwatch.hooks.checkpoint_policy import CheckpointSaver

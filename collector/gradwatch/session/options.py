@@ -17,7 +17,7 @@ import torch
 from gradwatch import paths
 from gradwatch.catalogue import CHECKPOINT_CHECKS, CHECKS, DEFAULT_POLICY, POLICIES, Policy
 from gradwatch.contract import DEFAULT_PROJECT
-from gradwatch.errors import ConfigError
+from gradwatch.core.errors import ConfigError
 from gradwatch.fingerprint.user_config import config_hash, normalize_config
 
 CHECKS_ENV = "GRADWATCH_CHECKS"

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from gradwatch._version import __version__
-from gradwatch.errors import ConfigError
+from gradwatch.core.errors import ConfigError
 from gradwatch.paths import runs_dir
 from gradwatch.transport.spool import (
     SpoolCursor,

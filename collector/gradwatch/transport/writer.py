@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
-from gradwatch.errors import ConfigError
+from gradwatch.core.errors import ConfigError
 from gradwatch.transport.spool import SpoolWriter, read_acked
 from gradwatch.wire import Record
 

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 from sqlmodel import Session
 
+from gradwatch.core.nonfinite import to_jsonable
 from gradwatch.drift.envelope import envelope, leaving
 from gradwatch.drift.verdict import compare
-from gradwatch.wire import to_jsonable
 from gradwatch_server.exceptions import RequestError
 from gradwatch_server.models import Run
 from gradwatch_server.problems import collecting
@@ -36,7 +36,7 @@ def compare_runs(
     session: Session, a: Run, b: Run, *, rtol: float | None, atol: float | None
 ) -> dict[str, Any]:
     """The comparison of two stored runs with the ``problems`` of reading them, non-finite
-    floats tagged (``{"$f": "inf"}``, :func:`gradwatch.wire.to_jsonable`); 422 when their
+    floats tagged (``{"$f": "inf"}``, :func:`gradwatch.core.nonfinite.to_jsonable`); 422 when their
     stored data cannot be compared."""
     with collecting() as problems:
         data = [load_run_data(session, run) for run in (a, b)]

@@ -20,6 +20,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
+from gradwatch.core.records import fingerprint_order
 from gradwatch.drift.envelope import leaving
 from gradwatch.drift.verdict import compare, divergence
 from gradwatch_server.alerts.rules import raise_alerts
@@ -290,7 +291,7 @@ def _first_seeds(session: Session, run_ids: list[str]) -> dict[str, int | None]:
     last fingerprint that has the key (fast phase first, then by seq). A run whose seeds
     are no JSON object, or whose fingerprint is one ``$d`` tag, is read the long way."""
     sql = _SEEDS_SQL.get(session.get_bind().dialect.name, _SEEDS_SQL["postgresql"])
-    rows = sorted(_in_chunks(session, sql, run_ids), key=lambda r: (r[1] != "fast", r[2]))
+    rows = sorted(_in_chunks(session, sql, run_ids), key=lambda r: fingerprint_order(r[1], r[2]))
     last: dict[str, tuple[str | None, str | None]] = {}
     slow: set[str] = set()
     for run_id, _phase, _seq, kind, text, wrapped in rows:
