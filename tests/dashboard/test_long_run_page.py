@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gradwatch.core.nonfinite import decode_float
-from gradwatch.wire import FRAME_CONTENT_TYPE
+from gradwatch.core.wire import FRAME_CONTENT_TYPE
 from gradwatch_dashboard import ids
 from gradwatch_dashboard.api_client import Api
 from gradwatch_dashboard.pages import run

@@ -17,8 +17,8 @@ from gradwatch.commands.findings import local_findings, server_findings
 from gradwatch.core.client import Api
 from gradwatch.core.nonfinite import to_jsonable
 from gradwatch.core.records import decode, merge_fingerprints
+from gradwatch.core.wire import Frame, Kind, Record
 from gradwatch.reader import load_run
-from gradwatch.wire import Frame, Kind, Record
 from gradwatch_server.settings import Settings
 from tests.collector.analysis.recorded import BAD_STEP, STEPS, train
 from tests.server.live import live_server

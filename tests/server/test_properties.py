@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from sqlalchemy import MetaData, select
 
 from gradwatch.core.nonfinite import decode_float
-from gradwatch.wire import Array, Kind, Record, encode_frame
+from gradwatch.core.wire import Array, Kind, Record, encode_frame
 from tests.server import frames as f
 
 FIXTURE_OK = settings(

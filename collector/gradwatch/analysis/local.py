@@ -12,19 +12,25 @@ from typing import Any
 
 import numpy as np
 
-from gradwatch.analysis.downsample import Vector
-from gradwatch.analysis.selection import INCIDENT_KEYS, Selection, Series, tensor_rows, thinned
+from gradwatch.analysis.selection import INCIDENT_KEYS, Selection, Series, thinned
 from gradwatch.commands.findings import public
-from gradwatch.contract import DEFAULT_PROJECT
-from gradwatch.core.records import SCALARS_OPTIMIZER, ScalarsChunk, StepsChunk, decode
-from gradwatch.transport.spool import read_spool
+from gradwatch.core.contract import DEFAULT_PROJECT
+from gradwatch.core.downsample import Vector
+from gradwatch.core.records import (
+    SCALARS_OPTIMIZER,
+    ScalarsChunk,
+    StepsChunk,
+    decode,
+    tensor_rows,
+)
+from gradwatch.core.spool import read_spool
 
 SCALARS = SCALARS_OPTIMIZER  # the optimizer number the server files user scalars under
 Chunk = StepsChunk | ScalarsChunk
 
 
 class LocalSource:
-    """A run folder in the data directory (see :mod:`gradwatch.transport.spool`)."""
+    """A run folder in the data directory (see :mod:`gradwatch.core.spool`)."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
@@ -124,7 +130,7 @@ class LocalSource:
 
     def findings(self) -> list[dict[str, Any]]:
         """The spooled findings (lint findings marked as the CLI marks them)."""
-        from gradwatch.lint.confirm import mark
+        from gradwatch.core.confirm import mark
 
         spooled = [{"run": self.run_id, **f} for f in self._findings]
         return [public(f) | _extra(f) for f in mark(spooled)]

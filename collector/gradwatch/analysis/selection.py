@@ -7,13 +7,12 @@ built from them are equal whichever source they came from.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-from gradwatch.analysis.downsample import Vector, downsample
+from gradwatch.core.downsample import Vector, downsample
 from gradwatch.core.nonfinite import decode_floats
 
 INCIDENT_KEYS = ("incident", "role")  # finding fields that group findings into incidents
@@ -59,28 +58,6 @@ def vector(values: list[Any], dtype: str = "f8") -> Vector:
     if dtype == "i8":
         return np.asarray(values, dtype=np.int64)
     return np.asarray([decode_floats(v) for v in values], dtype=np.float64)
-
-
-def tensor_rows(
-    start_meta: dict[str, Any], note: Callable[[str], None] = lambda problem: None
-) -> dict[str, tuple[int, int]]:
-    """Tensor name -> (optimizer, row in that optimizer's statistics), from RUN_START;
-    what cannot be read is passed to ``note`` (the server reports it as a problem)."""
-    out: dict[str, tuple[int, int]] = {}
-    counts: dict[int, int] = {}
-    tensors = start_meta.get("tensors", []) if isinstance(start_meta, dict) else None
-    if not isinstance(tensors, list):
-        note(f"the run's start record has tensors of type {type(tensors).__name__}, not a list")
-        return out
-    for i, tensor in enumerate(tensors):
-        opt = tensor.get("optimizer", 0) if isinstance(tensor, dict) else None
-        if not isinstance(opt, int) or isinstance(opt, bool):
-            note(f"tensor {i} of the run's start record is unreadable; its rows are left out")
-            return out  # rows after it cannot be placed
-        row = counts.get(opt, 0)
-        counts[opt] = row + 1
-        out.setdefault(str(tensor.get("name")), (opt, row))
-    return out
 
 
 class Source(Protocol):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gradwatch import paths
+from gradwatch.core import paths
 
 
 def cross_run_findings(run_dir: Path) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ JSON_KEYS = (
 def local_compare(args: argparse.Namespace) -> dict[str, Any]:
     """Both runs from the data directory, compared in this process."""
     from gradwatch.commands.findings import local_run_dir
-    from gradwatch.drift.verdict import compare, from_local
+    from gradwatch.core.drift.verdict import compare, from_local
     from gradwatch.transport.local_reader import load_run
 
     runs = [from_local(load_run(local_run_dir(r, args.data_dir))) for r in (args.run_a, args.run_b)]

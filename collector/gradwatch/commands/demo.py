@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from gradwatch import paths
 from gradwatch.commands import Subparsers, data_dir_help
+from gradwatch.core import paths
 from gradwatch_server.settings import DB_FILE, default_db_url
 
 PROJECT = "demo"  # gradwatch.demo.training.PROJECT, which imports torch

@@ -1,10 +1,10 @@
 """``gradwatch findings``: a run's findings, from the local data directory or a server.
 
 Without RUN it reads every run of the latest job: all ranks and processes that the last
-``gradwatch run`` invocation (or torchrun launch) started (:mod:`gradwatch.transport.jobs`).
+``gradwatch run`` invocation (or torchrun launch) started (:mod:`gradwatch.core.jobs`).
 The exit status makes it a CI gate: ``gradwatch findings --fail-on error`` exits 1 when one
 of those runs has an error finding, 0 when none has, 2 when there is no such run. Findings
-are shown by incident (:mod:`gradwatch.checks.incidents`): one sentence naming the root
+are shown by incident (:mod:`gradwatch.core.incidents`): one sentence naming the root
 cause, then the findings that are its evidence.
 """
 
@@ -17,17 +17,15 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from gradwatch import paths
-from gradwatch.checks.incidents import annotate, evidence, views
 from gradwatch.commands import Subparsers, data_dir_help
 from gradwatch.commands._crossrun import cross_run_findings
-from gradwatch.contract import SEVERITIES
-from gradwatch.core import nonfinite
+from gradwatch.core import jobs, nonfinite, paths
 from gradwatch.core.client import Api, NotFoundError
+from gradwatch.core.contract import SEVERITIES
+from gradwatch.core.incidents import annotate, evidence, views
 from gradwatch.core.records import decode
-from gradwatch.transport import jobs
-from gradwatch.transport.spool import list_segments, read_spool
-from gradwatch.wire import Kind
+from gradwatch.core.spool import list_segments, read_spool
+from gradwatch.core.wire import Kind
 
 JSON_KEYS = (
     "run",
@@ -163,7 +161,7 @@ def server_findings(server: str, run: str | None, token: str | None) -> dict[str
 
 
 def _marked(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from gradwatch.lint.confirm import mark
+    from gradwatch.core.confirm import mark
 
     return mark(found)
 

@@ -9,10 +9,10 @@ import time
 from typing import Any
 
 from gradwatch.commands import Subparsers, data_dir_help
-from gradwatch.contract import findings_words, status_words
 from gradwatch.core import nonfinite
 from gradwatch.core.client import Api, ApiError
-from gradwatch.transport.jobs import by_job
+from gradwatch.core.contract import findings_words, status_words
+from gradwatch.core.jobs import by_job
 
 PAGE = 1000
 

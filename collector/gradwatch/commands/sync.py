@@ -6,8 +6,8 @@ import argparse
 import os
 import sys
 
-from gradwatch import paths
 from gradwatch.commands import Subparsers
+from gradwatch.core import paths
 from gradwatch.core.errors import ConfigError
 
 

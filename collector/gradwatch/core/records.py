@@ -18,21 +18,21 @@ validates each frame first, then files the same layout). What it decides:
 
 Example::
 
-    from gradwatch.transport.spool import read_spool
+    from gradwatch.core.spool import read_spool
     run = decode(read_spool(run_dir).frames)
     run.fingerprint["seeds"], [c.steps for c in run.steps[0]]
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from gradwatch.wire import Array, Frame, Kind, Record
+from gradwatch.core.wire import Array, Frame, Kind, Record
 
 #: the optimizer number user scalars are filed under
 SCALARS_OPTIMIZER = -1
@@ -45,6 +45,28 @@ Vector = NDArray[Any]
 def as_numpy(array: Array) -> Vector:
     """A wire array as numpy (a view on its bytes)."""
     return np.frombuffer(array.data, dtype=NUMPY_DTYPES[array.dtype]).reshape(array.shape)
+
+
+def tensor_rows(
+    start_meta: dict[str, Any], note: Callable[[str], None] = lambda problem: None
+) -> dict[str, tuple[int, int]]:
+    """Tensor name -> (optimizer, row in that optimizer's statistics), from RUN_START;
+    what cannot be read is passed to ``note`` (the server reports it as a problem)."""
+    out: dict[str, tuple[int, int]] = {}
+    counts: dict[int, int] = {}
+    tensors = start_meta.get("tensors", []) if isinstance(start_meta, dict) else None
+    if not isinstance(tensors, list):
+        note(f"the run's start record has tensors of type {type(tensors).__name__}, not a list")
+        return out
+    for i, tensor in enumerate(tensors):
+        opt = tensor.get("optimizer", 0) if isinstance(tensor, dict) else None
+        if not isinstance(opt, int) or isinstance(opt, bool):
+            note(f"tensor {i} of the run's start record is unreadable; its rows are left out")
+            return out  # rows after it cannot be placed
+        row = counts.get(opt, 0)
+        counts[opt] = row + 1
+        out.setdefault(str(tensor.get("name")), (opt, row))
+    return out
 
 
 def fingerprint_order(phase: str, seq: int) -> tuple[bool, int]:

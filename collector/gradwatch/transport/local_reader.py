@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradwatch import paths
+from gradwatch.core import paths
 from gradwatch.core.records import StepsChunk, decode
-from gradwatch.transport.spool import list_segments, read_spool
+from gradwatch.core.spool import list_segments, read_spool
 
 
 @dataclass
@@ -112,7 +112,7 @@ def list_runs(data_dir: Path | None = None) -> list[Path]:
 
 def latest_run(data_dir: Path | None = None) -> Path:
     """The most recent run folder; ``FileNotFoundError`` with a hint when there is none."""
-    from gradwatch.transport.jobs import recent_runs  # ordered by start time, not by id
+    from gradwatch.core.jobs import recent_runs  # ordered by start time, not by id
 
     runs = [r.dir for r in recent_runs(paths.data_dir(data_dir))]
     if not runs:

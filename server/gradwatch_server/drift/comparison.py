@@ -1,9 +1,9 @@
 """Cross-run comparison and seed envelopes of stored runs, for the API (numpy; no torch).
 
-``compare_runs`` is what ``GET /compare`` answers: :func:`gradwatch.drift.verdict.compare`
+``compare_runs`` is what ``GET /compare`` answers: :func:`gradwatch.core.drift.verdict.compare`
 on two stored runs, plus the ``problems`` met reading them. ``group_envelope`` is ``GET
 /groups/{key}/envelope``: the loss envelope of one run per seed
-(:mod:`gradwatch.drift.envelope`), drawn at no more than ``points`` evenly spread steps
+(:mod:`gradwatch.core.drift.envelope`), drawn at no more than ``points`` evenly spread steps
 (:func:`spread`), and which runs leave it.
 
 Example::
@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 from sqlmodel import Session
 
+from gradwatch.core.drift.envelope import envelope, leaving
+from gradwatch.core.drift.verdict import compare
 from gradwatch.core.nonfinite import to_jsonable
-from gradwatch.drift.envelope import envelope, leaving
-from gradwatch.drift.verdict import compare
 from gradwatch_server.exceptions import RequestError
 from gradwatch_server.models import Run
 from gradwatch_server.problems import collecting

@@ -20,9 +20,10 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
+from gradwatch.core import checkids
+from gradwatch.core.drift.envelope import leaving
+from gradwatch.core.drift.verdict import compare, divergence
 from gradwatch.core.records import fingerprint_order
-from gradwatch.drift.envelope import leaving
-from gradwatch.drift.verdict import compare, divergence
 from gradwatch_server.alerts.rules import raise_alerts
 from gradwatch_server.db import write_session
 from gradwatch_server.groupkey import group_key, parse_key
@@ -72,7 +73,7 @@ def _drift_finding(result: dict[str, Any], reference: str) -> dict[str, Any]:
     }
     where, why = divergence(result, result["fingerprint_diff"])
     return {
-        "check": "repro-drift",
+        "check": checkids.REPRO_DRIFT,
         "severity": "warning",
         "step": result["step"],
         "optimizer": result["optimizer"],
@@ -452,7 +453,7 @@ def _envelope(engine: Engine, members: list[_Member]) -> list[str]:
             if step is None:
                 continue
             finding = {
-                "check": "seed-envelope",
+                "check": checkids.SEED_ENVELOPE,
                 "severity": "warning",
                 "step": step,
                 "optimizer": 0,

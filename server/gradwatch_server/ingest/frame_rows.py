@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from gradwatch.contract import DEFAULT_PROJECT, ROLES, SEVERITIES
+from gradwatch.core.contract import DEFAULT_PROJECT, ROLES, SEVERITIES
 from gradwatch.core.records import SCALARS_OPTIMIZER, scalar_masks
 from gradwatch.core.records import as_numpy as core_numpy
-from gradwatch.wire import Array, Frame, Kind, Record
+from gradwatch.core.wire import Array, Frame, Kind, Record
 from gradwatch_server.blobcodec import pack
 from gradwatch_server.ingest import validate as v
 from gradwatch_server.ingest.recordmeta import check_per_step, checked_tensors

@@ -10,9 +10,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlmodel import Session, col
 
-from gradwatch.checks.incidents import views
+from gradwatch.core.confirm import confirmation, confirming_checks
+from gradwatch.core.incidents import views
 from gradwatch.core.records import merge_fingerprints
-from gradwatch.lint.confirm import confirmation, confirming_checks
 from gradwatch_server.auth import Access
 from gradwatch_server.exceptions import RequestError
 from gradwatch_server.groupkey import group_key
@@ -236,7 +236,7 @@ def _finding(f: Finding) -> FindingPublic:
 
 
 def incidents(session: Session, run_id: str) -> list[dict[str, Any]]:
-    """The run's findings as incidents (:func:`gradwatch.checks.incidents.views`), each with its
+    """The run's findings as incidents (:func:`gradwatch.core.incidents.views`), each with its
     sentence; every finding of the run is read (findings are onsets, so they are few)."""
     found, _ = findings(session, run_id=run_id, limit=1 << 30)
     return [

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gradwatch.core.errors import WireError
 from gradwatch.core.nonfinite import from_jsonable, to_jsonable
-from gradwatch.wire import (
+from gradwatch.core.wire import (
     HEADER_SIZE,
     Array,
     Kind,
