@@ -99,8 +99,7 @@ def _local_runs(project: str | None, data_dir: str | os.PathLike[str] | None) ->
     """Runs of the data directory, summarised by the server's code into a local database
     (as ``gradwatch runs`` without ``--server`` does)."""
     try:
-        from gradwatch_server.cli_actions import local_runs
-        from gradwatch_server.settings import Settings
+        from gradwatch_server.cli_actions import Settings, local_runs
     except ImportError as exc:
         raise ImportError(
             f"listing local runs needs the server package ({exc}); "

@@ -54,8 +54,7 @@ def table(runs: list[dict[str, Any]]) -> str:
 
 
 def _local(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from gradwatch_server.cli_actions import local_runs
-    from gradwatch_server.settings import Settings
+    from gradwatch_server.cli_actions import Settings, local_runs
 
     return local_runs(Settings.from_env(db=args.db, data_dir=args.data_dir), args.project)
 
