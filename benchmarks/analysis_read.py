@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.transport.spool import read_spool
+from gradwatch.core.spool import read_spool
 
 RESULTS = Path(__file__).parent / "results" / "analysis_read.json"
 

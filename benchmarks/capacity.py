@@ -94,8 +94,8 @@ def record(data_dir: Path, steps: int) -> Path:
 
 def read_recording(run_dir: Path) -> list[tuple[int, int, bytes]]:
     """(kind, seq, raw bytes) of every frame of a run folder's spool, in order."""
-    from gradwatch.transport.spool import list_segments, segment_path
-    from gradwatch.wire import scan_frames
+    from gradwatch.core.spool import list_segments, segment_path
+    from gradwatch.core.wire import scan_frames
 
     data = b"".join(segment_path(run_dir, i).read_bytes() for i in list_segments(run_dir))
     return [(int(f.record.kind), f.seq, f.raw) for f in scan_frames(data).frames]
@@ -126,7 +126,7 @@ def reseq(raw: bytes, seq: int) -> bytes:
 
 def start_frame(raw: bytes, run_id: str) -> bytes:
     """The RUN_START frame re-encoded for another run id."""
-    from gradwatch.wire import Record, encode_frame, scan_frames
+    from gradwatch.core.wire import Record, encode_frame, scan_frames
 
     frame = scan_frames(raw).frames[0]
     meta = {**frame.record.meta, "run": run_id, "name": run_id}
@@ -178,7 +178,7 @@ class Replay:
 
     def values_per_request(self) -> int:
         """Float statistics per STEPS request (steps × tensors × stats)."""
-        from gradwatch.wire import scan_frames
+        from gradwatch.core.wire import scan_frames
 
         for kind, _, raw in self.batches[1][:1] if len(self.batches) > 1 else []:
             if kind == _STEPS:

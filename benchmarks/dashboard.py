@@ -57,8 +57,8 @@ sys.path[:0] = [str(ROOT), str(ROOT.parent)]
 import capacity  # noqa: E402
 from ingest import headers, start_record, steps_record  # noqa: E402
 
+from gradwatch.core.wire import encode_frame  # noqa: E402
 from gradwatch.transport.sender import INGEST_PATH, HTTPTransport  # noqa: E402
-from gradwatch.wire import encode_frame  # noqa: E402
 from tests.dashboard.browser import chromium  # noqa: E402
 
 PER_FRAME = 500

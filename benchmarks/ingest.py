@@ -46,8 +46,15 @@ from typing import Any
 import numpy as np
 import save_results
 
+from gradwatch.core.wire import (
+    FRAME_CONTENT_TYPE,
+    SCHEMA_VERSION,
+    Array,
+    Kind,
+    Record,
+    encode_frame,
+)
 from gradwatch.transport.sender import INGEST_PATH, HTTPTransport
-from gradwatch.wire import FRAME_CONTENT_TYPE, SCHEMA_VERSION, Array, Kind, Record, encode_frame
 
 STATS = ["grad_norm", "param_norm", "update_norm", "nonfinite_grad", "grad_max"]
 ROOT = Path(__file__).resolve().parent

@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import collector_overhead as core
 
 import gradwatch
+from gradwatch.core.wire import Record
 from gradwatch.stats import intraop
 from gradwatch.transport import writer as writer_mod
-from gradwatch.wire import Record
 
 
 def replay(name: str, window: int, steps: int) -> list[float]:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gradwatch.transport.spool import read_spool
-from gradwatch.wire import Kind, Record
+from gradwatch.core.spool import read_spool
+from gradwatch.core.wire import Kind, Record
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SMOKE = textwrap.dedent("""
     import os, sys, torch, gradwatch
     from gradwatch.reader import load_run  # the documented import path (a re-export)
-    from gradwatch.transport.spool import read_spool
+    from gradwatch.core.spool import read_spool
     assert "site-packages" in gradwatch.__file__ or os.environ["MODE"] == "editable", \\
         gradwatch.__file__
     assert "fastapi" not in sys.modules and "dash" not in sys.modules

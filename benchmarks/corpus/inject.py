@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE))
 sys.path.append(str(ROOT / "collector"))
 import mutate  # noqa: E402
 
-from gradwatch.catalogue import CHECKS  # noqa: E402
+from gradwatch.core.catalogue import CHECKS  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "injection.json"
 ALARM = ("warning", "error")

@@ -16,7 +16,7 @@ import importlib
 import typing
 
 from gradwatch._version import __version__
-from gradwatch.errors import ConfigError, GradwatchError, IntegrityError, WireError
+from gradwatch.core.errors import ConfigError, GradwatchError, IntegrityError, WireError
 
 if typing.TYPE_CHECKING:
     from gradwatch.analysis import open_run, runs

@@ -1,6 +1,7 @@
 """The dashboard's HTTP client for the server's query API (``/api/v1``); standard library only.
 
-The dashboard reads every value through this API, mounted in the same process: a Dash
+The client is :class:`gradwatch.core.client.Api`, the one client of the API. The
+dashboard reads every value through this API, mounted in the same process: a Dash
 callback asks the server it is served by (the address the request came in on), with the
 caller's read token when the server requires tokens (cookie ``gradwatch_token``). Bounded
 requests only: series are asked for with a ``points`` budget, lists with a ``limit``.
@@ -13,71 +14,13 @@ Example::
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
-from typing import Any
+from gradwatch.core.client import Api, ApiError
 
-from gradwatch.wire import from_jsonable
+__all__ = ["TOKEN_COOKIE", "Api", "ApiError", "from_request"]
 
-PREFIX = "/api/v1"
 TOKEN_COOKIE = "gradwatch_token"
-
-
-class ApiError(Exception):
-    """The API answered with an error (or could not be reached)."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(f"HTTP {status}: {detail}")
-        self.status = status
-        self.detail = detail
-
-
-class Api:
-    """GET/POST/PATCH/DELETE JSON on ``base_url`` + ``/api/v1``."""
-
-    def __init__(self, base_url: str, token: str | None = None, timeout: float = 30.0) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.token = token
-        self.timeout = timeout
-
-    def get(self, path: str, **params: Any) -> Any:
-        """``GET path?params`` (lists repeat the key; ``None`` values are left out)."""
-        return self.request("GET", path, params=params)
-
-    def request(
-        self, method: str, path: str, params: dict[str, Any] | None = None, body: Any = None
-    ) -> Any:
-        """One request; the decoded JSON reply (``None`` for 204), or ``ApiError``."""
-        query = urllib.parse.urlencode(
-            [(k, v) for k, v in (params or {}).items() if v is not None], doseq=True
-        )
-        url = f"{self.base_url}{PREFIX}{path}" + (f"?{query}" if query else "")
-        headers = {"Accept": "application/json"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        req = urllib.request.Request(url, data=data, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as reply:
-                raw = reply.read()
-        except urllib.error.HTTPError as e:
-            raise ApiError(e.code, _detail(e.read())) from e
-        except OSError as e:
-            raise ApiError(0, f"the server at {self.base_url} is unreachable ({e})") from e
-        return from_jsonable(json.loads(raw)) if raw else None  # details: {"$f": "nan"}
-
-
-def _detail(raw: bytes) -> str:
-    try:
-        detail = json.loads(raw).get("detail")
-    except (ValueError, AttributeError):
-        return raw.decode(errors="replace")[:300]
-    return str(detail)
+#: a page waits at most this long for one of its requests
+DASHBOARD_TIMEOUT = 30.0
 
 
 def from_request() -> Api:
@@ -91,4 +34,4 @@ def from_request() -> Api:
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     base = f"http://{host}:{env.get('SERVER_PORT', '80')}"
-    return Api(base, token=flask.request.cookies.get(TOKEN_COOKIE))
+    return Api(base, token=flask.request.cookies.get(TOKEN_COOKIE), timeout=DASHBOARD_TIMEOUT)

@@ -7,8 +7,8 @@ from typing import Any
 
 from dash import dcc, html
 
-from gradwatch.checks.incidents import View, evidence, views
-from gradwatch.contract import status_words
+from gradwatch.core.contract import status_words
+from gradwatch.core.incidents import View, evidence, views
 from gradwatch_dashboard.values import fmt
 
 SEVERITY_ORDER = ("error", "warning", "info")
@@ -86,7 +86,7 @@ def graph(graph_id: str, figure: Any = None) -> dcc.Graph:
 
 
 def findings_list(run_id: str, findings: Sequence[dict[str, Any]]) -> html.Div | html.Table:
-    """Findings by incident (:mod:`gradwatch.checks.incidents`): a row with the sentence naming
+    """Findings by incident (:mod:`gradwatch.core.incidents`): a row with the sentence naming
     the root cause, then its findings, the cause first; each step links to the run page
     focused on it. Lint findings (``gradwatch lint`` of the script, before the run) come
     last, with their file line and whether a runtime finding confirmed them; a

@@ -15,11 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from gradwatch.checks.incidents import views
+from gradwatch.core import checkids
+from gradwatch.core.incidents import views
 from gradwatch_dashboard.values import grid
 
-NONFINITE_CHECKS = ("nonfinite-grad", "nonfinite-loss", "nonfinite-param")
-LIFECYCLE_CHECKS = ("stale-grad", "grad-zeroed-before-step", "step-without-backward")
+NONFINITE_CHECKS = (checkids.NONFINITE_GRAD, checkids.NONFINITE_LOSS, checkids.NONFINITE_PARAM)
+LIFECYCLE_CHECKS = (
+    checkids.STALE_GRAD,
+    checkids.GRAD_ZEROED_BEFORE_STEP,
+    checkids.STEP_WITHOUT_BACKWARD,
+)
 RANK = {"error": 0, "warning": 1, "info": 2}
 MAX_LINES = 6
 
@@ -38,7 +43,7 @@ def first_nonfinite(
     hits = [f for f in findings if f["check"] in NONFINITE_CHECKS and f.get("step") is not None]
     if hits:
         # earliest first; at one step the gradient finding names the first tensor in forward order
-        best = min(hits, key=lambda f: (int(f["step"]), f["check"] != "nonfinite-grad"))
+        best = min(hits, key=lambda f: (int(f["step"]), f["check"] != checkids.NONFINITE_GRAD))
         return int(best["step"]), best.get("param")
     candidates: list[tuple[int, str | None]] = []
     if nonfinite and nonfinite.get("steps"):
@@ -65,7 +70,7 @@ def lifecycle_anomalies(findings: Sequence[dict[str, Any]]) -> dict[int, list[st
 
 
 def explain(findings: Sequence[dict[str, Any]], first: tuple[int, str | None] | None) -> list[str]:
-    """One sentence per incident (:mod:`gradwatch.checks.incidents`) — its root cause, then what
+    """One sentence per incident (:mod:`gradwatch.core.incidents`) — its root cause, then what
     followed — the worst ones when there are many, and the first NaN/Inf, all in the order
     they happened; a reassuring line when there is none."""
     told: list[tuple[int | None, str]] = []

@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
-NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+from gradwatch.core.nonfinite import NAMES
+
+NONFINITE = NAMES  # the API's names of NaN and ±Inf
 
 
 def to_float(value: Any) -> float:

@@ -13,7 +13,7 @@ API returns), ``store`` (idempotent inserts), ``blobcodec`` (packed statistics),
 (the background drift and webhook passes), ``startup``, ``app`` (``create_app(settings)``)
 and ``cli_actions`` (what ``gradwatch serve`` / ``gradwatch runs`` call). Ingest never
 imports the read side; nothing imports the routes but ``app`` (``tests/test_architecture.py``).
-The wire schema is :mod:`gradwatch.wire`; nothing here copies it.
+The wire schema is :mod:`gradwatch.core.wire`; nothing here copies it.
 
 Example::
 

@@ -152,7 +152,7 @@ def _front_ingest(app: FastAPI) -> None:
 class _SkipStoredIngest(logging.Filter):
     """Drops uvicorn's access log line of an answered ingest request (``POST
     /api/v1/ingest`` with a 2xx status): one line per run per second under many live runs,
-    which cost the event loop more than a tenth of its time per request. Refused ingest
+    which cost the event loop more than a tenth of its time per request. RefusedError ingest
     requests and every other request are logged as before."""
 
     def filter(self, record: logging.LogRecord) -> bool:

@@ -1,4 +1,7 @@
-"""Entry points used by the CLI: serve, create a token, list runs locally.
+"""The server's one entry point for the collector's commands (``serve``, ``demo``,
+``runs``, ``findings``, the pandas reader's local run list): serve, create a token, list
+runs locally, read the server-made findings of a spooled run, create the demo's alert rule.
+Nothing else of ``gradwatch_server`` is imported by the collector (tests/test_architecture.py).
 
 Example::
 
@@ -16,19 +19,44 @@ from sqlalchemy.exc import DBAPIError
 from gradwatch_server.auth import count_tokens, create_token, list_tokens, revoke_token
 from gradwatch_server.db import (
     PAGE_SIZE,
+    convert_pages,
     make_engine,
     page_size_of,
     read_session,
     sqlite_file,
     write_session,
 )
-from gradwatch_server.exceptions import ServerConfigError
+from gradwatch_server.exceptions import ServerConfigError, ServerError
 from gradwatch_server.ingest.spool_import import SpoolImporter
 from gradwatch_server.migrate import migrate
 from gradwatch_server.read.runs import list_runs
 from gradwatch_server.read.status import StatusPolicy
-from gradwatch_server.settings import PREPARE_HELPER_ENV, Settings, is_loopback
+from gradwatch_server.settings import (
+    DB_FILE,
+    PREPARE_HELPER_ENV,
+    Settings,
+    default_db_url,
+    is_loopback,
+)
 from gradwatch_server.startup import check_database, database_failure, undone_if_new
+
+__all__ = [
+    "DB_FILE",
+    "ServerError",
+    "Settings",
+    "alert_rule",
+    "check_bind",
+    "check_database",
+    "convert_pages",
+    "create_app",
+    "default_db_url",
+    "local_runs",
+    "new_token",
+    "revoke",
+    "serve",
+    "server_findings",
+    "tokens",
+]
 
 
 def check_bind(settings: Settings) -> None:
@@ -143,5 +171,56 @@ def local_runs(settings: Settings, project: str | None) -> list[dict[str, Any]]:
             policy = StatusPolicy(settings.stalled_after, settings.crashed_after)
             runs, _ = list_runs(session, policy=policy, project=project, limit=1 << 30)
         return [r.model_dump() for r in runs]
+    finally:
+        engine.dispose()
+
+
+def create_app(settings: Settings) -> Any:
+    """The ASGI app (API and dashboard) for ``settings``, for a caller that runs it."""
+    from gradwatch_server.app import create_app as make
+
+    return make(settings)
+
+
+def server_findings(db_url: str, run_id: str) -> list[dict[str, Any]]:
+    """The findings the server made of ``run_id`` (drift, envelopes) in the database at
+    ``db_url``; none from an older or foreign database."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from gradwatch_server.read import runs
+
+    engine = make_engine(db_url)
+    try:
+        with read_session(engine) as session:
+            found, _ = runs.findings(session, run_id=run_id, limit=1 << 20)
+    except SQLAlchemyError:  # an older or foreign database: the spool alone still answers
+        return []
+    finally:
+        engine.dispose()
+    return [{**f.model_dump(), "run": run_id} for f in found if f.source == "server"]
+
+
+def alert_rule(db_url: str, project_name: str) -> None:
+    """Create ``project_name``'s log-only alert rule (warnings and errors, no webhook)
+    unless one exists."""
+    import time
+
+    from sqlalchemy import select
+    from sqlmodel import col
+
+    from gradwatch_server.models import AlertRule
+    from gradwatch_server.store import ensure_project
+
+    engine = make_engine(db_url)
+    try:
+        migrate(engine)
+        with write_session(engine) as session:
+            project = ensure_project(session, project_name)
+            rules = select(AlertRule).where(
+                col(AlertRule.project_id) == project, col(AlertRule.webhook_url).is_(None)
+            )
+            if session.execute(rules).first() is None:
+                rule = AlertRule(project_id=project, min_severity="warning", created_at=time.time())
+                session.add(rule)
     finally:
         engine.dispose()

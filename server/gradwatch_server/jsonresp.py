@@ -5,11 +5,11 @@ gradwatch writes ``NaN``, ``Infinity`` and ``-Infinity`` as the *strings* ``"NaN
 ``"Infinity"`` and ``"-Infinity"`` wherever a float is expected (series values, finding
 details, fingerprints). ``-0.0`` and subnormals are written exactly (shortest repr);
 non-ASCII text is escaped, so any stored string can be sent.
-Clients decode with ``decode_float``. Free-form objects, where a string may stand
-(finding and alert ``details``, a run's ``start``, ``end`` and ``fingerprint``), carry
-non-finite floats in the wire's tagged form instead (``{"$f": "nan"}``, see
-``gradwatch.wire.to_jsonable``), so NaN and the string ``"NaN"`` differ there; decode
-them with ``gradwatch.wire.from_jsonable``.
+Both forms are defined once, in :mod:`gradwatch.core.nonfinite`: clients decode float
+fields with its ``decode_float``. Free-form objects, where a string may stand (finding and
+alert ``details``, a run's ``start``, ``end`` and ``fingerprint``), carry non-finite floats
+in the wire's tagged form instead (``{"$f": "nan"}``, its ``to_jsonable``), so NaN and the
+string ``"NaN"`` differ there; ``gradwatch.core.client.Api`` decodes them.
 
 Example::
 
@@ -21,28 +21,17 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from typing import Any
 
 from starlette.responses import JSONResponse
 
-from gradwatch.transport.strictjson import encode_floats
+from gradwatch.core.nonfinite import encode_floats
 
 __all__ = [
-    "NONFINITE",
     "GWJSONResponse",
     "database_busy",
-    "decode_float",
     "dumps",
-    "encode_floats",
 ]
-
-NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-
-
-def decode_float(value: float | int | str) -> float:
-    """Inverse of the encoding, for one value."""
-    return NONFINITE[value] if isinstance(value, str) else float(value)
 
 
 def dumps(content: Any) -> bytes:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gradwatch.wire import loads_tagged, to_jsonable
+from gradwatch.core.nonfinite import loads_tagged, to_jsonable
 
 
 def dump_json(value: Any) -> str:
@@ -37,5 +37,5 @@ def load_json(text: str | None) -> Any:
 def tagged(value: Any) -> Any:
     """Free-form data (details, start and end records, fingerprints) as the API sends it:
     non-finite floats in the wire's tagged form ``{"$f": "nan"}``, so that NaN and the
-    string ``"NaN"`` stay distinct (decode with ``gradwatch.wire.from_jsonable``)."""
+    string ``"NaN"`` stay distinct (decode with ``gradwatch.core.nonfinite.from_jsonable``)."""
     return to_jsonable(value)

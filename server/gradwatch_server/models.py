@@ -6,7 +6,7 @@ window of steps) holding its step numbers, and one ``SeriesBlob`` per array of t
 (per statistic for the tensor stats, laid out tensors × steps), each a packed
 little-endian array. NaN and ±Inf live inside the blobs, so they are exact on every
 database. Anything else that may hold a non-finite float is JSON text written with
-``gradwatch.wire.to_jsonable``. Every frame's data is keyed by ``(run_id, seq)``; the
+``gradwatch.core.nonfinite.to_jsonable``. Every frame's data is keyed by ``(run_id, seq)``; the
 ``IngestedFrame`` row with the same key is what makes ingest idempotent.
 """
 
@@ -56,7 +56,7 @@ class Run(SQLModel, table=True):
     group_id: str | None = Field(default=None, max_length=RUN_ID_MAX, index=True)
     rank: int | None = Field(default=None)
     world_size: int | None = Field(default=None)
-    # the launch that started it (gradwatch.transport.jobs): every rank and process of one job
+    # the launch that started it (gradwatch.core.jobs): every rank and process of one job
     job_id: str | None = Field(default=None, max_length=RUN_ID_MAX, index=True)
 
 
@@ -105,7 +105,7 @@ class Finding(SQLModel, table=True):
     source: str = Field(default="runtime", max_length=32)
     details: str = Field(default="{}", sa_column=Column(Text, nullable=False, default="{}"))
     t: str = Field(default="null", sa_column=Column(Text, nullable=False, default="null"))
-    # gradwatch.checks.incidents: the incident (its cause's id) and this finding's role in it
+    # gradwatch.core.incidents: the incident (its cause's id) and this finding's role in it
     incident: str | None = Field(default=None, max_length=INCIDENT_MAX)
     role: str | None = Field(default=None, max_length=16)
 

@@ -381,7 +381,8 @@ class EnvelopePublic(BaseModel):
 
 class ComparePublic(BaseModel):
     """Two runs compared (what ``gradwatch compare A B --json`` prints): non-finite floats
-    in the wire's tagged form (``{"$f": "nan"}``; decode with ``gradwatch.wire.from_jsonable``),
+    in the wire's tagged form (``{"$f": "nan"}``; decode with
+    ``gradwatch.core.nonfinite.from_jsonable``),
     since ``difference`` may hold a string (a batch hash) where another pair has a float."""
 
     a: str

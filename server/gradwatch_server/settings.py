@@ -1,7 +1,7 @@
 """Server settings: where the database is, what to bind, limits and timeouts.
 
 Everything has a default that works on one machine with no setup: SQLite in the data
-directory (``gradwatch.paths.data_dir()``), 127.0.0.1:8765, no tokens. ``GRADWATCH_DB``
+directory (``gradwatch.core.paths.data_dir()``), 127.0.0.1:8765, no tokens. ``GRADWATCH_DB``
 (or ``--db``) switches the database, e.g. ``postgresql://user@host/gradwatch``.
 
 Example::
@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gradwatch import paths
+from gradwatch.core import paths
 from gradwatch_server.exceptions import ServerConfigError
 
 #: the names, besides loopback and the bind address, the server answers as ``Host``

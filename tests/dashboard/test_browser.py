@@ -15,7 +15,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 
-from gradwatch.wire import FRAME_CONTENT_TYPE
+from gradwatch.core.wire import FRAME_CONTENT_TYPE
 from gradwatch_dashboard.api_client import Api
 from gradwatch_dashboard.dash_app import plotly_bundle
 from tests.dashboard.browser import console, drawn, text, wait

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gradwatch import cli
-from gradwatch.checks import incidents as views_of
+from gradwatch.core import incidents as views_of
 from gradwatch_dashboard.api_client import Api
 from tests.dashboard.served_demo import alerted, watched_demo
 

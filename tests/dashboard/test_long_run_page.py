@@ -11,12 +11,12 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from gradwatch.wire import FRAME_CONTENT_TYPE
+from gradwatch.core.nonfinite import decode_float
+from gradwatch.core.wire import FRAME_CONTENT_TYPE
 from gradwatch_dashboard import ids
 from gradwatch_dashboard.api_client import Api
 from gradwatch_dashboard.pages import run
 from gradwatch_server.ingest.summaries import BLOCK
-from gradwatch_server.jsonresp import decode_float
 from gradwatch_server.settings import Settings
 from tests.server import frames as f
 from tests.server.live import live_server

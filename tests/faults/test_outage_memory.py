@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from gradwatch.transport.spool import list_segments, segment_path
+from gradwatch.core.spool import list_segments, segment_path
 from tests.faults.harness import Trainer
 from tests.server.test_commands import free_port
 

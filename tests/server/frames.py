@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from gradwatch.wire import SCHEMA_VERSION, Array, Kind, Record, encode_frame
+from gradwatch.core.wire import SCHEMA_VERSION, Array, Kind, Record, encode_frame
 
 STATS = ["grad_norm", "param_norm", "update_norm", "nonfinite_grad"]
 HEADERS = {"X-Gradwatch-Schema": str(SCHEMA_VERSION)}

@@ -29,7 +29,7 @@ def _frames(url: str, run_id: str) -> int:
 
 def _stored(url: str, run: gradwatch.Run) -> None:
     """Wait until the server holds every frame the run spooled."""
-    from gradwatch.transport.spool import read_spool
+    from gradwatch.core.spool import read_spool
 
     spooled = len(read_spool(run.dir).frames)
     wait_for(lambda: _frames(url, run.id) == spooled, f"the server to store run {run.id}")

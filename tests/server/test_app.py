@@ -10,8 +10,9 @@ import fastapi.routing
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
+from gradwatch.core.nonfinite import decode_float, encode_floats
 from gradwatch_server.app import API_PREFIX
-from gradwatch_server.jsonresp import decode_float, dumps, encode_floats
+from gradwatch_server.jsonresp import dumps
 
 NO_BODY = {("DELETE", "/api/v1/alert-rules/{rule_id}")}
 """API routes that answer without a JSON body (204), so with no response model."""

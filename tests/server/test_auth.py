@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from gradwatch.wire import Kind, Record
+from gradwatch.core.wire import Kind, Record
 from gradwatch_server.app import create_app
 from gradwatch_server.cli_actions import check_bind, new_token
 from gradwatch_server.db import make_engine

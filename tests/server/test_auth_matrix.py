@@ -20,7 +20,7 @@ from fastapi import Depends, FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from gradwatch.wire import Kind, Record, encode_frame
+from gradwatch.core.wire import Kind, Record, encode_frame
 from gradwatch_server.api.deps import (
     PUBLIC,
     AccessDep,

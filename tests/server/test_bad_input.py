@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gradwatch.core.wire import Kind, Record
 from gradwatch.transport.sender import MAX_BATCH_BYTES, MAX_BATCH_FRAMES
-from gradwatch.wire import Kind, Record
 from tests.server import frames as f
 
 NASTY = [

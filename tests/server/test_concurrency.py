@@ -15,8 +15,8 @@ import time
 import numpy as np
 from sqlalchemy import text
 
+from gradwatch.core.wire import Kind, Record
 from gradwatch.transport.sender import INGEST_PATH, HTTPTransport
-from gradwatch.wire import Kind, Record
 from gradwatch_server.db import make_engine
 from gradwatch_server.settings import Settings
 from tests.server import frames as f

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import gradwatch
-from gradwatch_server.jsonresp import decode_float
+from gradwatch.core.nonfinite import decode_float
 from gradwatch_server.settings import Settings
 from tests.server.live import live_server, wait_for
 from tests.server.training import make, spooled, train

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gradwatch.wire import from_jsonable, to_jsonable
+from gradwatch.core.nonfinite import from_jsonable, to_jsonable
 from gradwatch_server.jsontext import dump_json
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from gradwatch.core.confirm import mark
+from gradwatch.core.wire import Kind, Record, encode_frame
 from gradwatch.lint import lint_code
-from gradwatch.lint.confirm import mark
-from gradwatch.wire import Kind, Record, encode_frame
 from tests.server import frames as f
 
 SCRIPT = """

@@ -10,7 +10,7 @@ import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 
-from gradwatch.wire import FRAME_CONTENT_TYPE
+from gradwatch.core.wire import FRAME_CONTENT_TYPE
 from gradwatch_server.app import create_app
 from gradwatch_server.settings import Settings
 from tests.server import frames as f

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import MetaData, select
 
-from gradwatch.wire import Array, Kind, Record, encode_frame
-from gradwatch_server.jsonresp import decode_float
+from gradwatch.core.nonfinite import decode_float
+from gradwatch.core.wire import Array, Kind, Record, encode_frame
 from tests.server import frames as f
 
 FIXTURE_OK = settings(

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from gradwatch.wire import FRAME_CONTENT_TYPE, Array, Kind, Record
+from gradwatch.core.wire import FRAME_CONTENT_TYPE, Array, Kind, Record
 from gradwatch_dashboard import ids
 from gradwatch_dashboard.api_client import Api
 from gradwatch_dashboard.pages import run as run_page

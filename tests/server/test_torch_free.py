@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from gradwatch import cli
-from gradwatch.paths import runs_dir
+from gradwatch.core.paths import runs_dir
 from gradwatch_server.db import write_session
 from gradwatch_server.drift.live import drift_pass
 from gradwatch_server.groupkey import group_key
@@ -119,7 +119,7 @@ def test_the_blocker_refuses_torch(tmp_path: Path) -> None:
 def test_the_server_and_the_comparison_core_import_without_torch(tmp_path: Path) -> None:
     """The quick check of the same premise (the test below is the end-to-end one)."""
     log = tmp_path / "refused.log"
-    modules = "gradwatch_server.app, gradwatch_server.cli_actions, gradwatch.drift.verdict"
+    modules = "gradwatch_server.app, gradwatch_server.cli_actions, gradwatch.core.drift.verdict"
     done = subprocess.run(
         [sys.executable, "-c", f"{NO_TORCH}import {modules}\n", str(log)],
         capture_output=True,

@@ -90,24 +90,16 @@ def runs(
 def _server_runs(
     server: str, project: str | None, token: str | None, filters: dict[str, str]
 ) -> list[dict[str, Any]]:
-    from gradwatch.analysis.remote import get_json
+    from gradwatch.analysis.remote import get_pages
 
-    out: list[dict[str, Any]] = []
-    while True:
-        page = get_json(
-            server, "/runs", token, project=project, offset=len(out), limit=PAGE, **filters
-        )
-        out += page["data"]
-        if not page["data"] or len(out) >= page["count"]:
-            return out
+    return get_pages(server, "/runs", token, PAGE, project=project, **filters)
 
 
 def _local_runs(project: str | None, data_dir: str | os.PathLike[str] | None) -> list[Any]:
     """Runs of the data directory, summarised by the server's code into a local database
     (as ``gradwatch runs`` without ``--server`` does)."""
     try:
-        from gradwatch_server.cli_actions import local_runs
-        from gradwatch_server.settings import Settings
+        from gradwatch_server.cli_actions import Settings, local_runs
     except ImportError as exc:
         raise ImportError(
             f"listing local runs needs the server package ({exc}); "

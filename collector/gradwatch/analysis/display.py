@@ -31,9 +31,9 @@ def _plural(n: int, word: str) -> str:
 
 
 def finding_lines(findings: list[dict[str, Any]]) -> list[str]:
-    """The findings in words: one line per incident (:mod:`gradwatch.checks.incidents`: its root
+    """The findings in words: one line per incident (:mod:`gradwatch.core.incidents`: its root
     cause, then what followed), errors and warnings only."""
-    from gradwatch.checks.incidents import views
+    from gradwatch.core.incidents import views
 
     clean = [{k: None if _missing(v) else v for k, v in f.items()} for f in findings]
     lines = [

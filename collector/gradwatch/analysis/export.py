@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gradwatch.analysis._deps import require
-from gradwatch.analysis.selection import NONFINITE_NAMES, decode_floats, encode_floats
+from gradwatch.core.nonfinite import NAMES, decode_floats, encode_floats
 
 if TYPE_CHECKING:
     from pandas import DataFrame
@@ -155,10 +155,8 @@ def _numeric(frame: DataFrame) -> DataFrame:
         named = [v for v in values if isinstance(v, str)]
         if (
             named
-            and all(v in NONFINITE_NAMES for v in named)
+            and all(v in NAMES for v in named)
             and all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in values)
         ):
-            frame[column] = [
-                NONFINITE_NAMES.get(v, v) if isinstance(v, str) else float(v) for v in values
-            ]
+            frame[column] = [NAMES.get(v, v) if isinstance(v, str) else float(v) for v in values]
     return frame

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gradwatch.analysis._deps import require
-from gradwatch.analysis.selection import INCIDENT_KEYS, NONFINITE_NAMES, Series
+from gradwatch.analysis.selection import INCIDENT_KEYS, Series
 from gradwatch.commands.findings import JSON_KEYS
+from gradwatch.core.nonfinite import decode_float
 
 if TYPE_CHECKING:
     from pandas import DataFrame
@@ -132,16 +133,19 @@ def lifecycle_frame(rows: list[dict[str, Any]]) -> DataFrame:
     previous step ended, detail; with the step's backward count."""
     pd = require("pandas")
     records = [
-        (r["step"], r["n_backward"], i, str(e[0]), _float(e[1]), str(e[2]) if len(e) > 2 else "")
+        (
+            r["step"],
+            r["n_backward"],
+            i,
+            str(e[0]),
+            decode_float(e[1]),
+            str(e[2]) if len(e) > 2 else "",
+        )
         for r in rows
         for i, e in enumerate(r["events"])
     ]
     frame: DataFrame = pd.DataFrame.from_records(records, columns=LIFECYCLE_COLUMNS)
     return frame.astype({"step": "int64", "order": "int64", "seconds": "float64"})
-
-
-def _float(value: Any) -> float:
-    return NONFINITE_NAMES[value] if isinstance(value, str) else float(value)
 
 
 def runs_frame(runs: list[dict[str, Any]]) -> DataFrame:

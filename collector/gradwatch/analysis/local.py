@@ -7,102 +7,46 @@ server's ``/series`` endpoint answers them, so both sources give the same series
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gradwatch.analysis.downsample import Vector
-from gradwatch.analysis.selection import INCIDENT_KEYS, Selection, Series, tensor_rows, thinned
-from gradwatch.commands.findings import local_findings, public
-from gradwatch.contract import DEFAULT_PROJECT
-from gradwatch.transport.spool import read_spool
-from gradwatch.wire import Array, Kind, Record
+from gradwatch.analysis.selection import INCIDENT_KEYS, Selection, Series, thinned
+from gradwatch.commands.findings import public
+from gradwatch.core.contract import DEFAULT_PROJECT
+from gradwatch.core.downsample import Vector
+from gradwatch.core.records import (
+    SCALARS_OPTIMIZER,
+    ScalarsChunk,
+    StepsChunk,
+    decode,
+    tensor_rows,
+)
+from gradwatch.core.spool import read_spool
 
-SCALARS = -1  # the optimizer number the server files user scalars under
-_NUMPY = {"f8": "<f8", "f4": "<f4", "i8": "<i8", "i4": "<i4", "u1": "u1"}
-
-
-def as_numpy(array: Array) -> Vector:
-    """A wire array as numpy (a view on its bytes)."""
-    return np.frombuffer(array.data, dtype=_NUMPY[array.dtype]).reshape(array.shape)
-
-
-@dataclass
-class Chunk:
-    """One STEPS or SCALARS record: its steps, its arrays as ``(rows, n)`` float64
-    matrices, and per step the lifecycle events."""
-
-    steps: Vector
-    blobs: dict[str, Vector]
-    events: list[list[Any]] = field(default_factory=list)
-
-
-def _columns(arr: Vector, n: int) -> Vector:
-    return arr.reshape(n, -1).T.astype(np.float64)
-
-
-def steps_chunk(record: Record) -> Chunk:
-    """A STEPS record as a chunk (statistics as one ``stat:<name>`` matrix each)."""
-    steps = as_numpy(record.arrays["step"]).astype(np.int64)
-    n = len(steps)
-    blobs: dict[str, Vector] = {}
-    for name, array in record.arrays.items():
-        if name == "step":
-            continue
-        arr = as_numpy(array)
-        if name == "stats":
-            for s, stat in enumerate(record.meta.get("stats", [])):
-                blobs[f"stat:{stat}"] = arr[:, :, s].T.astype(np.float64)
-        else:
-            blobs[name] = _columns(arr, n)
-    return Chunk(steps, blobs, list(record.meta.get("events", [])))
-
-
-def scalars_chunk(record: Record) -> Chunk:
-    """A SCALARS record as the server files it: per key, its values and a presence row."""
-    keys: list[str] = record.meta.get("keys", [])
-    steps = as_numpy(record.arrays["step"]).astype(np.int64)
-    idx = as_numpy(record.arrays["key"])
-    values = as_numpy(record.arrays["value"]).astype(np.float64)
-    blobs: dict[str, Vector] = {}
-    for name in dict.fromkeys(keys):
-        mask = np.isin(idx, [i for i, k in enumerate(keys) if k == name])
-        blobs[f"scalar:{name}"] = np.where(mask, values, 0.0).reshape(1, -1)
-        blobs[f"has:{name}"] = mask.astype(np.float64).reshape(1, -1)
-    return Chunk(steps, blobs)
+SCALARS = SCALARS_OPTIMIZER  # the optimizer number the server files user scalars under
+Chunk = StepsChunk | ScalarsChunk
 
 
 class LocalSource:
-    """A run folder in the data directory (see :mod:`gradwatch.transport.spool`)."""
+    """A run folder in the data directory (see :mod:`gradwatch.core.spool`)."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.run_id = run_dir.name
         self.where = str(run_dir)
-        self.start: dict[str, Any] = {}
-        self.end: dict[str, Any] | None = None
-        self.chunks: dict[int, list[Chunk]] = {}
-        self.keys: dict[str, None] = {}
-        prints: list[tuple[bool, int, dict[str, Any]]] = []
-        for frame in read_spool(run_dir).frames:
-            rec = frame.record
-            if rec.kind == Kind.RUN_START:
-                self.start = rec.meta
-            elif rec.kind == Kind.FINGERPRINT:
-                prints.append((rec.meta.get("phase") != "fast", frame.seq, rec.meta))
-            elif rec.kind == Kind.STEPS and len(rec.arrays["step"].data):
-                self.chunks.setdefault(int(rec.meta["optimizer"]), []).append(steps_chunk(rec))
-            elif rec.kind == Kind.SCALARS and len(rec.arrays["step"].data):
-                self.keys.update(dict.fromkeys(rec.meta.get("keys", [])))
-                self.chunks.setdefault(SCALARS, []).append(scalars_chunk(rec))
-            elif rec.kind == Kind.END:
-                self.end = rec.meta
-        # merged as the server merges them: the fast phase first, then the slow one, by seq
-        self.fingerprint: dict[str, Any] = {}
-        for _, _, meta in sorted(prints, key=lambda p: (p[0], p[1])):
-            self.fingerprint.update({k: v for k, v in meta.items() if k != "phase"})
+        decoded = decode(read_spool(run_dir).frames)
+        self.start: dict[str, Any] = decoded.start
+        self.end: dict[str, Any] | None = decoded.end
+        self.fingerprint: dict[str, Any] = decoded.fingerprint
+        self.chunks: dict[int, list[Chunk]] = {
+            opt: list(chunks) for opt, chunks in decoded.steps.items() if chunks
+        }
+        if decoded.scalars:
+            self.chunks[SCALARS] = list(decoded.scalars)
+        self.keys: dict[str, None] = dict.fromkeys(decoded.scalar_keys)
+        self._findings = decoded.findings
 
     def info(self) -> dict[str, Any]:
         """What the run's records say about it (status ``unfinished`` without an END)."""
@@ -186,14 +130,17 @@ class LocalSource:
 
     def findings(self) -> list[dict[str, Any]]:
         """The spooled findings (lint findings marked as the CLI marks them)."""
-        from gradwatch.lint.confirm import mark
+        from gradwatch.core.confirm import mark
 
-        return [public(f) | _extra(f) for f in mark(local_findings(self.run_dir))]
+        spooled = [{"run": self.run_id, **f} for f in self._findings]
+        return [public(f) | _extra(f) for f in mark(spooled)]
 
     def lifecycle(self, optimizer: int, start: int, end: int) -> list[dict[str, Any]]:
         """``{step, n_backward, events}`` for each recorded step in ``[start, end]``."""
         out = []
         for chunk in self.chunks.get(optimizer, []):
+            if not isinstance(chunk, StepsChunk):
+                continue  # user scalars have no lifecycle
             passes = chunk.blobs.get("n_backward")
             for i, step in enumerate(chunk.steps.tolist()):
                 if start <= step <= end:

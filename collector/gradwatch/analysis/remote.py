@@ -7,10 +7,9 @@ turned back into floats, so the values are exactly those recorded.
 
 from __future__ import annotations
 
-import json
-import urllib.error
 import urllib.parse
-import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from gradwatch.analysis.selection import (
@@ -20,7 +19,7 @@ from gradwatch.analysis.selection import (
     vector,
 )
 from gradwatch.commands.findings import UsageError, public, server_findings
-from gradwatch.wire import from_jsonable
+from gradwatch.core.client import Api, NotFoundError, RefusedError
 
 EVERY_POINT = 1_000_000  # the server's largest ``points``: no downsampling below that
 TENSORS_PER_REQUEST = 64  # keeps the query string short on models with many tensors
@@ -28,27 +27,29 @@ LIFECYCLE_PAGE = 2000  # the server's largest lifecycle window
 
 
 def get_json(server: str, path: str, token: str | None, **query: Any) -> Any:
-    """``GET {server}/api/v1{path}?query`` as decoded JSON (list values repeat the key);
-    ``LookupError`` for 404, ``PermissionError`` for 401/403."""
-    params = urllib.parse.urlencode({k: v for k, v in query.items() if v is not None}, doseq=True)
-    url = f"{server.rstrip('/')}/api/v1{path}?{params}"
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+    """``GET {server}/api/v1{path}?query`` as decoded JSON (:class:`gradwatch.core.client.Api`);
+    ``LookupError`` for 404, ``PermissionError`` for 401/403, naming the fix."""
+    with _explained(server, path):
+        return Api(server, token).get(path, **query)
+
+
+def get_pages(server: str, path: str, token: str | None, page: int, **query: Any) -> list[Any]:
+    """Every item of the paged list at ``path``, ``page`` at a time; errors as :func:`get_json`."""
+    with _explained(server, path):
+        return Api(server, token).pages(path, page, **query)
+
+
+@contextmanager
+def _explained(server: str, path: str) -> Iterator[None]:
     try:
-        with urllib.request.urlopen(request, timeout=60) as reply:
-            return json.loads(reply.read())
-    except urllib.error.HTTPError as exc:
-        with exc:  # closes the reply's socket
-            detail = exc.read()[:300].decode("utf-8", "replace")
-        if exc.code == 404:
-            raise LookupError(f"the server {server} has nothing at {path}: {detail}") from exc
-        if exc.code in (401, 403):
-            raise PermissionError(
-                f"the server {server} refused {path} (HTTP {exc.code}); pass token= with a "
-                f"read token of the run's project: {detail}"
-            ) from exc
-        raise
+        yield
+    except NotFoundError as exc:
+        raise LookupError(f"the server {server} has nothing at {path}: {exc.detail}") from exc
+    except RefusedError as exc:
+        raise PermissionError(
+            f"the server {server} refused {path} (HTTP {exc.status}); pass token= with a "
+            f"read token of the run's project: {exc.detail}"
+        ) from exc
 
 
 class ServerSource:
@@ -69,7 +70,7 @@ class ServerSource:
                 detail = get_json(self.server, self._path, self.token)
             except LookupError as exc:
                 raise LookupError(f"the server {self.server} has no run {self.run_id!r}") from exc
-            self._info = from_jsonable(detail)  # start/end/fingerprint tag NaN as {"$f": ...}
+            self._info = detail  # start/end/fingerprint: NaN tags decoded by the client
         return self._info
 
     def series(self, sel: Selection) -> list[Series]:

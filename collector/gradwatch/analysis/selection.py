@@ -7,16 +7,14 @@ built from them are equal whichever source they came from.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-from gradwatch.analysis.downsample import Vector, downsample
+from gradwatch.core.downsample import Vector, downsample
+from gradwatch.core.nonfinite import decode_floats
 
-NONFINITE_NAMES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 INCIDENT_KEYS = ("incident", "role")  # finding fields that group findings into incidents
 STEPS_METRICS = ("loss", "has_loss", "lr", "n_backward", "wall_time", "phases", "batch")
 
@@ -55,56 +53,11 @@ def thinned(series: Series, points: int | None) -> Series:
     return Series(series.name, series.kind, steps, values, series.stat)
 
 
-def decode_floats(obj: Any) -> Any:
-    """The server's ``"NaN"``/``"Infinity"``/``"-Infinity"`` strings back to floats, at any
-    depth (the API writes non-finite floats that way because JSON has no such numbers)."""
-    if isinstance(obj, str):
-        return NONFINITE_NAMES.get(obj, obj)
-    if isinstance(obj, dict):
-        return {k: decode_floats(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [decode_floats(v) for v in obj]
-    return obj
-
-
-def encode_floats(obj: Any) -> Any:
-    """Inverse of :func:`decode_floats`, for writing JSON that strict parsers accept."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return "NaN" if math.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
-    if isinstance(obj, dict):
-        return {k: encode_floats(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [encode_floats(v) for v in obj]
-    return obj
-
-
 def vector(values: list[Any], dtype: str = "f8") -> Vector:
     """A numpy vector of decoded JSON values."""
     if dtype == "i8":
         return np.asarray(values, dtype=np.int64)
     return np.asarray([decode_floats(v) for v in values], dtype=np.float64)
-
-
-def tensor_rows(
-    start_meta: dict[str, Any], note: Callable[[str], None] = lambda problem: None
-) -> dict[str, tuple[int, int]]:
-    """Tensor name -> (optimizer, row in that optimizer's statistics), from RUN_START;
-    what cannot be read is passed to ``note`` (the server reports it as a problem)."""
-    out: dict[str, tuple[int, int]] = {}
-    counts: dict[int, int] = {}
-    tensors = start_meta.get("tensors", []) if isinstance(start_meta, dict) else None
-    if not isinstance(tensors, list):
-        note(f"the run's start record has tensors of type {type(tensors).__name__}, not a list")
-        return out
-    for i, tensor in enumerate(tensors):
-        opt = tensor.get("optimizer", 0) if isinstance(tensor, dict) else None
-        if not isinstance(opt, int) or isinstance(opt, bool):
-            note(f"tensor {i} of the run's start record is unreadable; its rows are left out")
-            return out  # rows after it cannot be placed
-        row = counts.get(opt, 0)
-        counts[opt] = row + 1
-        out.setdefault(str(tensor.get("name")), (opt, row))
-    return out
 
 
 class Source(Protocol):

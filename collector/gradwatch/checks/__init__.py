@@ -1,4 +1,4 @@
-"""The in-process checks of the catalogue (ids in :mod:`gradwatch.catalogue`); the engine
+"""The in-process checks of the catalogue (ids in :mod:`gradwatch.core.catalogue`); the engine
 that runs them is :class:`gradwatch.checks.engine.CheckEngine`.
 
 This package imports nothing itself: its torch-free modules (``incidents``, ``findings``)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from gradwatch.checks.findings import FindingSink, finding
-from gradwatch.contract import Severity
+from gradwatch.core.contract import Severity
 
 CONSECUTIVE_WARN = 3
 RATE_WINDOW, RATE_WARN = 100, 0.05

@@ -1,5 +1,5 @@
 """The check engine: runs the in-process checks of the catalogue (ids in
-:mod:`gradwatch.catalogue`) on one optimizer's steps.
+:mod:`gradwatch.core.catalogue`) on one optimizer's steps.
 
 *When* each check runs:
 

@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gradwatch.catalogue import CHECKS, Policy
-from gradwatch.checks.incidents import Grouper, Role, evidence
-from gradwatch.contract import FindingsMeta, Severity
-from gradwatch.errors import IntegrityError
-from gradwatch.wire import Kind, Record
+from gradwatch.core.catalogue import CHECKS, Policy
+from gradwatch.core.contract import FindingsMeta, Severity
+from gradwatch.core.errors import IntegrityError
+from gradwatch.core.incidents import Grouper, Role, evidence
+from gradwatch.core.wire import Kind, Record
 
 Action = Literal["none", "skip", "raise"]
 MAX_LINES_PER_CHECK = 10

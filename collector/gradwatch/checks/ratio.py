@@ -22,7 +22,7 @@ from gradwatch.checks.findings import Finding, FindingSink, finding
 from gradwatch.checks.fmt import times
 from gradwatch.checks.numstate import State
 from gradwatch.checks.view import held_for
-from gradwatch.contract import Severity
+from gradwatch.core.contract import Severity
 
 #: update-ratio levels: name, ratio above which a step counts, steps to hold, severity
 LEVELS: list[tuple[str, float, int, Severity]] = [

@@ -17,7 +17,7 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 def data_dir_help() -> str:
     """The ``--data-dir`` help of every command: where the default comes from, and what it
     is here and now."""
-    from gradwatch import paths
+    from gradwatch.core import paths
 
     return (
         "data directory (default: $GRADWATCH_DIR, else $XDG_DATA_HOME/gradwatch, else "

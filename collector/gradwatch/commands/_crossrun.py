@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gradwatch import paths
+from gradwatch.core import paths
 
 
 def cross_run_findings(run_dir: Path) -> list[dict[str, Any]]:
@@ -22,29 +22,10 @@ def cross_run_findings(run_dir: Path) -> list[dict[str, Any]]:
     if run_dir.parent.name != paths.RUNS:
         return []
     try:
-        from gradwatch_server.settings import DB_FILE, default_db_url
+        from gradwatch_server.cli_actions import DB_FILE, default_db_url, server_findings
     except ImportError:
         return []
     root = run_dir.parent.parent
     if not (root / DB_FILE).is_file():
         return []
-    return _read(default_db_url(root), run_dir.name)
-
-
-def _read(db_url: str, run_id: str) -> list[dict[str, Any]]:
-    try:
-        from sqlalchemy.exc import SQLAlchemyError
-
-        from gradwatch_server.db import make_engine, read_session
-        from gradwatch_server.read import runs
-    except ImportError:
-        return []
-    engine = make_engine(db_url)
-    try:
-        with read_session(engine) as session:
-            found, _ = runs.findings(session, run_id=run_id, limit=1 << 20)
-    except SQLAlchemyError:  # an older or foreign database: the spool alone still answers
-        return []
-    finally:
-        engine.dispose()
-    return [{**f.model_dump(), "run": run_id} for f in found if f.source == "server"]
+    return server_findings(default_db_url(root), run_dir.name)

@@ -11,9 +11,6 @@ import argparse
 import json
 import os
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any
 
 from gradwatch.commands import Subparsers, data_dir_help
@@ -40,7 +37,7 @@ JSON_KEYS = (
 def local_compare(args: argparse.Namespace) -> dict[str, Any]:
     """Both runs from the data directory, compared in this process."""
     from gradwatch.commands.findings import local_run_dir
-    from gradwatch.drift.verdict import compare, from_local
+    from gradwatch.core.drift.verdict import compare, from_local
     from gradwatch.transport.local_reader import load_run
 
     runs = [from_local(load_run(local_run_dir(r, args.data_dir))) for r in (args.run_a, args.run_b)]
@@ -50,25 +47,16 @@ def local_compare(args: argparse.Namespace) -> dict[str, Any]:
 def server_compare(args: argparse.Namespace) -> dict[str, Any]:
     """The server's comparison of the two runs."""
     from gradwatch.commands.findings import UsageError
+    from gradwatch.core.client import SLOW_TIMEOUT, Api, NotFoundError
 
     query = {"a": args.run_a, "b": args.run_b}
     query |= {k: str(v) for k, v in (("rtol", args.rtol), ("atol", args.atol)) if v is not None}
-    url = f"{args.server.rstrip('/')}/api/v1/compare?{urllib.parse.urlencode(query)}"
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    token = args.token or os.environ.get("GRADWATCH_TOKEN")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+    api = Api(args.server, args.token or os.environ.get("GRADWATCH_TOKEN"), SLOW_TIMEOUT)
     try:
-        with urllib.request.urlopen(request, timeout=120) as reply:
-            from gradwatch.wire import from_jsonable
-
-            result: dict[str, Any] = from_jsonable(json.loads(reply.read()))
-            return result
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            detail = json.loads(exc.read() or b"{}").get("detail", "no such run")
-            raise UsageError(f"the server {args.server}: {detail}") from exc
-        raise
+        result: dict[str, Any] = api.get("/compare", **query)
+    except NotFoundError as exc:
+        raise UsageError(f"the server {args.server}: {exc.detail or 'no such run'}") from exc
+    return result
 
 
 def _number(value: Any) -> str:
@@ -173,7 +161,7 @@ def _tensors(per_tensor: list[dict[str, Any]], shown: int = 10) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Compare and print; exit 0 when identical."""
     from gradwatch.commands.findings import UsageError
-    from gradwatch.wire import to_jsonable
+    from gradwatch.core.nonfinite import to_jsonable
 
     try:
         result = server_compare(args) if args.server else local_compare(args)

@@ -22,9 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from gradwatch import paths
 from gradwatch.commands import Subparsers, data_dir_help
-from gradwatch_server.settings import DB_FILE, default_db_url
+from gradwatch.core import paths
 
 PROJECT = "demo"  # gradwatch.demo.training.PROJECT, which imports torch
 
@@ -63,9 +62,7 @@ def train_all(data_dir: Path, steps: int, server: str | None, delay: float, jobs
 def _serve(args: argparse.Namespace, data_dir: Path) -> Any:
     import uvicorn
 
-    from gradwatch_server.app import create_app
-    from gradwatch_server.cli_actions import check_bind
-    from gradwatch_server.settings import Settings
+    from gradwatch_server.cli_actions import Settings, check_bind, create_app
 
     settings = Settings.from_env(db=args.db, data_dir=str(data_dir), host=args.host, port=args.port)
     check_bind(settings)
@@ -89,28 +86,10 @@ def alert_rule(db_url: str) -> bool:
     """Create the demo project's log-only alert rule (warnings and errors, no webhook) unless
     one exists, so the Alerts page lists what the demo raises; False without the server."""
     try:
-        from sqlalchemy import select
-        from sqlmodel import col
-
-        from gradwatch_server.db import make_engine, write_session
-        from gradwatch_server.migrate import migrate
-        from gradwatch_server.models import AlertRule
-        from gradwatch_server.store import ensure_project
+        from gradwatch_server.cli_actions import alert_rule as create_rule
     except ImportError:
         return False
-    engine = make_engine(db_url)
-    try:
-        migrate(engine)
-        with write_session(engine) as session:
-            project = ensure_project(session, PROJECT)
-            rules = select(AlertRule).where(
-                col(AlertRule.project_id) == project, col(AlertRule.webhook_url).is_(None)
-            )
-            if session.execute(rules).first() is None:
-                rule = AlertRule(project_id=project, min_severity="warning", created_at=time.time())
-                session.add(rule)
-    finally:
-        engine.dispose()
+    create_rule(db_url, PROJECT)
     return True
 
 
@@ -132,6 +111,8 @@ def command() -> str:
 def next_steps(data_dir: Path, flags: str) -> str:
     """Where the demo's data is and the commands to try next, as they can be pasted in any
     directory (``flags`` selects the data directory when it is not the default one)."""
+    from gradwatch_server.cli_actions import DB_FILE
+
     gw = command()
     return "\n".join(
         [
@@ -152,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
     data_dir = paths.data_dir(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     flags = f" --data-dir {data_dir}" if data_dir != paths.data_dir(None) else ""
+    from gradwatch_server.cli_actions import default_db_url
+
     has_rule = alert_rule(args.db or default_db_url(data_dir))
     print("gradwatch demo: five short trainings on the CPU")
     for variant, what in STORY:

@@ -1,33 +1,31 @@
 """``gradwatch findings``: a run's findings, from the local data directory or a server.
 
 Without RUN it reads every run of the latest job: all ranks and processes that the last
-``gradwatch run`` invocation (or torchrun launch) started (:mod:`gradwatch.transport.jobs`).
+``gradwatch run`` invocation (or torchrun launch) started (:mod:`gradwatch.core.jobs`).
 The exit status makes it a CI gate: ``gradwatch findings --fail-on error`` exits 1 when one
 of those runs has an error finding, 0 when none has, 2 when there is no such run. Findings
-are shown by incident (:mod:`gradwatch.checks.incidents`): one sentence naming the root
+are shown by incident (:mod:`gradwatch.core.incidents`): one sentence naming the root
 cause, then the findings that are its evidence.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from gradwatch import paths
-from gradwatch.checks.incidents import annotate, evidence, views
 from gradwatch.commands import Subparsers, data_dir_help
 from gradwatch.commands._crossrun import cross_run_findings
-from gradwatch.contract import SEVERITIES
-from gradwatch.transport import jobs, strictjson
-from gradwatch.transport.spool import list_segments, read_spool
-from gradwatch.wire import Kind, from_jsonable
+from gradwatch.core import jobs, nonfinite, paths
+from gradwatch.core.client import Api, NotFoundError
+from gradwatch.core.contract import SEVERITIES
+from gradwatch.core.incidents import annotate, evidence, views
+from gradwatch.core.records import decode
+from gradwatch.core.spool import list_segments, read_spool
+from gradwatch.core.wire import Kind
 
 JSON_KEYS = (
     "run",
@@ -53,11 +51,8 @@ class UsageError(Exception):
 
 def local_findings(run_dir: Path) -> list[dict[str, Any]]:
     """Every finding spooled for the run in ``run_dir``, in the order they were stored."""
-    out: list[dict[str, Any]] = []
-    for frame in read_spool(run_dir).frames:
-        if frame.record.kind == Kind.FINDINGS:
-            out += [{"run": run_dir.name, **f} for f in frame.record.meta.get("findings", [])]
-    return out
+    spooled = decode(read_spool(run_dir).frames, only={Kind.FINDINGS}).findings
+    return [{"run": run_dir.name, **f} for f in spooled]
 
 
 def _has_error(run_dir: Path) -> bool:
@@ -130,63 +125,41 @@ def _by_name(root: Path, run: str) -> Path:
     )
 
 
-def _get(server: str, path: str, token: str | None, **query: Any) -> Any:
-    url = f"{server.rstrip('/')}/api/v1{path}?{urllib.parse.urlencode(query)}"
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    with urllib.request.urlopen(request, timeout=30) as reply:
-        return from_jsonable(json.loads(reply.read()))  # details carry NaN as {"$f": "nan"}
-
-
 def local_run_dir(run: str | None, data_dir: str | None) -> Path:
     """The folder of ``run``, or of the latest job's first run (rank 0)."""
     return local_run_dirs(run, data_dir)[0]
 
 
-def _one_run(server: str, run: str, token: str | None) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    while True:
-        page = _get(
-            server, f"/runs/{urllib.parse.quote(run)}/findings", token, offset=len(out), limit=PAGE
-        )
-        out += page["data"]
-        if not page["data"] or len(out) >= page["count"]:
-            return [{**f, "run": run} for f in out]
+def _one_run(api: Api, run: str) -> list[dict[str, Any]]:
+    found = api.pages(f"/runs/{urllib.parse.quote(run)}/findings", PAGE)
+    return [{**f, "run": run} for f in found]
 
 
 STRUCTURE_PAGE = 1000  # the server's largest page of structure findings
 
 
-def _structure(server: str, run: str, token: str | None) -> list[dict[str, Any]]:
+def _structure(api: Api, run: str) -> list[dict[str, Any]]:
     """The run's structure findings as the server derives them (``GET
     /runs/{run}/structure``, every page): what ``structure_findings`` derives locally.
     None from a server without that route (it answers 404 for a run it has)."""
-    out: list[dict[str, Any]] = []
-    path = f"/runs/{urllib.parse.quote(run)}/structure"
-    while True:
-        try:
-            page = _get(server, path, token, offset=len(out), limit=STRUCTURE_PAGE)
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404 and not out:
-                return []
-            raise
-        out += page["data"]
-        if not page["data"] or len(out) >= page["count"]:
-            return [{**f, "run": run} for f in out]
+    try:
+        found = api.pages(f"/runs/{urllib.parse.quote(run)}/structure", STRUCTURE_PAGE)
+    except NotFoundError:
+        return []
+    return [{**f, "run": run} for f in found]
 
 
-def server_runs(server: str, run: str | None, token: str | None) -> list[str]:
+def server_runs(api: Api, run: str | None) -> list[str]:
     """``[run]``, or every run of the newest run's job (all its ranks and processes)."""
     if run is not None:
         return [run]
-    newest = _get(server, "/runs", token, limit=1)["data"]
+    newest = api.get("/runs", limit=1)["data"]
     if not newest:
-        raise UsageError(f"the server {server} has no runs yet")
+        raise UsageError(f"the server {api.base_url} has no runs yet")
     job = newest[0].get("job")
     if not job:  # a server without jobs
         return [str(newest[0]["id"])]
-    members = _get(server, "/runs", token, job=job, limit=RUNS_PAGE)["data"] or newest
+    members = api.get("/runs", job=job, limit=RUNS_PAGE)["data"] or newest
     order = sorted(members, key=lambda r: (r.get("rank") or 0, r.get("started") or 0.0))
     return [str(r["id"]) for r in order]
 
@@ -195,19 +168,15 @@ def server_findings(server: str, run: str | None, token: str | None) -> dict[str
     """Findings by run from ``GET /api/v1/runs/{run}/findings`` and the structure
     findings the server derives (``GET /api/v1/runs/{run}/structure``), all pages; the
     newest run's job when ``run`` is None."""
+    api = Api(server, token)
     try:
-        return {
-            r: _one_run(server, r, token) + _structure(server, r, token)
-            for r in server_runs(server, run, token)
-        }
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            raise UsageError(f"the server {server} has no run {run!r}") from exc
-        raise
+        return {r: _one_run(api, r) + _structure(api, r) for r in server_runs(api, run)}
+    except NotFoundError as exc:
+        raise UsageError(f"the server {server} has no run {run!r}") from exc
 
 
 def _marked(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from gradwatch.lint.confirm import mark
+    from gradwatch.core.confirm import mark
 
     return mark(found)
 
@@ -331,7 +300,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     found = [f for fs in by_run.values() for f in fs]
     if args.json:
-        print(strictjson.dumps([public(f) for f in found], indent=2))
+        print(nonfinite.dumps([public(f) for f in found], indent=2))
     else:
         for run_id, fs in by_run.items():
             print("\n".join([*incident_lines(fs), summary(run_id, fs)]))

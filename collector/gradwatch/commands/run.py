@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from gradwatch import paths
 from gradwatch.commands import Subparsers, data_dir_help
-from gradwatch.errors import ConfigError
+from gradwatch.core import paths
+from gradwatch.core.errors import ConfigError
 
 PREFIX = "gradwatch run:"
 
@@ -38,9 +38,9 @@ def child_env(
     args: argparse.Namespace, bootstrap: Path, manifest: Path, data_dir: Path
 ) -> dict[str, str]:
     """The environment of the watched command."""
+    from gradwatch.core.jobs import ENV_JOB
     from gradwatch.session import options  # loads torch: only when a run is started
     from gradwatch.session.autowatch import ENV_MANIFEST, ENV_ON
-    from gradwatch.transport.jobs import ENV_JOB
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(bootstrap), env.get("PYTHONPATH")]))
@@ -115,9 +115,9 @@ def started_runs(manifest: Path) -> list[dict[str, str]]:
 
 def report(runs: list[dict[str, str]], data_dir: Path, explicit_dir: bool) -> None:
     """One line per run: its findings by severity and the command that lists them."""
-    from gradwatch.checks.incidents import annotate, views
     from gradwatch.commands.findings import local_findings, runtime_only, summary
-    from gradwatch.lint.confirm import mark
+    from gradwatch.core.confirm import mark
+    from gradwatch.core.incidents import annotate, views
 
     if not runs:
         _say(

@@ -3,37 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any
 
 from gradwatch.commands import Subparsers, data_dir_help
-from gradwatch.contract import findings_words, status_words
-from gradwatch.transport import strictjson
-from gradwatch.transport.jobs import by_job
+from gradwatch.core import nonfinite
+from gradwatch.core.client import Api, ApiError
+from gradwatch.core.contract import findings_words, status_words
+from gradwatch.core.jobs import by_job
 
 PAGE = 1000
 
 
 def fetch(server: str, project: str | None, token: str | None) -> list[dict[str, Any]]:
     """Every run the server lists (all pages)."""
-    out: list[dict[str, Any]] = []
-    while True:
-        query = {"offset": len(out), "limit": PAGE, **({"project": project} if project else {})}
-        url = f"{server.rstrip('/')}/api/v1/runs?{urllib.parse.urlencode(query)}"
-        request = urllib.request.Request(url)
-        if token:
-            request.add_header("Authorization", f"Bearer {token}")
-        with urllib.request.urlopen(request, timeout=30) as reply:
-            page = json.loads(reply.read())
-        out += page["data"]
-        if not page["data"] or len(out) >= page["count"]:
-            return out
+    runs: list[dict[str, Any]] = Api(server, token).pages("/runs", PAGE, project=project)
+    return runs
 
 
 def _when(t: float | str | None) -> str:
@@ -67,8 +54,7 @@ def table(runs: list[dict[str, Any]]) -> str:
 
 
 def _local(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from gradwatch_server.cli_actions import local_runs
-    from gradwatch_server.settings import Settings
+    from gradwatch_server.cli_actions import Settings, local_runs
 
     return local_runs(Settings.from_env(db=args.db, data_dir=args.data_dir), args.project)
 
@@ -81,9 +67,11 @@ def run(args: argparse.Namespace) -> int:
             runs = fetch(server, args.project, args.token or os.environ.get("GRADWATCH_TOKEN"))
         else:
             runs = _local(args)
-    except urllib.error.HTTPError as e:
-        detail = e.read()[:300].decode("utf-8", "replace")
-        print(f"gradwatch runs: {server} answered HTTP {e.code}: {detail}", file=sys.stderr)
+    except ApiError as e:
+        if not e.status:
+            print(f"gradwatch runs: cannot read runs from {server}: {e.detail}", file=sys.stderr)
+        else:
+            print(f"gradwatch runs: {server} answered HTTP {e.status}: {e.detail}", file=sys.stderr)
         return 1
     except (OSError, ValueError) as e:
         print(f"gradwatch runs: cannot read runs from {server}: {e}", file=sys.stderr)
@@ -95,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    print(strictjson.dumps(runs, indent=2) if args.json else table(runs))
+    print(nonfinite.dumps(runs, indent=2) if args.json else table(runs))
     return 0
 
 

@@ -18,11 +18,16 @@ from gradwatch.commands import Subparsers, data_dir_help
 def run(args: argparse.Namespace) -> int:
     """Serve until interrupted, or create a token and exit."""
     try:
-        from gradwatch_server.cli_actions import new_token, revoke, serve, tokens
-        from gradwatch_server.db import convert_pages
-        from gradwatch_server.exceptions import ServerError
-        from gradwatch_server.settings import Settings
-        from gradwatch_server.startup import check_database
+        from gradwatch_server.cli_actions import (
+            ServerError,
+            Settings,
+            check_database,
+            convert_pages,
+            new_token,
+            revoke,
+            serve,
+            tokens,
+        )
     except ImportError as e:
         print(
             f"gradwatch serve: the server is not installed ({e}); pip install 'gradwatch[server]'",

@@ -6,9 +6,9 @@ import argparse
 import os
 import sys
 
-from gradwatch import paths
 from gradwatch.commands import Subparsers
-from gradwatch.errors import ConfigError
+from gradwatch.core import paths
+from gradwatch.core.errors import ConfigError
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradwatch.checks import ddp as checks
 from gradwatch.checks.findings import Finding
-from gradwatch.errors import IntegrityError
+from gradwatch.core.errors import IntegrityError
 from gradwatch.transport.record_builder import notice_record
 
 if TYPE_CHECKING:

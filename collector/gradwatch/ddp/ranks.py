@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from gradwatch import paths
 from gradwatch.checks.ddp import fingerprint_subset
+from gradwatch.core import paths
 from gradwatch.ddp.rank0_comparer import Comparer
 from gradwatch.fingerprint.take import _device_sums
 from gradwatch.stats.tensors import GRAD, NONFINITE, PARAM

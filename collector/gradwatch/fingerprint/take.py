@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from gradwatch.errors import ConfigError
+from gradwatch.core.errors import ConfigError
 from gradwatch.fingerprint.user_config import config_hash
 from gradwatch.session import quietproc
 from gradwatch.stats import hostnorms

@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from gradwatch.errors import ConfigError
+from gradwatch.core.errors import ConfigError
 
 __all__ = ["REPR_KEY", "config_hash", "normalize_config"]
 

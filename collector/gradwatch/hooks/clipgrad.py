@@ -26,7 +26,7 @@ import torch
 import torch.nn.utils as nn_utils
 from torch.nn.utils import clip_grad as clip_module
 
-from gradwatch.errors import IntegrityError
+from gradwatch.core.errors import IntegrityError
 
 if TYPE_CHECKING:
     from gradwatch.hooks.context import HookContext

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F  # noqa: N812 - the name every torch user knows
 
-from gradwatch.errors import IntegrityError
+from gradwatch.core.errors import IntegrityError
 
 Listener = Callable[[str, torch.Size, torch.Size, torch.Size], None]
 TARGETS = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradwatch.errors import ConfigError
+from gradwatch.core.errors import ConfigError
 from gradwatch.session.options import OPTIONS, resolve
 
 

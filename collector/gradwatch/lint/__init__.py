@@ -1,7 +1,7 @@
 """``gradwatch lint``: static checks for silent training bugs, before a run starts.
 
 The linter reads Python with :mod:`ast` only (it never imports the code it checks, nor
-torch). Rules and their ids are in :mod:`gradwatch.lint.catalogue`; ids shared with a
+torch). Rules and their ids are in :mod:`gradwatch.core.lint_catalogue`; ids shared with a
 runtime check name the same bug. Example::
 
     >>> from gradwatch.lint import lint_code
@@ -19,7 +19,7 @@ runtime check name the same bug. Example::
 
 from __future__ import annotations
 
-from gradwatch.lint.catalogue import BY_ID, IDS, RULES, Rule, confirms
+from gradwatch.core.lint_catalogue import BY_ID, IDS, RULES, Rule, confirms
 from gradwatch.lint.engine import LintResult, SelectionError, enabled_rules, lint_code, lint_paths
 from gradwatch.lint.result import LintFinding
 

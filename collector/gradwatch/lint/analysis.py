@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from gradwatch.contract import Severity
-from gradwatch.lint.catalogue import BY_ID
+from gradwatch.core.contract import Severity
+from gradwatch.core.lint_catalogue import BY_ID
 from gradwatch.lint.events import EventCollector
 from gradwatch.lint.facts import Event
 from gradwatch.lint.kinds import Scope, class_scope, function_scope, module_scope, own_nodes

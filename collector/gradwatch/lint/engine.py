@@ -7,8 +7,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gradwatch.core.lint_catalogue import IDS
 from gradwatch.lint.analysis import Analysis
-from gradwatch.lint.catalogue import IDS
 from gradwatch.lint.result import LintFinding
 from gradwatch.lint.rules import cuts, dataflow, flags, lifecycle, modes, setup
 from gradwatch.lint.source import Source

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gradwatch._version import __version__
-from gradwatch.lint.catalogue import RULES
+from gradwatch.core.lint_catalogue import RULES
 from gradwatch.lint.engine import LintResult
 from gradwatch.lint.result import LintFinding
 

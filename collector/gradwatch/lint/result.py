@@ -6,8 +6,8 @@ import hashlib
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from gradwatch.contract import Severity
-from gradwatch.lint.catalogue import BY_ID
+from gradwatch.core.contract import Severity
+from gradwatch.core.lint_catalogue import BY_ID
 
 Confidence = Literal["high", "medium"]
 

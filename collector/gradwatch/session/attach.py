@@ -12,12 +12,13 @@ from typing import Any, Literal, NoReturn, TypedDict
 
 import torch
 
-from gradwatch import paths
 from gradwatch._version import __version__
-from gradwatch.catalogue import Policy
-from gradwatch.contract import STAT_NAMES, OptimizerMeta, RunLayout, TensorMeta
+from gradwatch.core import jobs, paths
+from gradwatch.core.catalogue import Policy
+from gradwatch.core.contract import STAT_NAMES, OptimizerMeta, RunLayout, TensorMeta
+from gradwatch.core.errors import ConfigError
+from gradwatch.core.wire import SCHEMA_VERSION
 from gradwatch.ddp import ranks as ddp
-from gradwatch.errors import ConfigError
 from gradwatch.fingerprint import provenance
 from gradwatch.fingerprint import take as fingerprint
 from gradwatch.hooks.manual_updates import ManualUpdates
@@ -25,9 +26,7 @@ from gradwatch.session import ampdetect, options
 from gradwatch.session.handle import Run
 from gradwatch.session.options import OPTIONS
 from gradwatch.stats import hostnorms
-from gradwatch.transport import jobs
 from gradwatch.transport import record_builder as records
-from gradwatch.wire import SCHEMA_VERSION
 
 ModelArg = torch.nn.Module | Sequence[torch.nn.Module] | Mapping[str, torch.nn.Module]
 OptimizerArg = torch.optim.Optimizer | Sequence[torch.optim.Optimizer]

@@ -44,7 +44,7 @@ from torch.utils.hooks import RemovableHandle
 
 from gradwatch.checks.findings import finding
 from gradwatch.checks.fmt import counted
-from gradwatch.errors import ConfigError
+from gradwatch.core.errors import ConfigError
 from gradwatch.hooks import backward as backward_tap
 from gradwatch.hooks import classloss, clipgrad, loaders
 from gradwatch.hooks.forward_order import walk

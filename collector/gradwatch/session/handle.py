@@ -19,7 +19,8 @@ import torch
 from gradwatch.checks.amp import ScalerWatch
 from gradwatch.checks.engine import CheckEngine
 from gradwatch.checks.findings import Finding, FindingSink
-from gradwatch.errors import IntegrityError
+from gradwatch.core.errors import IntegrityError
+from gradwatch.core.wire import Record
 from gradwatch.hooks import backward as backward_tap
 from gradwatch.hooks import lossguard
 from gradwatch.hooks.checkpoint_policy import CheckpointSaver
@@ -35,7 +36,6 @@ from gradwatch.stats.transfer import Reader
 from gradwatch.transport import record_builder as records
 from gradwatch.transport.record_builder import StepMeta
 from gradwatch.transport.writer import RunIO
-from gradwatch.wire import Record
 
 if TYPE_CHECKING:
     from gradwatch.ddp.ranks import RankSync

@@ -14,10 +14,10 @@ from typing import Any, cast
 
 import torch
 
-from gradwatch import paths
-from gradwatch.catalogue import CHECKPOINT_CHECKS, CHECKS, DEFAULT_POLICY, POLICIES, Policy
-from gradwatch.contract import DEFAULT_PROJECT
-from gradwatch.errors import ConfigError
+from gradwatch.core import paths
+from gradwatch.core.catalogue import CHECKPOINT_CHECKS, CHECKS, DEFAULT_POLICY, POLICIES, Policy
+from gradwatch.core.contract import DEFAULT_PROJECT
+from gradwatch.core.errors import ConfigError
 from gradwatch.fingerprint.user_config import config_hash, normalize_config
 
 CHECKS_ENV = "GRADWATCH_CHECKS"

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gradwatch.contract import STAT_NAMES as STAT_NAMES  # the wire contract; re-exported
+from gradwatch.core.contract import STAT_NAMES as STAT_NAMES  # the wire contract; re-exported
 from gradwatch.stats import hostnorms
 
 GRAD, PARAM, UPDATE, NONFINITE = range(4)

@@ -260,14 +260,10 @@ def _process(start: dict[str, Any]) -> tuple[str, int] | None:
 
 
 def _config_hash(run_dir: Path) -> str | None:
-    from gradwatch.transport.spool import SpoolCursor, read_batch
-    from gradwatch.wire import Kind
+    from gradwatch.core.spool import read_start
 
-    read = read_batch(run_dir, SpoolCursor(), max_frames=1)
-    if read.frames and read.frames[0].record.kind == Kind.RUN_START:
-        value = read.frames[0].record.meta.get("config_hash")
-        return str(value) if value else None
-    return None
+    value = read_start(run_dir).get("config_hash")
+    return str(value) if value else None
 
 
 def group_findings(

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradwatch import paths
-from gradwatch.transport.spool import list_segments, read_spool
-from gradwatch.wire import Kind, Record
+from gradwatch.core import paths
+from gradwatch.core.records import StepsChunk, decode
+from gradwatch.core.spool import list_segments, read_spool
 
 
 @dataclass
@@ -61,63 +61,45 @@ class LocalRun:
         return [t["name"] for t in self.start.get("tensors", []) if t["optimizer"] == optimizer]
 
 
-def _rows(rec: Record) -> list[StepRow]:
-    a = {k: v.to_list() for k, v in rec.arrays.items()}
-    n = len(a["step"])
-    t = rec.arrays["stats"].shape[1] if n else 0
-    g = rec.arrays["lr"].shape[1] if n else 0
-    flat = a["stats"]
+def _rows(chunk: StepsChunk) -> list[StepRow]:
+    """One StepRow per step of a decoded STEPS record."""
+    b = chunk.blobs
+    stats = [b[f"stat:{name}"] for name in chunk.stats]
+    width = len(stats[0]) if stats else len(b.get("has_grad", ()))
     return [
         StepRow(
-            step=int(a["step"][i]),
-            loss=float(a["loss"][i]) if a["has_loss"][i] else None,
-            n_backward=int(a["n_backward"][i]),
-            lr=[float(x) for x in a["lr"][i * g : (i + 1) * g]],
-            wall_time=float(a["wall_time"][i]),
-            phases=[float(x) for x in a["phases"][i * 3 : (i + 1) * 3]],
-            events=[(str(e[0]), float(e[1]), str(e[2])) for e in rec.meta["events"][i]],
-            has_grad=[bool(x) for x in a["has_grad"][i * t : (i + 1) * t]],
-            stats=[
-                [float(x) for x in flat[(i * t + j) * 4 : (i * t + j + 1) * 4]] for j in range(t)
-            ],
-            batch_hash=rec.meta["batch_hash"][i],
+            step=int(step),
+            loss=float(b["loss"][0][i]) if b["has_loss"][0][i] else None,
+            n_backward=int(b["n_backward"][0][i]),
+            lr=[float(x) for x in b["lr"][:, i]],
+            wall_time=float(b["wall_time"][0][i]),
+            phases=[float(x) for x in b["phases"][:, i]],
+            events=[(str(e[0]), float(e[1]), str(e[2])) for e in chunk.events[i]],
+            has_grad=[bool(x) for x in b["has_grad"][:, i]],
+            stats=[[float(s[j][i]) for s in stats] for j in range(width)],
+            batch_hash=chunk.batch_hash[i],
         )
-        for i in range(n)
+        for i, step in enumerate(chunk.steps.tolist())
     ]
 
 
 def load_run(run_dir: Path) -> LocalRun:
-    """Decode every record spooled for the run in ``run_dir``."""
+    """Every record spooled for the run in ``run_dir``, decoded by
+    :func:`gradwatch.core.records.decode`."""
     read = read_spool(run_dir)
-    run = LocalRun(
+    decoded = decode(read.frames)
+    return LocalRun(
         id=run_dir.name,
         dir=run_dir,
-        records=len(read.frames),
+        start=decoded.start,
+        fingerprint=decoded.fingerprint,
+        end=decoded.end,
+        steps={opt: [r for c in chunks for r in _rows(c)] for opt, chunks in decoded.steps.items()},
+        scalars=[p for chunk in decoded.scalars for p in chunk.points()],
+        records=decoded.records,
         torn_tail_bytes=read.torn_tail_bytes,
         corrupt_frames=read.corrupt_frames,
     )
-    for frame in read.frames:
-        rec = frame.record
-        if rec.kind == Kind.RUN_START:
-            run.start = rec.meta
-        elif rec.kind == Kind.FINGERPRINT:
-            run.fingerprint.update({k: v for k, v in rec.meta.items() if k != "phase"})
-        elif rec.kind == Kind.STEPS:
-            run.steps.setdefault(int(rec.meta["optimizer"]), []).extend(_rows(rec))
-        elif rec.kind == Kind.SCALARS:
-            keys = rec.meta["keys"]
-            run.scalars += [
-                (int(s), keys[int(k)], float(v))
-                for s, k, v in zip(
-                    rec.arrays["step"].to_list(),
-                    rec.arrays["key"].to_list(),
-                    rec.arrays["value"].to_list(),
-                    strict=True,
-                )
-            ]
-        elif rec.kind == Kind.END:
-            run.end = rec.meta
-    return run
 
 
 def list_runs(data_dir: Path | None = None) -> list[Path]:
@@ -130,7 +112,7 @@ def list_runs(data_dir: Path | None = None) -> list[Path]:
 
 def latest_run(data_dir: Path | None = None) -> Path:
     """The most recent run folder; ``FileNotFoundError`` with a hint when there is none."""
-    from gradwatch.transport.jobs import recent_runs  # ordered by start time, not by id
+    from gradwatch.core.jobs import recent_runs  # ordered by start time, not by id
 
     runs = [r.dir for r in recent_runs(paths.data_dir(data_dir))]
     if not runs:

@@ -1,5 +1,5 @@
-"""Builds the wire records of a run: framing in :mod:`gradwatch.wire`, the payload of each
-record kind typed in :mod:`gradwatch.contract` (every record the collector writes is made
+"""Builds the wire records of a run: framing in :mod:`gradwatch.core.wire`, the payload of each
+record kind typed in :mod:`gradwatch.core.contract` (every record the collector writes is made
 here, so the contract is checked by mypy where records are made).
 
 Each builder runs on the I/O thread where it can: turning device results into bytes
@@ -18,7 +18,7 @@ from typing import Any, cast
 import torch
 
 from gradwatch.checks.view import Event
-from gradwatch.contract import (
+from gradwatch.core.contract import (
     STAT_NAMES,
     EndMeta,
     FindingsMeta,
@@ -29,9 +29,9 @@ from gradwatch.contract import (
     ScalarsMeta,
     StepsMeta,
 )
+from gradwatch.core.wire import Array, Kind, Record
 from gradwatch.stats.batch_checksum import Deferred
 from gradwatch.stats.rows import LEADING
-from gradwatch.wire import Array, Kind, Record
 
 
 @dataclass

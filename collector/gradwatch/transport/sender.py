@@ -7,7 +7,7 @@ Ingest protocol (the server implements exactly this)::
     X-Gradwatch-Run: <run id>            (the run folder's name)
     X-Gradwatch-Schema: 1
     Authorization: Bearer <token>        (optional)
-    body: concatenated frames, byte for byte as in the spool (see gradwatch.wire)
+    body: concatenated frames, byte for byte as in the spool (see gradwatch.core.wire)
 
     200 {"run": "<run id>", "accepted": n, "duplicates": m}
 
@@ -41,16 +41,16 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from gradwatch._version import __version__
-from gradwatch.errors import ConfigError
-from gradwatch.paths import runs_dir
-from gradwatch.transport.spool import (
+from gradwatch.core.errors import ConfigError
+from gradwatch.core.paths import runs_dir
+from gradwatch.core.spool import (
     SpoolCursor,
     list_segments,
     read_acked,
     read_batch,
     write_acked,
 )
-from gradwatch.wire import FRAME_CONTENT_TYPE, SCHEMA_VERSION
+from gradwatch.core.wire import FRAME_CONTENT_TYPE, SCHEMA_VERSION
 
 INGEST_PATH = "/api/v1/ingest"
 MAX_BATCH_BYTES = 1 << 20

@@ -2,7 +2,7 @@
 
 ``RunIO.submit`` appends to a bounded in-memory deque and returns: no lock, no I/O, no
 exception. A daemon thread ``gradwatch-writer`` drains the deque at least every
-``flush_interval`` seconds into the crash-safe spool (gradwatch.transport.spool), so a SIGKILLed
+``flush_interval`` seconds into the crash-safe spool (gradwatch.core.spool), so a SIGKILLed
 process loses at most about one interval. A source may be a callable: it is evaluated on
 the writer thread, which lets the training side defer device-to-host waits.
 
@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
-from gradwatch.errors import ConfigError
-from gradwatch.transport.spool import SpoolWriter, read_acked
-from gradwatch.wire import Record
+from gradwatch.core.errors import ConfigError
+from gradwatch.core.spool import SpoolWriter, read_acked
+from gradwatch.core.wire import Record
 
 if TYPE_CHECKING:
     from gradwatch.transport.sender import Outcome, RunSender, Transport

@@ -11,7 +11,7 @@ from typing import Any
 
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html
 
-from gradwatch.contract import SEVERITIES
+from gradwatch.core.contract import SEVERITIES
 from gradwatch_dashboard import ids
 from gradwatch_dashboard.api_client import Api, ApiError, from_request
 from gradwatch_dashboard.compare_figures import deliveries_summary, rules_table

@@ -21,7 +21,7 @@ from typing import Any, TypedDict
 import numpy as np
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
-from gradwatch.contract import status_words
+from gradwatch.core.contract import status_words
 from gradwatch_dashboard import figures, ids, structure_panel
 from gradwatch_dashboard.api_client import Api, ApiError, from_request
 from gradwatch_dashboard.components import (

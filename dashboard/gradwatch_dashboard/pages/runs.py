@@ -8,7 +8,7 @@ from typing import Any
 
 from dash import Dash, Input, Output, dcc, html
 
-from gradwatch.transport.jobs import by_job
+from gradwatch.core.jobs import by_job
 from gradwatch_dashboard import ids
 from gradwatch_dashboard.api_client import Api, ApiError, from_request
 from gradwatch_dashboard.components import card, empty_state, health, status_badge, table

@@ -2,7 +2,7 @@
 
 The collector sends each finding's incident as it saw it live (in arrival order); the
 server regroups all of the run's findings with the same pure function
-(:func:`gradwatch.checks.incidents.group`, in step order), so a cause that arrived after its
+(:func:`gradwatch.core.incidents.group`, in step order), so a cause that arrived after its
 consequences still leads its incident, and every reader gets the same ids.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from gradwatch.checks.incidents import annotate, views
+from gradwatch.core.incidents import annotate, views
 from gradwatch_server.jsontext import load_json
 from gradwatch_server.store import run_sql
 

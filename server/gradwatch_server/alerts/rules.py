@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from gradwatch.catalogue import CHECKS
+from gradwatch.core.catalogue import CHECKS
 from gradwatch_server.alerts.incident_regroup import regroup
 from gradwatch_server.alerts.targets import TargetRefusedError, check_target
 from gradwatch_server.exceptions import RequestError

@@ -1,9 +1,9 @@
 """Cross-run comparison and seed envelopes of stored runs, for the API (numpy; no torch).
 
-``compare_runs`` is what ``GET /compare`` answers: :func:`gradwatch.drift.verdict.compare`
+``compare_runs`` is what ``GET /compare`` answers: :func:`gradwatch.core.drift.verdict.compare`
 on two stored runs, plus the ``problems`` met reading them. ``group_envelope`` is ``GET
 /groups/{key}/envelope``: the loss envelope of one run per seed
-(:mod:`gradwatch.drift.envelope`), drawn at no more than ``points`` evenly spread steps
+(:mod:`gradwatch.core.drift.envelope`), drawn at no more than ``points`` evenly spread steps
 (:func:`spread`), and which runs leave it.
 
 Example::
@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 from sqlmodel import Session
 
-from gradwatch.drift.envelope import envelope, leaving
-from gradwatch.drift.verdict import compare
-from gradwatch.wire import to_jsonable
+from gradwatch.core.drift.envelope import envelope, leaving
+from gradwatch.core.drift.verdict import compare
+from gradwatch.core.nonfinite import to_jsonable
 from gradwatch_server.exceptions import RequestError
 from gradwatch_server.models import Run
 from gradwatch_server.problems import collecting
@@ -36,7 +36,7 @@ def compare_runs(
     session: Session, a: Run, b: Run, *, rtol: float | None, atol: float | None
 ) -> dict[str, Any]:
     """The comparison of two stored runs with the ``problems`` of reading them, non-finite
-    floats tagged (``{"$f": "inf"}``, :func:`gradwatch.wire.to_jsonable`); 422 when their
+    floats tagged (``{"$f": "inf"}``, :func:`gradwatch.core.nonfinite.to_jsonable`); 422 when their
     stored data cannot be compared."""
     with collecting() as problems:
         data = [load_run_data(session, run) for run in (a, b)]

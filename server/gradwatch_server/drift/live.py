@@ -20,8 +20,10 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from gradwatch.drift.envelope import leaving
-from gradwatch.drift.verdict import compare, divergence
+from gradwatch.core import checkids
+from gradwatch.core.drift.envelope import leaving
+from gradwatch.core.drift.verdict import compare, divergence
+from gradwatch.core.records import fingerprint_order
 from gradwatch_server.alerts.rules import raise_alerts
 from gradwatch_server.db import write_session
 from gradwatch_server.groupkey import group_key, parse_key
@@ -71,7 +73,7 @@ def _drift_finding(result: dict[str, Any], reference: str) -> dict[str, Any]:
     }
     where, why = divergence(result, result["fingerprint_diff"])
     return {
-        "check": "repro-drift",
+        "check": checkids.REPRO_DRIFT,
         "severity": "warning",
         "step": result["step"],
         "optimizer": result["optimizer"],
@@ -290,7 +292,7 @@ def _first_seeds(session: Session, run_ids: list[str]) -> dict[str, int | None]:
     last fingerprint that has the key (fast phase first, then by seq). A run whose seeds
     are no JSON object, or whose fingerprint is one ``$d`` tag, is read the long way."""
     sql = _SEEDS_SQL.get(session.get_bind().dialect.name, _SEEDS_SQL["postgresql"])
-    rows = sorted(_in_chunks(session, sql, run_ids), key=lambda r: (r[1] != "fast", r[2]))
+    rows = sorted(_in_chunks(session, sql, run_ids), key=lambda r: fingerprint_order(r[1], r[2]))
     last: dict[str, tuple[str | None, str | None]] = {}
     slow: set[str] = set()
     for run_id, _phase, _seq, kind, text, wrapped in rows:
@@ -451,7 +453,7 @@ def _envelope(engine: Engine, members: list[_Member]) -> list[str]:
             if step is None:
                 continue
             finding = {
-                "check": "seed-envelope",
+                "check": checkids.SEED_ENVELOPE,
                 "severity": "warning",
                 "step": step,
                 "optimizer": 0,

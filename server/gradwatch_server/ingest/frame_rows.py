@@ -12,8 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from gradwatch.contract import DEFAULT_PROJECT, ROLES, SEVERITIES
-from gradwatch.wire import Array, Frame, Kind, Record
+from gradwatch.core.contract import DEFAULT_PROJECT, ROLES, SEVERITIES
+from gradwatch.core.records import SCALARS_OPTIMIZER, scalar_masks
+from gradwatch.core.records import as_numpy as core_numpy
+from gradwatch.core.wire import Array, Frame, Kind, Record
 from gradwatch_server.blobcodec import pack
 from gradwatch_server.ingest import validate as v
 from gradwatch_server.ingest.recordmeta import check_per_step, checked_tensors
@@ -32,8 +34,6 @@ from gradwatch_server.models import (
 
 TEXT_MAX = 4096  # a finding's message or hint: one screen of text at most
 PARAM_MAX = 1024  # a finding's parameter (one tensor name, or a few joined)
-SCALARS_OPTIMIZER = -1
-NUMPY_DTYPES = {"f8": "<f8", "f4": "<f4", "i8": "<i8", "i4": "<i4", "u1": "u1"}
 
 
 def meta_text(record: Record) -> str:
@@ -207,7 +207,7 @@ def _finding(where: v.Where, name: str, item: Any) -> dict[str, Any]:
 
 def as_numpy(where: v.Where, name: str, array: Array) -> np.ndarray[Any, Any]:
     """The array as numpy (a view on the frame's bytes)."""
-    return np.frombuffer(array.data, dtype=NUMPY_DTYPES[array.dtype]).reshape(array.shape)
+    return core_numpy(array)
 
 
 def _column_blobs(
@@ -311,8 +311,7 @@ def _scalars(where: v.Where, key: dict[str, Any], record: Record, out: FrameRows
         return
     out.add(SeriesChunk, _chunk(key, SCALARS_OPTIMIZER, steps, dump_json({"keys": keys})))
     vals = as_numpy(where, "value", values).astype("<f8")
-    for name in dict.fromkeys(keys):
-        mask = np.isin(idx, [i for i, k in enumerate(keys) if k == name])
+    for name, mask in scalar_masks(keys, idx).items():
         present = np.where(mask, vals, 0.0)
         out.add(SeriesBlob, _column_blobs(where, key, f"scalar:{name}", present, n)[0])
         out.add(SeriesBlob, _column_blobs(where, key, f"has:{name}", mask.astype("u1"), n)[0])

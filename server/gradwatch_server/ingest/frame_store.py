@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlmodel import Session
 
-from gradwatch.contract import DEFAULT_PROJECT
-from gradwatch.wire import MAGIC, SCHEMA_VERSION, Frame, scan_frames
+from gradwatch.core.contract import DEFAULT_PROJECT
+from gradwatch.core.wire import MAGIC, SCHEMA_VERSION, Frame, scan_frames
 from gradwatch_server.alerts.rules import raise_alerts
 from gradwatch_server.exceptions import RequestError
 from gradwatch_server.ingest.frame_rows import FrameRows, RunDelta, parse_frame
@@ -79,7 +79,7 @@ def check_run_id(run_id: str | None) -> str:
 def decode_body(body: bytes) -> list[Frame]:
     """The frames of a body, or 400 saying where and how it is damaged."""
     if not body:
-        raise RequestError(400, "empty body: send one or more frames (see gradwatch.wire)")
+        raise RequestError(400, "empty body: send one or more frames (see gradwatch.core.wire)")
     scan = scan_frames(body, resync=False)
     if scan.corrupt_frames or scan.torn_tail_bytes:
         at = scan.end_offset

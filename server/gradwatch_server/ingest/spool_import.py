@@ -22,10 +22,10 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from gradwatch import paths
-from gradwatch.contract import DEFAULT_PROJECT
-from gradwatch.transport.spool import SpoolCursor, list_segments, read_batch, segment_path
-from gradwatch.wire import Frame
+from gradwatch.core import paths
+from gradwatch.core.contract import DEFAULT_PROJECT
+from gradwatch.core.spool import SpoolCursor, list_segments, read_batch, segment_path
+from gradwatch.core.wire import Frame
 from gradwatch_server.db import write_session
 from gradwatch_server.exceptions import RequestError
 from gradwatch_server.ingest.frame_rows import FrameRows

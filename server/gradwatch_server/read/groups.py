@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, select
 from sqlmodel import Session, col
 
+from gradwatch.core import checkids
 from gradwatch_server.exceptions import RequestError
 from gradwatch_server.groupkey import group_key, parse_key
 from gradwatch_server.models import DriftState, Finding, GroupBaseline, Project, Run
@@ -158,7 +159,7 @@ def describe(session: Session, key: str, project: str | None = None) -> dict[str
         "baseline": baseline(session, first.project_id, key),
         "reference": reference(session, newest, seed_of.get(newest.id)),
         "seeds": sorted({s for s in seed_of.values() if s is not None}),
-        "drifted": runs_with_check(session, ids, "repro-drift"),
-        "outside_envelope": runs_with_check(session, ids, "seed-envelope"),
+        "drifted": runs_with_check(session, ids, checkids.REPRO_DRIFT),
+        "outside_envelope": runs_with_check(session, ids, checkids.SEED_ENVELOPE),
         "last_started": newest.started_at,
     }

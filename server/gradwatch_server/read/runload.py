@@ -1,4 +1,4 @@
-"""A stored run as the comparison core's :class:`gradwatch.drift.verdict.RunData` (numpy).
+"""A stored run as the comparison core's :class:`gradwatch.core.drift.verdict.RunData` (numpy).
 
 Reads the chunk store (``series_chunks`` / ``series_blobs``) for a step range: the loss,
 the per-tensor statistics and the batch hashes (kept in each STEPS chunk's meta), so the
@@ -14,8 +14,8 @@ import numpy as np
 from sqlalchemy import select
 from sqlmodel import Session, col
 
-from gradwatch.contract import STAT_NAMES
-from gradwatch.drift.verdict import RunData, Track
+from gradwatch.core.contract import STAT_NAMES
+from gradwatch.core.drift.verdict import RunData, Track
 from gradwatch_server.jsontext import load_json
 from gradwatch_server.models import Run, SeriesChunk
 from gradwatch_server.read import runs

@@ -10,8 +10,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlmodel import Session, col
 
-from gradwatch.checks.incidents import views
-from gradwatch.lint.confirm import confirmation, confirming_checks
+from gradwatch.core.confirm import confirmation, confirming_checks
+from gradwatch.core.incidents import views
+from gradwatch.core.records import merge_fingerprints
 from gradwatch_server.auth import Access
 from gradwatch_server.exceptions import RequestError
 from gradwatch_server.groupkey import group_key
@@ -165,15 +166,11 @@ def get_run(session: Session, *, run: Run, project: str, policy: StatusPolicy) -
 
 
 def fingerprint(session: Session, *, run_id: str) -> dict[str, Any]:
-    """The run's FINGERPRINT records merged (fast phase first, then slow, by seq)."""
-    query = (
-        select(Fingerprint).where(col(Fingerprint.run_id) == run_id).order_by(col(Fingerprint.seq))
-    )
-    rows = sorted(session.execute(query).scalars(), key=lambda f: (f.phase != "fast", f.seq))
-    merged: dict[str, Any] = {}
-    for row in rows:
-        merged.update({k: v for k, v in load_json(row.data).items() if k != "phase"})
-    return merged
+    """The run's FINGERPRINT records merged by the one rule,
+    :func:`gradwatch.core.records.merge_fingerprints` (fast phase first, then slow, by seq)."""
+    query = select(Fingerprint).where(col(Fingerprint.run_id) == run_id)
+    rows = session.execute(query).scalars()
+    return merge_fingerprints((row.phase, row.seq, load_json(row.data)) for row in rows)
 
 
 def findings(
@@ -239,7 +236,7 @@ def _finding(f: Finding) -> FindingPublic:
 
 
 def incidents(session: Session, run_id: str) -> list[dict[str, Any]]:
-    """The run's findings as incidents (:func:`gradwatch.checks.incidents.views`), each with its
+    """The run's findings as incidents (:func:`gradwatch.core.incidents.views`), each with its
     sentence; every finding of the run is read (findings are onsets, so they are few)."""
     found, _ = findings(session, run_id=run_id, limit=1 << 30)
     return [

@@ -1,6 +1,6 @@
 """Reading per-step series out of the chunk store, downsampled with numpy.
 
-``downsample`` (in :mod:`gradwatch.analysis.downsample`, shared with the local reader of
+``downsample`` (in :mod:`gradwatch.core.downsample`, shared with the local reader of
 ``gradwatch.open_run``) keeps each bucket's min and max and every non-finite point.
 """
 
@@ -13,8 +13,8 @@ import numpy as np
 from sqlalchemy import and_, select
 from sqlmodel import Session, col
 
-from gradwatch.analysis.downsample import downsample as downsample
-from gradwatch.analysis.selection import tensor_rows as _tensor_rows
+from gradwatch.core.downsample import downsample as downsample
+from gradwatch.core.records import tensor_rows as _tensor_rows
 from gradwatch_server.blobcodec import unpack_rows
 from gradwatch_server.exceptions import RequestError
 from gradwatch_server.models import SeriesBlob, SeriesChunk

@@ -154,8 +154,8 @@ def test_a_key_logged_twice_in_a_step_keeps_the_last_value() -> None:
 def test_findings_that_carry_incidents_get_incident_and_role_columns() -> None:
     """A collector that groups findings into incidents writes ``incident`` and ``role`` on
     each finding; the table shows them (the columns are there even when a run has none)."""
-    from gradwatch.transport.spool import SpoolWriter
-    from gradwatch.wire import Kind, Record
+    from gradwatch.core.spool import SpoolWriter
+    from gradwatch.core.wire import Kind, Record
 
     model, opt = make()
     with gradwatch.watch(model, opt) as run:

@@ -12,7 +12,7 @@ from torch import nn
 import gradwatch
 from gradwatch.checks.batchscale import BatchScales, clause
 from gradwatch.checks.findings import finding
-from gradwatch.checks.incidents import kind_of
+from gradwatch.core.incidents import kind_of
 from tests.collector.checks.common import of, train
 
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gradwatch.catalogue import CATALOGUE, CHECKPOINT_CHECKS, CHECKS, POLICIES
 from gradwatch.checks.catalogue_doc import render
-from gradwatch.checks.incidents import RULES
+from gradwatch.core.catalogue import CATALOGUE, CHECKPOINT_CHECKS, CHECKS, POLICIES
+from gradwatch.core.incidents import RULES
 
 ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "checks.md"

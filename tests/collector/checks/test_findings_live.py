@@ -9,7 +9,7 @@ from torch import nn
 
 import gradwatch
 from gradwatch.checks.findings import finding
-from gradwatch.wire import Kind
+from gradwatch.core.wire import Kind
 from tests.conftest import records
 
 

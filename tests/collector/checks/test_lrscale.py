@@ -13,7 +13,7 @@ from torch import nn
 from torch.optim import lr_scheduler as sch
 
 from gradwatch.checks import lrscale
-from gradwatch.checks.incidents import group
+from gradwatch.core.incidents import group
 from tests.collector.checks.common import assert_quiet, of, standard, train
 
 

@@ -110,7 +110,7 @@ def test_raise_policy_stops_the_script_before_the_bad_update(
     path = script(tmp_path, TRAIN, zero_grad="pass", exit=0)
     code, out, err = watched(capfd, path, "--check", "stale-grad=raise")
     assert code == 1
-    assert "gradwatch.errors.IntegrityError" in err and "stale-grad at step 2" in err
+    assert "gradwatch.core.errors.IntegrityError" in err and "stale-grad at step 2" in err
     assert "weight sum" not in out
     end = load_run(latest_run()).end
     assert end is not None and end["status"] == "failed"

@@ -6,7 +6,7 @@ A case declares what gradwatch must say in comment lines at its top:
 - ``# expect: CHECK at step N`` — a warning or error finding of CHECK whose step is N
   (``at steps N-M`` accepts any step in that range; omit ``at …`` to accept any step);
   ``role cause`` / ``role consequence`` after it also requires that incident role, and
-  ``kind K`` the root-cause kind the finding stands for (``gradwatch.checks.incidents``).
+  ``kind K`` the root-cause kind the finding stands for (``gradwatch.core.incidents``).
 - ``# expect: quiet`` — the script is correct: no warning or error finding at all.
 - ``# run-args: FLAGS`` — flags for ``gradwatch run`` (e.g. ``--accumulation-steps 4``).
 - ``# timeout: SECONDS`` — how long the script may take (default 180).
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradwatch.checks.incidents import kind_of
+from gradwatch.core.incidents import kind_of
 
 CASES = Path(__file__).parent / "cases"
 LOUD = ("warning", "error")

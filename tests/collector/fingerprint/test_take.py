@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from gradwatch.errors import ConfigError
+from gradwatch.core.errors import ConfigError
 from gradwatch.fingerprint import take as fingerprint
 from gradwatch.fingerprint.take import (
     collect_fast,

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from gradwatch.errors import ConfigError
+from gradwatch.core.errors import ConfigError
 from gradwatch.integrations.lightning import GradwatchCallback
 from gradwatch.transport.local_reader import load_run
 

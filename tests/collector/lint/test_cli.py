@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gradwatch import cli
-from gradwatch.catalogue import CHECKS
+from gradwatch.core.catalogue import CHECKS
 from gradwatch.lint import IDS, RULES, lint_paths
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gradwatch.drift.fingerprint_diff import fingerprint_diff
+from gradwatch.core.drift.fingerprint_diff import fingerprint_diff
 from gradwatch.fingerprint import take as fingerprint
 from gradwatch.stats import hostnorms
 from gradwatch.stats.tensors import GRAD, PARAM, UPDATE, StepStats

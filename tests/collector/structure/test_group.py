@@ -54,7 +54,7 @@ def replicate(name: str, seed: int, *, frozen_embedding: bool = False, steps: in
 
 def structure(run_id: str) -> list[dict[str, object]]:
     from gradwatch.commands.findings import structure_findings
-    from gradwatch.paths import data_dir, runs_dir
+    from gradwatch.core.paths import data_dir, runs_dir
 
     return structure_findings(runs_dir(data_dir(None)) / run_id)
 

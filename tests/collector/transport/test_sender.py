@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from gradwatch.paths import runs_dir
+from gradwatch.core.paths import runs_dir
+from gradwatch.core.spool import SpoolWriter, read_acked, read_spool, segment_path
+from gradwatch.core.wire import FRAME_CONTENT_TYPE, Array, Kind, Record, scan_frames
 from gradwatch.transport.sender import (
     MAX_BATCH_BYTES,
     HTTPTransport,
@@ -24,9 +26,7 @@ from gradwatch.transport.sender import (
     send_run,
     sync_all,
 )
-from gradwatch.transport.spool import SpoolWriter, read_acked, read_spool, segment_path
 from gradwatch.transport.writer import RunIO
-from gradwatch.wire import FRAME_CONTENT_TYPE, Array, Kind, Record, scan_frames
 
 
 @dataclass

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gradwatch.transport.spool import read_spool
+from gradwatch.core.spool import read_spool
+from gradwatch.core.wire import Array, Kind, Record
 from gradwatch.transport.writer import RunIO
-from gradwatch.wire import Array, Kind, Record
 
 
 def record(i: int, width: int = 8) -> Record:

@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from gradwatch.paths import runs_dir
+from gradwatch.core.paths import runs_dir
 from gradwatch_server.alerts.webhooks import SIGNATURE_HEADER, TIMESTAMP_HEADER, deliver_pass
 from gradwatch_server.app import create_app, webhook_policy
 from gradwatch_server.db import make_engine

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gradwatch.wire import from_jsonable
+from gradwatch.core.nonfinite import from_jsonable
 from gradwatch_server.jsontext import dump_json
 
 
@@ -44,7 +44,7 @@ def test_the_tensor_list_fast_check_accepts_and_refuses_as_the_named_checks() ->
     ],
 )
 def test_a_received_meta_is_stored_as_its_text_and_reads_back_the_same(meta: Any) -> None:
-    from gradwatch.wire import Kind, Record, decode_record, encode_record
+    from gradwatch.core.wire import Kind, Record, decode_record, encode_record
     from gradwatch_server.ingest.frame_rows import meta_text
 
     received = decode_record(encode_record(Record(Kind.FINGERPRINT, meta)))
@@ -54,7 +54,7 @@ def test_a_received_meta_is_stored_as_its_text_and_reads_back_the_same(meta: Any
 
 
 def test_a_meta_that_is_not_ascii_or_built_in_memory_is_encoded_as_before() -> None:
-    from gradwatch.wire import Kind, Record, decode_record, encode_record
+    from gradwatch.core.wire import Kind, Record, decode_record, encode_record
     from gradwatch_server.ingest.frame_rows import meta_text
 
     meta = {"host": "zürich", "loss": math.nan}

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from gradwatch.wire import Array, Kind, Record, encode_frame, from_jsonable
+from gradwatch.core.nonfinite import from_jsonable
+from gradwatch.core.wire import Array, Kind, Record, encode_frame
 from gradwatch_server.app import create_app
 from gradwatch_server.ingest.batch_writer import IngestJob
 from gradwatch_server.settings import Settings

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session
 
-from gradwatch.wire import Kind, Record, encode_frame
+from gradwatch.core.wire import Kind, Record, encode_frame
 from gradwatch_server.api.routes.ingest import request_job
 from gradwatch_server.auth import OPEN
 from gradwatch_server.db import make_engine

@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 from sqlmodel import Session
 
 import gradwatch
-from gradwatch import paths
-from gradwatch.transport.spool import SpoolWriter
+from gradwatch.core import paths
+from gradwatch.core.spool import SpoolWriter
 from gradwatch_server.app import create_app
 from gradwatch_server.db import make_engine
 from gradwatch_server.ingest.spool_import import RECHECK_ENDED, SpoolImporter, import_run

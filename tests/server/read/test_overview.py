@@ -8,8 +8,8 @@ import math
 import numpy as np
 from fastapi.testclient import TestClient
 
+from gradwatch.core.nonfinite import decode_float
 from gradwatch_server.ingest.summaries import BLOCK
-from gradwatch_server.jsonresp import decode_float
 from tests.server import frames as f
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from gradwatch_server.jsonresp import decode_float
+from gradwatch.core.nonfinite import decode_float
 from gradwatch_server.read.series import downsample
 from tests.server import frames as f
 
@@ -87,7 +87,8 @@ def test_unknown_run_is_404(client: TestClient) -> None:
 def test_jsonable_values_are_written_as_the_strict_encoder_writes_them() -> None:
     import json
 
-    from gradwatch_server.jsonresp import dumps, encode_floats
+    from gradwatch.core.nonfinite import encode_floats
+    from gradwatch_server.jsonresp import dumps
     from gradwatch_server.read.series import jsonable
 
     cells = np.array([[1.0, np.nan, np.inf], [-np.inf, -0.0, 5e-324]])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from fastapi.testclient import TestClient
 
-from gradwatch.wire import Array
+from gradwatch.core.wire import Array
 from gradwatch_server.read.step_events import window
 from tests.server import frames as f
 

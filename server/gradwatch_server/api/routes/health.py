@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from gradwatch._version import __version__
-from gradwatch.wire import SCHEMA_VERSION
+from gradwatch.core.wire import SCHEMA_VERSION
 from gradwatch_server.api.deps import PUBLIC
 from gradwatch_server.schemas import HealthReply
 

@@ -20,7 +20,7 @@ from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gradwatch.wire import FRAME_CONTENT_TYPE, SCHEMA_VERSION
+from gradwatch.core.wire import FRAME_CONTENT_TYPE, SCHEMA_VERSION
 from gradwatch_server.api.deps import SettingsDep, WriteAccess, write_access
 from gradwatch_server.auth import OPEN, Access
 from gradwatch_server.exceptions import RequestError

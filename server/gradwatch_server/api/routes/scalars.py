@@ -10,8 +10,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 from sqlmodel import col, select
 
+from gradwatch.core.records import SCALARS_OPTIMIZER
 from gradwatch_server.api.deps import ReadAccess, SessionDep
-from gradwatch_server.ingest.frame_rows import SCALARS_OPTIMIZER
 from gradwatch_server.jsonresp import GWJSONResponse
 from gradwatch_server.jsontext import load_json
 from gradwatch_server.models import SeriesChunk

@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-from gradwatch.checks.incidents import group
+from gradwatch.core.incidents import group
 
 revision: str = "0005_issue18"
 down_revision: str | None = "0004_issue7"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gradwatch.transport.spool import (
+from gradwatch.core.spool import (
     SEGMENT_BYTES,
     SpoolCursor,
     SpoolWriter,
@@ -23,7 +23,7 @@ from gradwatch.transport.spool import (
     segment_path,
     write_acked,
 )
-from gradwatch.wire import Array, Kind, Record
+from gradwatch.core.wire import Array, Kind, Record
 
 
 def record(i: int) -> Record:
@@ -116,8 +116,8 @@ CHILD = """
 import os
 import sys
 from pathlib import Path
-from gradwatch.transport.spool import SpoolWriter
-from gradwatch.wire import Array, Kind, Record
+from gradwatch.core.spool import SpoolWriter
+from gradwatch.core.wire import Array, Kind, Record
 w = SpoolWriter(Path(sys.argv[1]), segment_bytes=int(sys.argv[2]))
 i = 0
 while True:

@@ -6,14 +6,14 @@ live comparison uses the same code. It computes with numpy only (float64, elemen
 IEEE comparisons: bit-identical runs compare identical), so a server without torch
 compares runs too. The cause is decided in the order of ARCHITECTURE.md: environment →
 config → code → initial parameters (fingerprint sections, see
-:mod:`gradwatch.drift.fingerprint_diff`) → the batch differs at the first divergent step
+:mod:`gradwatch.core.drift.fingerprint_diff`) → the batch differs at the first divergent step
 (data order) → the loss differs (forward nondeterminism) → the gradients differ with an
 equal loss (backward nondeterminism) → only the update differs (optimizer
 nondeterminism).
 
 Example::
 
-    from gradwatch.drift.verdict import compare, from_local
+    from gradwatch.core.drift.verdict import compare, from_local
     from gradwatch.transport.local_reader import load_run
     result = compare(from_local(load_run(dir_a)), from_local(load_run(dir_b)))
     result["verdict"], result["step"], result["param"], result["cause"]
@@ -22,12 +22,12 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from gradwatch.contract import STAT_NAMES
-from gradwatch.drift.fingerprint_diff import (
+from gradwatch.core.contract import STAT_NAMES
+from gradwatch.core.drift.fingerprint_diff import (
     Tolerance,
     differing_sections,
     fingerprint_diff,
@@ -35,8 +35,24 @@ from gradwatch.drift.fingerprint_diff import (
     tolerance_for,
 )
 
-if TYPE_CHECKING:
-    from gradwatch.transport.local_reader import LocalRun
+
+class SpooledRun(Protocol):
+    """What :func:`from_local` reads of a spooled run
+    (``gradwatch.transport.local_reader.LocalRun``)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def fingerprint(self) -> dict[str, Any]: ...
+
+    @property
+    def steps(self) -> dict[int, list[Any]]: ...
+
+    def tensors_of(self, optimizer: int) -> list[str]:
+        """Names of the tensors of one optimizer, in the order of its statistics rows."""
+        ...
+
 
 __all__ = ["VERDICTS", "RunData", "Track", "compare", "from_local"]
 
@@ -78,7 +94,7 @@ class RunData:
     tracks: dict[int, Track] = field(default_factory=dict)
 
 
-def from_local(run: LocalRun) -> RunData:
+def from_local(run: SpooledRun) -> RunData:
     """A spooled run (``gradwatch.transport.local_reader.load_run``) as :class:`RunData`."""
     tracks: dict[int, Track] = {}
     for opt, rows in run.steps.items():

@@ -22,11 +22,12 @@ A **payload** (``encode_record``) is::
          u16 name length, name (UTF-8); u8 dtype code; u8 ndim; ndim x u64 dims;
          u64 data length; data (little-endian items, row-major)
 
-JSON has no NaN or infinity, so ``to_jsonable`` writes a non-finite float ``x`` as
-``{"$f": "nan" | "inf" | "-inf"}`` and escapes a user dict whose only key is ``"$f"`` or
-``"$d"`` as ``{"$d": {...}}``; ``from_jsonable`` undoes both. Finite floats (``-0.0``,
-subnormals, extremes) round-trip exactly through ``repr``. NaN round-trips by class (its
-sign and payload bits are not kept); tuples come back as lists.
+JSON has no NaN or infinity, so ``to_jsonable`` (:mod:`gradwatch.core.nonfinite`) writes
+a non-finite float ``x`` as ``{"$f": "nan" | "inf" | "-inf"}`` and escapes a user dict
+whose only key is ``"$f"`` or ``"$d"`` as ``{"$d": {...}}``; ``from_jsonable`` undoes
+both. Finite floats (``-0.0``, subnormals, extremes) round-trip exactly through ``repr``.
+NaN round-trips by class (its sign and payload bits are not kept); tuples come back as
+lists.
 
 ``scan_frames`` reads a buffer tolerantly: an incomplete last frame (a writer killed
 mid-write) is reported as ``torn_tail_bytes``; a damaged frame (CRC mismatch, bad header,
@@ -51,7 +52,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradwatch.errors import WireError
+from gradwatch.core.errors import WireError
+from gradwatch.core.nonfinite import ESCAPED_KEYS, from_jsonable, may_be_tagged, to_jsonable
 
 SCHEMA_VERSION: int = 1
 FRAME_CONTENT_TYPE = "application/vnd.gradwatch.frames"
@@ -176,62 +178,7 @@ class Scan:
     end_offset: int
 
 
-# --- JSON with exact non-finite floats -------------------------------------------------
-
-_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-_ESCAPED_KEYS = ("$f", "$d")
-
-
-def _float_tag(x: float) -> str:
-    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Turn meta into plain JSON values, encoding NaN/±Inf as ``{"$f": ...}``."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else {"$f": _float_tag(obj)}
-    if obj is None or isinstance(obj, (str, int)):
-        return obj
-    if isinstance(obj, dict):
-        out: dict[str, Any] = {}
-        for key, value in obj.items():
-            if not isinstance(key, str):
-                raise WireError(f"meta keys must be str, got {type(key).__name__} {key!r}")
-            out[key] = to_jsonable(value)
-        return {"$d": out} if len(out) == 1 and next(iter(out)) in _ESCAPED_KEYS else out
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    raise WireError(f"meta value of type {type(obj).__name__} is not JSON-able: {obj!r:.80}")
-
-
-def from_jsonable(obj: Any) -> Any:
-    """Inverse of ``to_jsonable``."""
-    if isinstance(obj, list):
-        return [from_jsonable(v) for v in obj]
-    if not isinstance(obj, dict):
-        return obj
-    if len(obj) == 1:
-        key, value = next(iter(obj.items()))
-        if key == "$f":
-            if value not in _NONFINITE:
-                raise WireError(f"bad non-finite float tag {value!r}")
-            return _NONFINITE[value]
-        if key == "$d" and isinstance(value, dict):
-            return {k: from_jsonable(v) for k, v in value.items()}
-    return {k: from_jsonable(v) for k, v in obj.items()}
-
-
-def _may_be_tagged(text: str) -> bool:
-    """False when JSON ``text`` holds no ``$f``/``$d`` key, so ``from_jsonable`` would
-    return its value unchanged: those keys can only be written as ``"$f"``/``"$d"`` or
-    with ``\\u`` escapes (the walk over every value costs more than parsing)."""
-    return '"$f"' in text or '"$d"' in text or "\\u" in text
-
-
-def loads_tagged(text: str) -> Any:
-    """``from_jsonable(json.loads(text))``, without the walk when nothing is tagged."""
-    value = json.loads(text)
-    return from_jsonable(value) if _may_be_tagged(text) else value
+# --- JSON with exact non-finite floats: gradwatch.core.nonfinite ----------------------
 
 
 def _reject_constant(token: str) -> Any:
@@ -258,7 +205,7 @@ def _flat(meta: dict[str, Any]) -> bool:
     """Whether ``meta`` is a dict of str keys (none escaped) over values that are numbers,
     strings, None, bools and lists of them, lists nested three deep at most (a STEPS
     record's events: steps × events × fields) and no dict below the top."""
-    if len(meta) == 1 and next(iter(meta)) in _ESCAPED_KEYS:
+    if len(meta) == 1 and next(iter(meta)) in ESCAPED_KEYS:
         return False
     for key, value in meta.items():
         if type(key) is not str:
@@ -353,7 +300,7 @@ def _decode_record(payload: bytes) -> Record:
         raise WireError(f"unknown record kind {kind_code}")
     text = reader.take(meta_len, "meta").decode("utf-8")
     meta = json.loads(text, parse_constant=_reject_constant)
-    if _may_be_tagged(text):
+    if may_be_tagged(text):
         meta = from_jsonable(meta)
     if not isinstance(meta, dict):
         raise WireError(f"meta must be a JSON object, got {type(meta).__name__}")

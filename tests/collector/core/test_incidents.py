@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from gradwatch.checks.incidents import (
+from gradwatch.core.incidents import (
     Grouper,
     annotate,
     evidence,

@@ -2,7 +2,7 @@
 
 Layout of ``<data dir>/runs/<run id>/``::
 
-    spool-000000.gws, spool-000001.gws, ...   frames (see gradwatch.wire), rotated at
+    spool-000000.gws, spool-000001.gws, ...   frames (see gradwatch.core.wire), rotated at
                                               ``segment_bytes``; never rewritten
     acked                                     the highest seq the server acknowledged
 
@@ -23,8 +23,17 @@ import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from gradwatch.wire import HEADER_SIZE, Frame, Record, encode_frame, peek_frame_size, scan_frames
+from gradwatch.core.wire import (
+    HEADER_SIZE,
+    Frame,
+    Kind,
+    Record,
+    encode_frame,
+    peek_frame_size,
+    scan_frames,
+)
 
 SEGMENT_BYTES = 8 << 20
 ACK_FILE = "acked"
@@ -306,3 +315,13 @@ def write_acked(run_dir: Path, seq: int) -> None:
         tmp = run_dir / f".{ACK_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
         tmp.write_text(f"{seq}\n", encoding="ascii")
         os.replace(tmp, run_dir / ACK_FILE)
+
+
+def read_start(run_dir: Path) -> dict[str, Any]:
+    """The RUN_START meta of the run in ``run_dir`` from its first frame only (``{}`` when
+    that frame is missing, damaged or of another kind)."""
+    read = read_batch(run_dir, SpoolCursor(), max_frames=1)
+    if read.frames and read.frames[0].record.kind == Kind.RUN_START:
+        meta: dict[str, Any] = read.frames[0].record.meta
+        return meta
+    return {}

@@ -1,4 +1,4 @@
-"""The wire contract (gradwatch.contract): every record a real run writes has the keys its
+"""The wire contract (gradwatch.core.contract): every record a real run writes has the keys its
 kind's typed payload names, and the shared names are defined once."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch import contract
-from gradwatch.transport.spool import read_spool
-from gradwatch.wire import Kind
+from gradwatch.core import contract
+from gradwatch.core.spool import read_spool
+from gradwatch.core.wire import Kind
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PAYLOADS: dict[Kind, Any] = {
     Kind.RUN_START: contract.RunStartMeta,
     Kind.STEPS: contract.StepsMeta,
@@ -75,7 +75,7 @@ def test_shared_names_are_defined_once_in_the_contract() -> None:
         for path in (ROOT / folder).rglob("*.py"):
             for name in _assigned_names(path) & shared:
                 definers[name].append(str(path.relative_to(ROOT)))
-    assert definers == {name: ["collector/gradwatch/contract.py"] for name in shared}
+    assert definers == {name: ["collector/gradwatch/core/contract.py"] for name in shared}
 
 
 def test_the_server_validates_against_the_contract() -> None:
@@ -86,7 +86,7 @@ def test_the_server_validates_against_the_contract() -> None:
 
 
 def test_status_and_findings_read_the_same_everywhere() -> None:
-    from gradwatch.contract import findings_words, status_words
+    from gradwatch.core.contract import findings_words, status_words
 
     assert status_words("finished", {"error": 1, "warning": 2}) == "finished with errors"
     assert status_words("finished", {"warning": 2, "info": 5}) == "finished with warnings"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from gradwatch.contract import Severity
+from gradwatch.core.contract import Severity
 
 Policy = Literal["off", "record", "warn", "raise", "skip", "checkpoint"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gradwatch.lint.catalogue import BY_ID, confirms
+from gradwatch.core.lint_catalogue import BY_ID, confirms
 
 
 def confirming_checks(rules: Iterable[str]) -> set[str]:

@@ -1,7 +1,7 @@
 """The wire contract between the collector and the server, defined once: what each record
 kind's ``meta`` holds (:class:`typing.TypedDict` per kind), the names of the per-tensor
 statistics, the severities and the defaults. The framing (how a record becomes bytes) is
-:mod:`gradwatch.wire`; the collector builds its records through
+:mod:`gradwatch.core.wire`; the collector builds its records through
 :mod:`gradwatch.transport.record_builder` and the server validates them in
 ``gradwatch_server.ingest.frame_rows`` against the names here.
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from gradwatch import cli
-from gradwatch.drift.envelope import leaving
-from gradwatch.drift.verdict import compare, from_local
-from gradwatch.paths import runs_dir
+from gradwatch.core.drift.envelope import leaving
+from gradwatch.core.drift.verdict import compare, from_local
+from gradwatch.core.paths import runs_dir
 from gradwatch.transport.local_reader import load_run
 from tests.collector.drift_runs import BUGGY, SWEEP
 

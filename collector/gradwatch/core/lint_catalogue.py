@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gradwatch.catalogue import CHECKS
-from gradwatch.contract import Severity
+from gradwatch.core.catalogue import CHECKS
+from gradwatch.core.contract import Severity
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from gradwatch import paths
-from gradwatch.transport.spool import SpoolCursor, list_segments, read_batch
-from gradwatch.wire import Kind
+from gradwatch.core import paths
+from gradwatch.core.spool import list_segments, read_start
 
 ENV_JOB: Final = "GRADWATCH_JOB"
 JOB_MAX: Final = 128  # the server's column width
@@ -48,10 +47,7 @@ class RunInfo:
 def run_info(run_dir: Path) -> RunInfo:
     """The job, start time and rank of the run in ``run_dir`` (its first frame only). A run
     whose RUN_START cannot be read is its own job, ordered by its id's time."""
-    meta: dict[str, Any] = {}
-    read = read_batch(run_dir, SpoolCursor(), max_frames=1)
-    if read.frames and read.frames[0].record.kind == Kind.RUN_START:
-        meta = read.frames[0].record.meta
+    meta = read_start(run_dir)
     started = meta.get("started_at")
     ddp = meta.get("ddp") if isinstance(meta.get("ddp"), dict) else {}
     return RunInfo(

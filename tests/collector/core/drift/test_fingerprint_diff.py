@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gradwatch.drift.envelope import leaving
-from gradwatch.drift.fingerprint_diff import expects_identical, fingerprint_diff, tolerance_for
-from gradwatch.drift.verdict import RunData, Track, compare
+from gradwatch.core.drift.envelope import leaving
+from gradwatch.core.drift.fingerprint_diff import expects_identical, fingerprint_diff, tolerance_for
+from gradwatch.core.drift.verdict import RunData, Track, compare
 
 FP: dict[str, Any] = {
     "seeds": {"torch_initial_seed": 0, "torch_seed_user_set": True},

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gradwatch.errors import WireError
-from gradwatch.wire import (
+from gradwatch.core.errors import WireError
+from gradwatch.core.nonfinite import from_jsonable, to_jsonable
+from gradwatch.core.wire import (
     HEADER_SIZE,
     Array,
     Kind,
@@ -21,9 +22,7 @@ from gradwatch.wire import (
     decode_record,
     encode_frame,
     encode_record,
-    from_jsonable,
     scan_frames,
-    to_jsonable,
 )
 
 SPECIAL_FLOATS = [
