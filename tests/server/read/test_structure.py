@@ -17,7 +17,7 @@ import pytest
 
 from gradwatch import cli
 from gradwatch.commands.findings import structure_findings
-from gradwatch.paths import runs_dir
+from gradwatch.core.paths import runs_dir
 from gradwatch_server.cli_actions import new_token
 from gradwatch_server.settings import Settings
 from tests.server.live import live_server, sqlite_with
