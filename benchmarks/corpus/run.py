@@ -35,6 +35,11 @@ from spec import Program, all_programs
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "corpus.json"
 ALARM = ("warning", "error")
+#: what a record's `steps` counts (launch.steps_of)
+STEPS_KINDS = {
+    "optimizer": "optimizer steps (of the busiest optimizer)",
+    "hand": "hand updates (backward passes after which parameters in no optimizer changed)",
+}
 
 
 def machine() -> dict[str, Any]:
@@ -90,6 +95,8 @@ def record(
     watched_ok = all(b.ok for _, b in pairs)
     identical = bool(pairs) and all(a.ok and b.ok and a.digest == b.digest for a, b in pairs)
     steps = [a.steps for a, _ in pairs if a.steps is not None]
+    kinds = sorted({a.steps_kind for a, _ in pairs if a.steps_kind})
+    backward = [a.backward for a, _ in pairs if a.backward is not None]
     if not plain_ok:
         status = "program-failed"  # without gradwatch: our setup, not gradwatch
     elif not watched_ok:
@@ -109,6 +116,8 @@ def record(
         "tags": list(program.tags),
         "status": status,
         "steps": min(steps) if steps else None,
+        "steps_kind": STEPS_KINDS.get(kinds[0]) if len(kinds) == 1 else None,
+        "backward_passes": min(backward) if backward else None,
         "steps_expected": program.steps,
         "seeds": seeds,
         "outputs_identical": identical,
