@@ -146,6 +146,21 @@ def read_findings(data_dir: Path) -> list[dict[str, Any]]:
     return [{k: f.get(k) for k in FINDING_KEYS} for f in found]
 
 
+def read_run_findings(data_dir: Path, run_dir: Path) -> list[dict[str, Any]]:
+    """Every finding of the run in ``run_dir`` (derived ones included: the structure checks
+    and its replicate group's invariants), through ``gradwatch findings --json RUN``."""
+    cmd = [sys.executable, "-m", "gradwatch", "findings", "--json", "--data-dir", str(data_dir)]
+    env = {**os.environ, "PYTHONPATH": str(COLLECTOR)}
+    out = subprocess.run([*cmd, str(run_dir)], capture_output=True, text=True, env=env)
+    try:
+        found = json.loads(out.stdout or "[]")
+    except json.JSONDecodeError:
+        msg = f"`gradwatch findings --json` printed no JSON: {out.stderr[-300:]}"
+        return [{"check": "<runner>", "severity": "error", "step": None, "message": msg}]
+    keys = (*FINDING_KEYS, "details", "run")
+    return [{k: f.get(k) for k in keys} for f in found]
+
+
 def launch(
     program: Program,
     tree: Path,

@@ -205,6 +205,37 @@ def test_a_program_that_updates_by_hand_counts_its_updates_not_its_backward_pass
     assert rec["backward_passes"] == 8 and rec["status"] == "too-few-steps"
 
 
+REPLICA = """\
+import os
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+if os.environ.get("GW_CORPUS_SEED") == os.environ.get("FROZEN_SEED"):  # a stale flag
+    model[0].weight.requires_grad_(False)
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for step in range(40):
+    opt.zero_grad()
+    model(torch.randn(8, 3)).pow(2).mean().backward()
+    opt.step()
+"""
+
+
+@pytest.mark.slow  # six runs under gradwatch
+@pytest.mark.parametrize("frozen", ["", "2"])
+def test_replicates_report_what_breaks_the_groups_invariants(tmp_path: Path, frozen: str) -> None:
+    (tmp_path / "train.py").write_text(REPLICA)
+    p = spec.Program("me/replica", COMMIT, "train.py", env=(("FROZEN_SEED", frozen),))
+    reps = runner.run_replicates(p, [0, 1, 2], tmp_path / "cache", tree=tmp_path)
+    assert reps["runs"] == 3 and all(x["ok"] for x in reps["launches"])
+    held = reps["group"]["invariants"]["grads_always"]  # learned from all three runs
+    assert reps["group"]["formed"] and held == (3 if frozen else 4)
+    broken = [f for f in reps["group_findings"] if f["check"] == "group-invariant"]
+    if not frozen:
+        assert reps["group_findings"] == []
+    else:  # the third replicate's frozen weight, from its first step
+        assert [f["details"]["tensors"] for f in broken] == [["0.weight"]], broken
+        assert broken[0]["run"] == reps["launches"][2]["runs"][0]
+
+
 def test_prune_drops_the_records_of_programs_no_longer_listed(tmp_path: Path) -> None:
     listed = spec.all_programs()[0].name
     out = tmp_path / "corpus.json"
