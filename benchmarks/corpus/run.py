@@ -315,6 +315,39 @@ def markdown(doc: dict[str, Any]) -> str:
             f"- {_cell(r['name'])}: **{f['severity']}** `{f['check']}` at {step} "
             f"({f.get('source') or 'runtime'}): {_cell(str(f.get('message')))}"
         )
+    groups = [(r, r["replicates"]) for r in doc["programs"] if r.get("replicates")]
+    if groups:
+        formed = sum(bool(g["group"].get("formed")) for _, g in groups)
+        out += [
+            "",
+            "## Replicate groups",
+            "",
+            f"{len(groups)} programs run as a replicate group of seeds under gradwatch "
+            f"(`--replicates`); {formed} formed one group as gradwatch keys it; "
+            f"{sum(bool(g['group_findings']) for _, g in groups)} drew structure-invariant "
+            "warnings or errors.",
+            "",
+            "| program | seeds | group | invariants (grads always / never, lifecycles, states) "
+            "| structure warnings | other warnings |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r, g in groups:
+            inv = g["group"].get("invariants") or {}
+            held = " / ".join(
+                str(inv.get(k, "-"))
+                for k in ("grads_always", "grads_never", "lifecycles", "states")
+            )
+            formed_cell = "yes" if g["group"].get("formed") else "**no**"
+            out.append(
+                f"| {_cell(r['name'])} | {g['seeds']} | {formed_cell} "
+                f"| {held} | {len(g['group_findings'])} | {len(g.get('other_alarms', []))} |"
+            )
+        for r, g in groups:
+            for f in g["group_findings"]:
+                out.append(
+                    f"- {_cell(r['name'])}: **{f['severity']}** `{f['check']}` at step "
+                    f"{f.get('step')}: {_cell(str(f.get('message')))}"
+                )
     failed = [r for r in doc["programs"] if r["status"] != "ok"]
     if failed:
         out += ["", "## Not ok", ""]
