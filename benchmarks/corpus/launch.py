@@ -7,8 +7,13 @@ the gradwatch sources; ``OMP_NUM_THREADS=1``. With gradwatch the command is wrap
 ``python -m gradwatch findings --json --data-dir D``.
 
 The digest compares training, not logging: the sha256 of every optimizer's final parameter
-values (written by the sitecustomize at exit) plus the program's stdout with timing-like
-numbers, clock times and memory addresses masked.
+values and of the parameters updated by hand (written by the sitecustomize at exit) plus the
+program's stdout with timing-like numbers, clock times and memory addresses masked.
+
+A launch's training steps (`steps_of`): the optimizer steps of its busiest optimizer; for a
+program whose optimizers never step, its *hand updates* (backward passes after which
+parameters in no optimizer that received a gradient changed value before the next backward
+pass), as counted by the sitecustomize.
 """
 
 from __future__ import annotations
@@ -75,14 +80,29 @@ class Launch:
     stderr: str
     seconds: float
     digest: str  # parameters + normalised stdout
-    steps: int | None  # optimizer steps (the most of any one optimizer); None: unknown
+    steps: int | None  # training steps (see `steps_of`); None: unknown
     findings: list[dict[str, Any]] = field(default_factory=list)
     params: dict[str, Any] | None = None  # the sitecustomize's record (None: not written)
     command: list[str] = field(default_factory=list)
+    steps_kind: str | None = None  # "optimizer" or "hand" (see `steps_of`)
+    backward: int | None = None  # backward passes
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0
+
+
+def steps_of(params: dict[str, Any] | None) -> tuple[int | None, str | None]:
+    """(training steps, their kind) from the sitecustomize's record: the most optimizer steps
+    of any one optimizer ("optimizer"), or where no optimizer stepped the hand updates
+    ("hand"); (None, None) where nothing was recorded."""
+    if not params:
+        return None, None
+    optimizer = max(params.get("steps") or [], default=0)
+    hand = int(params.get("hand_updates") or 0)
+    if optimizer == 0 and hand > 0:
+        return hand, "hand"
+    return optimizer, "optimizer"
 
 
 def environment(program: Program, *, seed: int, digest_file: Path) -> dict[str, str]:
@@ -124,6 +144,21 @@ def read_findings(data_dir: Path) -> list[dict[str, Any]]:
         msg = f"`gradwatch findings --json` printed no JSON: {out.stderr[-300:]}"
         return [{"check": "<runner>", "severity": "error", "step": None, "message": msg}]
     return [{k: f.get(k) for k in FINDING_KEYS} for f in found]
+
+
+def read_run_findings(data_dir: Path, run_dir: Path) -> list[dict[str, Any]]:
+    """Every finding of the run in ``run_dir`` (derived ones included: the structure checks
+    and its replicate group's invariants), through ``gradwatch findings --json RUN``."""
+    cmd = [sys.executable, "-m", "gradwatch", "findings", "--json", "--data-dir", str(data_dir)]
+    env = {**os.environ, "PYTHONPATH": str(COLLECTOR)}
+    out = subprocess.run([*cmd, str(run_dir)], capture_output=True, text=True, env=env)
+    try:
+        found = json.loads(out.stdout or "[]")
+    except json.JSONDecodeError:
+        msg = f"`gradwatch findings --json` printed no JSON: {out.stderr[-300:]}"
+        return [{"check": "<runner>", "severity": "error", "step": None, "message": msg}]
+    keys = (*FINDING_KEYS, "details", "run")
+    return [{k: f.get(k) for k in keys} for f in found]
 
 
 def launch(
@@ -168,7 +203,7 @@ def launch(
         params: dict[str, Any] | None = None
         if digest_file.is_file():
             params = json.loads(digest_file.read_text())
-    steps = max(params["steps"], default=0) if params else None
+    steps, kind = steps_of(params)
     findings = read_findings(data_dir) if gradwatch else []
     return Launch(
         returncode=code,
@@ -180,6 +215,8 @@ def launch(
         findings=findings,
         params=params,
         command=command,
+        steps_kind=kind,
+        backward=params.get("backward") if params else None,
     )
 
 

@@ -2,12 +2,16 @@
 ``gradwatch run``; record gradwatch's findings and whether training came out identical.
 
     python benchmarks/corpus/run.py [--only SUBSTR ...] [--seeds] [--out FILE] [--jobs N]
-        [--list] [--prune]
+        [--list] [--prune] [--replicates N]
 
 ``--only`` keeps programs whose name contains one of the substrings; their records replace
 those of the same name in an existing ``--out`` file (so the corpus runs in batches), the
 others are kept (``--prune`` drops the records of programs no longer listed). ``--seeds``
 runs every seed a program lists (default: its first).
+``--replicates N`` runs each program instead as a replicate group: N runs under gradwatch,
+seeds 0..N-1 (the program's own seeds first), each its own process, in one data folder,
+with one project and run name, then reads every run's findings and stores what the group's
+structure invariants said in the program's record (``replicates``), its other fields kept.
 Writes ``benchmarks/results/corpus.json`` and a table in ``corpus.md`` next to it.
 """
 
@@ -28,13 +32,18 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from launch import Launch, launch
+from launch import Launch, launch, read_run_findings
 from materialize import CACHE, materialize, tree_dir
 from spec import Program, all_programs
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "corpus.json"
 ALARM = ("warning", "error")
+#: what a record's `steps` counts (launch.steps_of)
+STEPS_KINDS = {
+    "optimizer": "optimizer steps (of the busiest optimizer)",
+    "hand": "hand updates (backward passes after which parameters in no optimizer changed)",
+}
 
 
 def machine() -> dict[str, Any]:
@@ -90,6 +99,8 @@ def record(
     watched_ok = all(b.ok for _, b in pairs)
     identical = bool(pairs) and all(a.ok and b.ok and a.digest == b.digest for a, b in pairs)
     steps = [a.steps for a, _ in pairs if a.steps is not None]
+    kinds = sorted({a.steps_kind for a, _ in pairs if a.steps_kind})
+    backward = [a.backward for a, _ in pairs if a.backward is not None]
     if not plain_ok:
         status = "program-failed"  # without gradwatch: our setup, not gradwatch
     elif not watched_ok:
@@ -109,6 +120,8 @@ def record(
         "tags": list(program.tags),
         "status": status,
         "steps": min(steps) if steps else None,
+        "steps_kind": STEPS_KINDS.get(kinds[0]) if len(kinds) == 1 else None,
+        "backward_passes": min(backward) if backward else None,
         "steps_expected": program.steps,
         "seeds": seeds,
         "outputs_identical": identical,
@@ -140,6 +153,95 @@ def run_program(program: Program, seeds: list[int], cache: Path) -> dict[str, An
     return record(program, seeds, pairs)
 
 
+def _run_dirs(data_dir: Path) -> set[Path]:
+    runs = data_dir / "runs"
+    return {p for p in runs.iterdir() if p.is_dir()} if runs.is_dir() else set()
+
+
+def is_structure(finding: dict[str, Any]) -> bool:
+    """A finding of the structure checks: a group invariant, or derived from the structure
+    signature (a mid-run change)."""
+    details = finding.get("details") or {}
+    derived = isinstance(details, dict) and details.get("derived") == "structure"
+    return finding.get("check") == "group-invariant" or derived
+
+
+def group_evidence(run_dirs: list[Path]) -> dict[str, Any]:
+    """Whether ``run_dirs`` form one replicate group as gradwatch keys it (one config and
+    code hash, one parameter layout, each run made by its own process, all finished), and
+    how many invariants their good runs give (:mod:`gradwatch.structure.group`)."""
+    from gradwatch.structure.group import learn, member
+
+    members = [member(d, lambda d: False) for d in run_dirs]
+    keys = {m.key for m in members}
+    layouts = {m.layout for m in members}
+    processes = [m.process for m in members]
+    formed = (
+        len(members) >= 2
+        and len(keys) == 1
+        and None not in keys
+        and len(layouts) == 1
+        and None not in processes
+        and len(set(processes)) == len(processes)
+    )
+    inv = learn([m for m in members if m.status == "finished"]) if formed else None
+    out: dict[str, Any] = {"formed": formed, "statuses": [m.status for m in members]}
+    if inv is not None:
+        out["invariants"] = {
+            "grads_always": sum(len(v) for v in inv.always.values()),
+            "grads_never": sum(len(v) for v in inv.never.values()),
+            "lifecycles": sum(len(v) for v in inv.lifecycles.values()),
+            "states": sum(len(v) for v in inv.states.values()),
+        }
+    return out
+
+
+def run_replicates(
+    program: Program, seeds: list[int], cache: Path, tree: Path | None = None
+) -> dict[str, Any]:
+    """The ``replicates`` field of a program's record: ``seeds`` runs under gradwatch in one
+    data folder (one replicate group), then every run's structure findings. ``tree``: the
+    program's materialised tree (default: materialise it)."""
+    tree = tree or materialize(program, tree_dir(program, cache))
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="gw-corpus-group-") as tmp:
+        data = Path(tmp)
+        dirs: list[Path] = []
+        for seed in seeds:
+            before = _run_dirs(data)
+            done = launch(program, tree, seed=seed, gradwatch=True, data_dir=data)
+            new = sorted(_run_dirs(data) - before)
+            dirs += new
+            runs.append(
+                {"seed": seed, "ok": done.ok, "steps": done.steps, "runs": [p.name for p in new],
+                 "seconds": round(done.seconds, 1)}
+            )  # fmt: skip
+            if not done.ok:
+                runs[-1]["stderr_tail"] = _tail(done.stderr, 600)
+        findings = [f for d in dirs for f in read_run_findings(data, d)]
+        evidence = group_evidence(dirs) if dirs else {"formed": False}
+    structure = [f for f in findings if is_structure(f)]
+    alarms = [f for f in findings if f.get("severity") in ALARM]
+    return {
+        "seeds": seeds,
+        "runs": len(dirs),
+        "group": evidence,
+        "group_findings": [f for f in structure if f.get("severity") in ALARM],
+        "structure_info": len([f for f in structure if f.get("severity") not in ALARM]),
+        "other_alarms": [f for f in alarms if not is_structure(f)],
+        "launches": runs,
+        "gradwatch_commit": gradwatch_commit(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def replicate_seeds(program: Program, n: int) -> list[int]:
+    """``n`` seeds: the program's own first, then the smallest others."""
+    seeds = list(dict.fromkeys(program.seeds))[:n]
+    extra = (s for s in range(1000) if s not in seeds)
+    return seeds + [next(extra) for _ in range(n - len(seeds))]
+
+
 def merge(
     old: dict[str, Any] | None, new: list[dict[str, Any]], head: dict[str, Any]
 ) -> dict[str, Any]:
@@ -153,7 +255,11 @@ def merge(
 def summary(doc: dict[str, Any]) -> dict[str, Any]:
     programs = doc["programs"]
     alarms = [f for r in programs for f in r["findings"] if f.get("severity") in ALARM]
+    groups = [r["replicates"] for r in programs if r.get("replicates")]
     return {
+        "replicate_groups": len(groups),
+        "replicate_groups_formed": sum(bool(g["group"].get("formed")) for g in groups),
+        "programs_with_group_warnings": sum(bool(g["group_findings"]) for g in groups),
         "programs": len(programs),
         "projects": len({r["project"] for r in programs}),
         "ok": sum(r["status"] == "ok" for r in programs),
@@ -209,6 +315,39 @@ def markdown(doc: dict[str, Any]) -> str:
             f"- {_cell(r['name'])}: **{f['severity']}** `{f['check']}` at {step} "
             f"({f.get('source') or 'runtime'}): {_cell(str(f.get('message')))}"
         )
+    groups = [(r, r["replicates"]) for r in doc["programs"] if r.get("replicates")]
+    if groups:
+        formed = sum(bool(g["group"].get("formed")) for _, g in groups)
+        out += [
+            "",
+            "## Replicate groups",
+            "",
+            f"{len(groups)} programs run as a replicate group of seeds under gradwatch "
+            f"(`--replicates`); {formed} formed one group as gradwatch keys it; "
+            f"{sum(bool(g['group_findings']) for _, g in groups)} drew structure-invariant "
+            "warnings or errors.",
+            "",
+            "| program | seeds | group | invariants (grads always / never, lifecycles, states) "
+            "| structure warnings | other warnings |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r, g in groups:
+            inv = g["group"].get("invariants") or {}
+            held = " / ".join(
+                str(inv.get(k, "-"))
+                for k in ("grads_always", "grads_never", "lifecycles", "states")
+            )
+            formed_cell = "yes" if g["group"].get("formed") else "**no**"
+            out.append(
+                f"| {_cell(r['name'])} | {g['seeds']} | {formed_cell} "
+                f"| {held} | {len(g['group_findings'])} | {len(g.get('other_alarms', []))} |"
+            )
+        for r, g in groups:
+            for f in g["group_findings"]:
+                out.append(
+                    f"- {_cell(r['name'])}: **{f['severity']}** `{f['check']}` at step "
+                    f"{f.get('step')}: {_cell(str(f.get('message')))}"
+                )
     failed = [r for r in doc["programs"] if r["status"] != "ok"]
     if failed:
         out += ["", "## Not ok", ""]
@@ -227,6 +366,7 @@ def write(doc: dict[str, Any], out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", action="append", default=[], help="substring of program names")
+    ap.add_argument("--exact", action="store_true", help="--only names whole program names")
     ap.add_argument("--seeds", action="store_true", help="every seed a program lists")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--jobs", type=int, default=1)
@@ -234,10 +374,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the programs and stop")
     ap.add_argument("--fresh", action="store_true", help="re-extract the trees")
     ap.add_argument(
+        "--replicates",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run each program as a replicate group of N seeds under gradwatch instead",
+    )
+    ap.add_argument(
         "--prune", action="store_true", help="drop records of programs no longer listed, and stop"
     )
     args = ap.parse_args(argv)
-    programs = [p for p in all_programs() if not args.only or any(o in p.name for o in args.only)]
+    programs = [
+        p
+        for p in all_programs()
+        if not args.only or any(o == p.name if args.exact else o in p.name for o in args.only)
+    ]
     if args.prune:
         listed = {p.name for p in all_programs()}
         doc = json.loads(args.out.read_text())
@@ -254,6 +405,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh:
         for p in programs:
             shutil.rmtree(tree_dir(p, args.cache), ignore_errors=True)
+
+    def group(p: Program) -> dict[str, Any]:
+        seeds = replicate_seeds(p, args.replicates)
+        try:
+            reps = run_replicates(p, seeds, args.cache)
+        except Exception as exc:  # materialising or setup failed: say so, run the others
+            reps = {"seeds": seeds, "runs": 0, "group": {"formed": False},
+                    "group_findings": [], "other_alarms": [],
+                    "error": f"{type(exc).__name__}: {exc}"[-1200:]}  # fmt: skip
+        print(
+            f"{p.name}: replicates {reps['runs']} runs, group formed "
+            f"{reps['group'].get('formed')}, {len(reps['group_findings'])} group warnings, "
+            f"{len(reps['other_alarms'])} other alarms, invariants "
+            f"{reps['group'].get('invariants')}",
+            flush=True,
+        )
+        return {"name": p.name, "replicates": reps}
 
     def one(p: Program) -> dict[str, Any]:
         seeds = list(p.seeds) if args.seeds else list(p.seeds[:1])
@@ -288,12 +456,22 @@ def main(argv: list[str] | None = None) -> int:
         nonlocal doc
         with lock:
             old = json.loads(args.out.read_text()) if args.out.is_file() else None
+            if args.replicates:  # into the program's record, its other fields kept
+                prior = next(
+                    (r for r in (old or {}).get("programs", []) if r["name"] == rec["name"]), None
+                )
+                if prior is None:
+                    print(
+                        f"{rec['name']}: no record to add replicates to; run it first", flush=True
+                    )
+                    return
+                rec = {**prior, "replicates": rec["replicates"]}
             doc = merge(old, [rec], head)
             doc["summary"] = summary(doc)
             write(doc, args.out)
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for rec in pool.map(one, programs):
+        for rec in pool.map(group if args.replicates else one, programs):
             done(rec)
     print(json.dumps(doc.get("summary", {})))
     return 0

@@ -163,8 +163,77 @@ def test_launch_digests_the_trained_parameters_under_the_seed(tmp_path: Path) ->
     ]
     assert all(r.ok for r in runs), runs[0].stderr
     assert runs[0].steps == 5 and runs[0].params is not None
+    assert (runs[0].steps_kind, runs[0].backward, runs[0].params["hand_updates"]) == (
+        "optimizer",
+        5,
+        0,
+    )
     assert runs[0].params["optimizers"] == ["SGD"] and runs[0].params["tensors"] == 2
     assert runs[0].digest == runs[1].digest != runs[2].digest
+
+
+HAND = """\
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+for step in range(7):
+    model.zero_grad()
+    model(torch.randn(5, 3)).pow(2).mean().backward()
+    if step != 3:  # one backward pass with no update after it
+        for p in model.parameters():
+            p.data -= 0.1 * p.grad.data
+model(torch.randn(2, 3)).sum().backward()  # a last backward pass, never applied
+print("done")
+"""
+
+
+@pytest.mark.slow  # three python processes importing torch
+def test_a_program_that_updates_by_hand_counts_its_updates_not_its_backward_passes(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "train.py").write_text(HAND)
+    p = spec.Program("me/hand", COMMIT, "train.py")
+    runs = [
+        lc.launch(p, tmp_path, seed=s, gradwatch=False, data_dir=tmp_path / "gw") for s in (0, 0, 1)
+    ]
+    assert all(r.ok for r in runs), runs[0].stderr
+    assert runs[0].params is not None and runs[0].params["optimizers"] == []
+    assert (runs[0].steps, runs[0].steps_kind, runs[0].backward) == (6, "hand", 8)
+    assert runs[0].params["hand_tensors"] == 4
+    assert runs[0].digest == runs[1].digest != runs[2].digest  # the hand-updated values count
+    rec = runner.record(p, [0], [(runs[0], runs[1])])
+    assert rec["steps"] == 6 and rec["steps_kind"].startswith("hand updates")
+    assert rec["backward_passes"] == 8 and rec["status"] == "too-few-steps"
+
+
+REPLICA = """\
+import os
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+if os.environ.get("GW_CORPUS_SEED") == os.environ.get("FROZEN_SEED"):  # a stale flag
+    model[0].weight.requires_grad_(False)
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for step in range(40):
+    opt.zero_grad()
+    model(torch.randn(8, 3)).pow(2).mean().backward()
+    opt.step()
+"""
+
+
+@pytest.mark.slow  # six runs under gradwatch
+@pytest.mark.parametrize("frozen", ["", "2"])
+def test_replicates_report_what_breaks_the_groups_invariants(tmp_path: Path, frozen: str) -> None:
+    (tmp_path / "train.py").write_text(REPLICA)
+    p = spec.Program("me/replica", COMMIT, "train.py", env=(("FROZEN_SEED", frozen),))
+    reps = runner.run_replicates(p, [0, 1, 2], tmp_path / "cache", tree=tmp_path)
+    assert reps["runs"] == 3 and all(x["ok"] for x in reps["launches"])
+    held = reps["group"]["invariants"]["grads_always"]  # learned from all three runs
+    assert reps["group"]["formed"] and held == (3 if frozen else 4)
+    broken = [f for f in reps["group_findings"] if f["check"] == "group-invariant"]
+    if not frozen:
+        assert reps["group_findings"] == []
+    else:  # the third replicate's frozen weight, from its first step
+        assert [f["details"]["tensors"] for f in broken] == [["0.weight"]], broken
+        assert broken[0]["run"] == reps["launches"][2]["runs"][0]
 
 
 def test_prune_drops_the_records_of_programs_no_longer_listed(tmp_path: Path) -> None:

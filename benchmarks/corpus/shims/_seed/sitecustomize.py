@@ -1,9 +1,13 @@
 """The corpus runner's own start-up code in every program it launches (ours, not the
 program's): seed python, numpy and torch from ``$GW_CORPUS_SEED`` for programs that do not
-seed themselves; remember every optimizer's parameters and count its steps; at exit, write
-a sha256 of all their final values to ``$GW_CORPUS_DIGEST`` (JSON). Both modes (with and
-without gradwatch) run exactly this, so equal digests mean gradwatch left training alone.
-Then the sitecustomize this file shadows, if any, runs."""
+seed themselves; remember every optimizer's parameters and count its steps; count backward
+passes, and *hand updates*: backward passes after which parameters that are in no optimizer
+and received a gradient changed value before the next backward pass (or the end), as
+programs that update parameters by hand (``p.data -= lr * p.grad``: MAML, Reptile, manual
+SGD) do; at exit, write a sha256 of all their final values (the optimizers' parameters, then
+the hand-updated ones) to ``$GW_CORPUS_DIGEST`` (JSON). Both modes (with and without
+gradwatch) run exactly this, so equal digests mean gradwatch left training alone. Then the
+sitecustomize this file shadows, if any, runs."""
 
 import atexit
 import hashlib
@@ -14,12 +18,20 @@ import json
 import os
 import random
 import sys
+import threading
+import weakref
 
 _SEED = os.environ.get("GW_CORPUS_SEED")
 _DIGEST = os.environ.get("GW_CORPUS_DIGEST")
 _PID = os.getpid()
 _optimizers = []  # (class name, [param tensors]) of every optimizer, in creation order
 _steps = []  # steps per optimizer, same order
+_module_params = []  # weak references to every module parameter, in registration order
+_in_optimizer = set()  # ids of the tensors some optimizer holds
+_hand = {}  # id -> parameter in no optimizer that received a gradient (hand-updated kind)
+_snapshot = []  # (parameter, its values after the last backward pass) of the hand kind
+_counts = {"backward": 0, "hand_updates": 0}
+_depth = threading.local()  # nested backward calls (Tensor.backward -> autograd.backward)
 
 
 def _seed_all(seed):
@@ -44,12 +56,36 @@ def _tensor_bytes(t):
     return t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
+def _hand_params():
+    """The live module parameters of the hand-updated kind, in registration order."""
+    out, seen = [], set()
+    for ref in _module_params:
+        p = ref()
+        if p is not None and _hand.get(id(p)) is p and id(p) not in seen:
+            seen.add(id(p))
+            out.append(p)
+    return out
+
+
+def _settle():
+    """Count the last backward pass a hand update if a parameter of the hand kind changed
+    value since it ran."""
+    global _snapshot
+    if _snapshot and any(not p.detach().equal(before) for p, before in _snapshot):
+        _counts["hand_updates"] += 1
+    _snapshot = []
+
+
 def _write_digest():
-    if os.getpid() != _PID or not _DIGEST or not _optimizers:
-        return  # a forked worker, a process that built no optimizer, or nobody asked
+    if os.getpid() != _PID or not _DIGEST:
+        return  # a forked worker, or nobody asked
+    _settle()
+    hand = _hand_params()
+    if not _optimizers and not hand:
+        return  # a process that trained nothing
     h = hashlib.sha256()
     tensors = 0
-    for kind, params in _optimizers:
+    for kind, params in [*_optimizers, ("<by hand>", hand)]:
         h.update(kind.encode())
         for p in params:
             h.update(str((tuple(p.shape), str(p.dtype))).encode())
@@ -60,6 +96,9 @@ def _write_digest():
         "optimizers": [kind for kind, _ in _optimizers],
         "tensors": tensors,
         "steps": list(_steps),
+        "backward": _counts["backward"],
+        "hand_updates": _counts["hand_updates"],
+        "hand_tensors": len(hand),
     }
     with open(_DIGEST, "w") as f:
         json.dump(record, f)
@@ -78,6 +117,7 @@ def _watch_optimizers():
         if type(self).__module__.split(".")[0] == "gradwatch":
             return  # gradwatch's own stand-in (ManualUpdates for hand-updated parameters)
         tensors = [p for group in self.param_groups for p in group["params"]]
+        _in_optimizer.update(id(p) for p in tensors)
         self._gw_corpus_index = len(_optimizers)
         _optimizers.append((type(self).__name__, tensors))
         _steps.append(0)
@@ -93,6 +133,46 @@ def _watch_optimizers():
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     register_optimizer_step_post_hook(count)
+
+
+def _watch_backward():
+    """Count outermost backward passes (``Tensor.backward`` calls ``torch.autograd.backward``
+    through the module attribute, so wrapping that counts both) and hand updates."""
+    import torch
+    from torch.nn.modules.module import register_module_parameter_registration_hook
+
+    def registered(module, name, param):
+        if param is not None:
+            _module_params.append(weakref.ref(param))
+
+    register_module_parameter_registration_hook(registered)
+    original = torch.autograd.backward
+
+    def backward(*args, **kwargs):
+        global _snapshot
+        depth = getattr(_depth, "n", 0)
+        if depth:
+            return original(*args, **kwargs)
+        _settle()
+        _depth.n = 1
+        try:
+            result = original(*args, **kwargs)
+        finally:
+            _depth.n = 0
+        _counts["backward"] += 1
+        seen = set()
+        with torch.no_grad():
+            for ref in _module_params:
+                p = ref()
+                if p is None or p.grad is None or id(p) in _in_optimizer or id(p) in seen:
+                    continue
+                seen.add(id(p))
+                _hand[id(p)] = p
+                _snapshot.append((p, p.detach().clone()))
+        return result
+
+    backward.__wrapped__ = original
+    torch.autograd.backward = backward
 
 
 _FIRST = not getattr(sys, "_gw_corpus_site", False)  # a second import of this file: no-op
@@ -112,6 +192,7 @@ if _FIRST and not _GRADWATCH_CLI and (_SEED is not None or _DIGEST):
             _seed_all(int(_SEED))
         if _DIGEST:
             _watch_optimizers()
+            _watch_backward()
             atexit.register(_write_digest)
 
 # the sitecustomize this file shadows: the first one on the path entries after this folder
