@@ -457,8 +457,8 @@ def attached(state: VariantState, data_dir: Path) -> Iterator[None]:
         state.watch_s.append(t1 - t0)
         state.fingerprint_s.append(t2 - t1)
         state.close_s.append(t4 - t3)
-        if run._internal_errors:
-            raise RuntimeError(f"gradwatch reported {run._internal_errors} internal errors")
+        if run.context.internal_errors:
+            raise RuntimeError(f"gradwatch reported {run.context.internal_errors} internal errors")
 
 
 def run_block(
@@ -563,8 +563,10 @@ def bench_model(
         )
     if steady:
         gw.run.close()
-        if gw.run._internal_errors:
-            raise RuntimeError(f"gradwatch reported {gw.run._internal_errors} internal errors")
+        if gw.run.context.internal_errors:
+            raise RuntimeError(
+                f"gradwatch reported {gw.run.context.internal_errors} internal errors"
+            )
         gw.run = None
         for v in VARIANTS:  # the lead-ins of the timed blocks are not one-time costs here
             states[v].settle_s.clear()

@@ -155,8 +155,8 @@ class Gradwatch(Variant):
             return
         run, self.run = self.run, None
         run.close()
-        if run._internal_errors:
-            raise RuntimeError(f"gradwatch reported {run._internal_errors} internal errors")
+        if run.context.internal_errors:
+            raise RuntimeError(f"gradwatch reported {run.context.internal_errors} internal errors")
 
 
 class GradwatchStockOps(Gradwatch):
@@ -166,7 +166,7 @@ class GradwatchStockOps(Gradwatch):
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, workdir: Path) -> None:
         super().__init__(model, optimizer, workdir)
         assert self.run is not None
-        for watch in self.run._watches:
+        for watch in self.run.context.watches:
             watch.stats._kernel = None
 
 

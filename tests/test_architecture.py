@@ -247,3 +247,85 @@ def test_server_folders_import_in_one_direction() -> None:
     graph = import_graph(in_functions=True)
     assert "gradwatch_server.ingest.frame_store" in graph  # the reader found the folders
     assert server_violations(graph) == []
+
+
+#: the run handle, and the package whose modules alone may read its private members
+RUN_MODULE, RUN_CLASS, RUN_OWNER = "gradwatch.session.handle", "Run", "gradwatch.session"
+#: names that hold a run (or, before issue 43, the run as its hooks' owner) in the codebase
+RUN_HOLDERS = {"run", "owner", "_run", "handle"}
+
+
+def run_private_members(tree: ast.Module) -> set[str]:
+    """The private members of ``Run`` in its module: its ``_x`` methods and properties and
+    every ``self._x`` it assigns (sunder names such as ``_repr_html_`` are protocols)."""
+    members: set[str] = set()
+    for cls in ast.walk(tree):
+        if not (isinstance(cls, ast.ClassDef) and cls.name == RUN_CLASS):
+            continue
+        for node in ast.walk(cls):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("_"):
+                members.add(node.name)
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+            ):
+                members.add(node.attr)
+    return {m for m in members if m.startswith("_") and not m.endswith("_")}
+
+
+def _holder(node: ast.expr) -> str | None:
+    """``run`` for ``run``, ``self.run``, ``w.run``; None for anything else."""
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+    return name if name in RUN_HOLDERS else None
+
+
+def private_reaches(tree: ast.Module, members: set[str]) -> list[tuple[int, str]]:
+    """``(line, member)`` of every read or write of a private member of ``Run`` through a
+    name that holds a run, anywhere in the module (function bodies included), and of every
+    ``getattr``/``setattr``/``hasattr`` of one by its name."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in members and _holder(node.value):
+            found.append((node.lineno, node.attr))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in {"getattr", "setattr", "hasattr", "delattr"}
+            and len(node.args) >= 2
+            and _holder(node.args[0])
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in members
+        ):
+            found.append((node.lineno, str(node.args[1].value)))
+    return sorted(found)
+
+
+def test_the_run_reach_rule_fails_on_a_reach() -> None:
+    handle = ast.parse("class Run:\n def __init__(self):\n  self._io = 1\n def _guard(self): ...")
+    members = run_private_members(handle)
+    assert members == {"_io", "_guard"}
+    hook = ast.parse(
+        "def f(run, w):\n"
+        "    run._io.submit()\n"  # a reach, in a function body
+        "    w.run._guard(g, 'x')\n"  # through an attribute that holds the run
+        "    getattr(self.owner, '_io')\n"  # by name
+        "    run.io.submit(); self._io = 2; run._repr_html_()\n"  # public, own, protocol
+    )
+    assert private_reaches(hook, members) == [(2, "_io"), (3, "_guard"), (4, "_io")]
+
+
+def test_nothing_outside_the_session_reaches_into_run() -> None:
+    """The hooks, NaN provenance, the cross-rank checks and the display see the run through
+    its public context (gradwatch.session.run_context.RunContext), never its private members."""
+    sources = _sources()
+    members = run_private_members(ast.parse(sources[RUN_MODULE].read_text(encoding="utf-8")))
+    assert {"_io", "_guard", "_watches", "_report_once"} <= members  # the rule reads Run
+    reaches = [
+        f"{name}:{line} {member}"
+        for name, path in sorted(sources.items())
+        if not (name == RUN_OWNER or name.startswith(RUN_OWNER + "."))
+        for line, member in private_reaches(ast.parse(path.read_text(encoding="utf-8")), members)
+    ]
+    assert reaches == []
