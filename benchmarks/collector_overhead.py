@@ -445,7 +445,7 @@ def attached(state: VariantState, data_dir: Path) -> Iterator[None]:
     t1 = time.perf_counter()
     # the slow half of the fingerprint (git, installed packages) runs once per run on a
     # helper thread: let it finish so that it does not count as per-step cost
-    for thread in run._background:
+    for thread in run.context.background:
         thread.join()
     t2 = time.perf_counter()
     try:
@@ -542,7 +542,7 @@ def bench_model(
     gw = states["gradwatch"]
     if steady:  # one run through every block, as in a training run
         gw.run = gradwatch.watch(gw.model, gw.optimizer, every=1, data_dir=data_dir)
-        for thread in gw.run._background:
+        for thread in gw.run.context.background:
             thread.join()
     for state in states.values():  # warm-up: allocator, Adam state, first hooks
         run_block(state, work, warmup, data_dir, record=False)
@@ -597,7 +597,7 @@ def alternating(work: Workload, triples: int, data_dir: Path, turn: int = 2) -> 
     states = make_variants(work, 1)
     gw = states["gradwatch"]
     run = gradwatch.watch(gw.model, gw.optimizer, every=1, data_dir=data_dir)
-    for thread in run._background:
+    for thread in run.context.background:
         thread.join()
     samples: dict[str, dict[str, list[float]]] = {v: {"wall": [], "cpu": []} for v in VARIANTS}
     try:

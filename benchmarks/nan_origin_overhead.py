@@ -89,7 +89,7 @@ def bench(name: str, rounds: int, warmup: int, data_dir: Path) -> dict[str, Any]
         "watched": core.plain_step(model, opt),
     }
     run = gradwatch.watch(model, opt, every=1, data_dir=data_dir)
-    for thread in run._background:
+    for thread in run.context.background:
         thread.join()
     origin = run.context.nan_origin
     origin.detach()  # attached by watch(); from here on only around the "on" steps

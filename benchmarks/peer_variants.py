@@ -142,7 +142,7 @@ class Gradwatch(Variant):
             run = gradwatch.watch(self.model, self.optimizer, data_dir=self.workdir, **self.options)
         except (gradwatch.ConfigError, TypeError) as e:
             raise UnavailableError(f"this gradwatch has no option {self.options}: {e}") from e
-        for thread in run._background:  # the fingerprint helper thread: a one-time cost
+        for thread in run.context.background:  # the fingerprint helper thread: a one-time cost
             thread.join()
         self.run: gradwatch.Run | None = run
 

@@ -119,8 +119,6 @@ class Run:
         self._scalars: list[tuple[int, str, float | torch.Tensor]] = []
         self._last_heartbeat = time.monotonic()
         self._ranks: RankSync | None = None  # set by watch() in a multi-rank job
-        #: helper threads (the slow fingerprint) that close() waits for, within its timeout
-        self._background: list[threading.Thread] = []
         self._io = RunIO(run_dir, server=options.server, token=options.token)
         self._sink = FindingSink(options.policy, self._io.submit)
         self._checks = CheckEngine(
@@ -149,6 +147,8 @@ class Run:
         #: passes that reached several optimizers -> those optimizers (the latest few)
         self._shared: dict[int, list[OptimizerWatch]] = {}
         self._watches = ctx.watches
+        #: helper threads (the slow fingerprint) that close() waits for, within its timeout
+        self._background = ctx.background
         self._watches.extend(
             OptimizerWatch(ctx, i, opt, device) for i, opt in enumerate(optimizers)
         )

@@ -12,6 +12,7 @@ are: a hook reads ``ctx.after_step`` at the same cost as it read ``run._after_st
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +39,7 @@ class RunContext:
     __slots__ = (
         "after_step",
         "applied_elsewhere",
+        "background",
         "checks",
         "dir",
         "emit_steps",
@@ -82,6 +84,8 @@ class RunContext:
     applied_elsewhere: Callable[[int, OptimizerWatch], bool]
     after_step: Callable[[OptimizerWatch], None]  # the end of every optimizer step
     emit_steps: Callable[[OptimizerWatch, Reader[StepMeta]], None]  # queue a STEPS record
+    #: helper threads (the slow fingerprint) that close() waits for, within its timeout
+    background: list[threading.Thread]
 
     def __init__(
         self,
@@ -113,6 +117,7 @@ class RunContext:
         self.sink = sink
         self.checks = checks
         self.watches = []
+        self.background = []
         self.guard = guard
         self.report_once = report_once
         self.applied_elsewhere = applied_elsewhere

@@ -92,7 +92,7 @@ def test_a_watched_run_adds_only_its_writer_thread(tmp_path: Path) -> None:
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     before = set(os.listdir("/proc/self/task"))
     run = gradwatch.watch(model, opt, data_dir=tmp_path)
-    for thread in run._background:
+    for thread in run.context.background:
         thread.join()
     for i in range(12):
         x = torch.randn(64, 784, generator=torch.Generator().manual_seed(i))
