@@ -445,7 +445,7 @@ def attached(state: VariantState, data_dir: Path) -> Iterator[None]:
     t1 = time.perf_counter()
     # the slow half of the fingerprint (git, installed packages) runs once per run on a
     # helper thread: let it finish so that it does not count as per-step cost
-    for thread in run._background:
+    for thread in run.context.background:
         thread.join()
     t2 = time.perf_counter()
     try:
@@ -457,8 +457,8 @@ def attached(state: VariantState, data_dir: Path) -> Iterator[None]:
         state.watch_s.append(t1 - t0)
         state.fingerprint_s.append(t2 - t1)
         state.close_s.append(t4 - t3)
-        if run._internal_errors:
-            raise RuntimeError(f"gradwatch reported {run._internal_errors} internal errors")
+        if run.context.internal_errors:
+            raise RuntimeError(f"gradwatch reported {run.context.internal_errors} internal errors")
 
 
 def run_block(
@@ -542,7 +542,7 @@ def bench_model(
     gw = states["gradwatch"]
     if steady:  # one run through every block, as in a training run
         gw.run = gradwatch.watch(gw.model, gw.optimizer, every=1, data_dir=data_dir)
-        for thread in gw.run._background:
+        for thread in gw.run.context.background:
             thread.join()
     for state in states.values():  # warm-up: allocator, Adam state, first hooks
         run_block(state, work, warmup, data_dir, record=False)
@@ -563,8 +563,10 @@ def bench_model(
         )
     if steady:
         gw.run.close()
-        if gw.run._internal_errors:
-            raise RuntimeError(f"gradwatch reported {gw.run._internal_errors} internal errors")
+        if gw.run.context.internal_errors:
+            raise RuntimeError(
+                f"gradwatch reported {gw.run.context.internal_errors} internal errors"
+            )
         gw.run = None
         for v in VARIANTS:  # the lead-ins of the timed blocks are not one-time costs here
             states[v].settle_s.clear()
@@ -595,7 +597,7 @@ def alternating(work: Workload, triples: int, data_dir: Path, turn: int = 2) -> 
     states = make_variants(work, 1)
     gw = states["gradwatch"]
     run = gradwatch.watch(gw.model, gw.optimizer, every=1, data_dir=data_dir)
-    for thread in run._background:
+    for thread in run.context.background:
         thread.join()
     samples: dict[str, dict[str, list[float]]] = {v: {"wall": [], "cpu": []} for v in VARIANTS}
     try:

@@ -130,7 +130,7 @@ def run_variant(
     run = gradwatch.watch(model, opt, every=1, data_dir=tmp) if kind == "gradwatch" else None
     try:
         if run is not None:
-            for thread in run._background:
+            for thread in run.context.background:
                 thread.join()
         for _ in range(args.settle):
             step()

@@ -191,8 +191,8 @@ def variant(
     if run is not None and error is None:
         # the I/O thread's work (waiting on the transfer's event, building records) ran
         # concurrently under the same process-wide mode: a sync there is an internal error
-        stats = run._io.stats
-        if run._internal_errors or stats.internal_errors:
+        stats = run.context.io.stats
+        if run.context.internal_errors or stats.internal_errors:
             error = f"internal errors during the measured steps: {stats.last_error}"
     return {
         "ms_per_step": 1000 * seconds / steps,

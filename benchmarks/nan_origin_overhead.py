@@ -57,8 +57,8 @@ def hooks_alone(run: gradwatch.Run, x: torch.Tensor, y: torch.Tensor, n: int = 1
     """Training-thread CPU microseconds of provenance's steady-state hooks for one step, run
     without the step (far less noisy than step times): the forward pre-hook and hook, the
     backward listener and, on the CPU, the step pre-hook's screen."""
-    origin, w = run._nan_origin, run._watches[0]
-    model = run._model_hooks.models[""]
+    origin, w = run.context.nan_origin, run.context.watches[0]
+    model = run.context.model_hooks.models[""]
     out = model(x)
     loss = torch.nn.functional.cross_entropy(out, y)
     w._pre = w.stats.before_step()  # what the step pre-hook finds: the gradient norms
@@ -89,9 +89,9 @@ def bench(name: str, rounds: int, warmup: int, data_dir: Path) -> dict[str, Any]
         "watched": core.plain_step(model, opt),
     }
     run = gradwatch.watch(model, opt, every=1, data_dir=data_dir)
-    for thread in run._background:
+    for thread in run.context.background:
         thread.join()
-    origin = run._nan_origin
+    origin = run.context.nan_origin
     origin.detach()  # attached by watch(); from here on only around the "on" steps
     origin.on = False  # the model and step hooks call provenance only while it is on
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}

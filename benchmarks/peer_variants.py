@@ -142,7 +142,7 @@ class Gradwatch(Variant):
             run = gradwatch.watch(self.model, self.optimizer, data_dir=self.workdir, **self.options)
         except (gradwatch.ConfigError, TypeError) as e:
             raise UnavailableError(f"this gradwatch has no option {self.options}: {e}") from e
-        for thread in run._background:  # the fingerprint helper thread: a one-time cost
+        for thread in run.context.background:  # the fingerprint helper thread: a one-time cost
             thread.join()
         self.run: gradwatch.Run | None = run
 
@@ -155,8 +155,8 @@ class Gradwatch(Variant):
             return
         run, self.run = self.run, None
         run.close()
-        if run._internal_errors:
-            raise RuntimeError(f"gradwatch reported {run._internal_errors} internal errors")
+        if run.context.internal_errors:
+            raise RuntimeError(f"gradwatch reported {run.context.internal_errors} internal errors")
 
 
 class GradwatchStockOps(Gradwatch):
@@ -166,7 +166,7 @@ class GradwatchStockOps(Gradwatch):
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, workdir: Path) -> None:
         super().__init__(model, optimizer, workdir)
         assert self.run is not None
-        for watch in self.run._watches:
+        for watch in self.run.context.watches:
             watch.stats._kernel = None
 
 

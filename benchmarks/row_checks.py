@@ -94,7 +94,7 @@ def measure(tensors: int, window: int, rows: int, reference: bool, data_dir: Pat
     model = model_of(tensors)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     run = gradwatch.watch(model, optimizer, data_dir=data_dir)
-    engine, checker = run._checks, run._watches[0].checker
+    engine, checker = run.context.checks, run.context.watches[0].checker
     if reference:
         engine.row_by_row = True
     one_by_one = 0

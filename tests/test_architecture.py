@@ -340,57 +340,6 @@ def test_one_record_decoder() -> None:
     assert sorted(deciding - RECORD_DECODERS) == []
 
 
-#: private members of ``Run`` reached from outside session/ today, per module (issue 43's
-#: run context brings them to 0); a count may only go down
-KNOWN_PRIVATE_REACHES: dict[str, int] = {
-    "gradwatch.analysis.display": 1,
-    "gradwatch.ddp.rank0_comparer": 10,
-    "gradwatch.ddp.ranks": 11,
-    "gradwatch.hooks.checkpoint_policy": 7,
-    "gradwatch.hooks.clipgrad": 4,
-    "gradwatch.hooks.connectivity": 10,
-    "gradwatch.hooks.model": 14,
-    "gradwatch.hooks.optimizer": 22,
-    "gradwatch.hooks.structure_probe": 1,
-    "gradwatch.nan.origin": 6,
-}
-
-
-def private_reaches(tree: ast.Module) -> list[str]:
-    """``run._x``, ``self.run._x``, ``self.owner._x``, ``self._run._x``: private members
-    reached through a name that holds the run."""
-    found = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")):
-            continue
-        if node.attr.startswith("__"):
-            continue
-        holder = node.value
-        if (isinstance(holder, ast.Name) and holder.id == "run") or (
-            isinstance(holder, ast.Attribute) and holder.attr in ("run", "owner", "_run")
-        ):
-            found.append(node.attr)
-    return found
-
-
-def test_private_reaches_into_run_from_outside_session_do_not_grow() -> None:
-    assert sorted(private_reaches(ast.parse("run._io.x; self.owner._sink; run.__dict__"))) == [
-        "_io",
-        "_sink",
-    ]
-    counts = {}
-    for name, path in _sources().items():
-        if _in(name, "gradwatch.session") or not _in(name, "gradwatch"):
-            continue
-        n = len(private_reaches(ast.parse(path.read_text(encoding="utf-8"))))
-        if n:
-            counts[name] = n
-    grown = {m: n for m, n in counts.items() if n > KNOWN_PRIVATE_REACHES.get(m, 0)}
-    assert grown == {}
-    shrunk = {m: n for m, n in KNOWN_PRIVATE_REACHES.items() if counts.get(m, 0) < n}
-    assert shrunk == {}  # fewer now: lower the count here
-
-
 def test_collector_top_level_is_small() -> None:
     plain = sorted(
         p.name
@@ -476,3 +425,85 @@ def test_the_docs_show_the_one_declaration_of_the_layers() -> None:
     begin, end = "# --- layers: begin", "# --- layers: end ---"
     block = source[source.index(begin) : source.index(end) + len(end)]
     assert block in (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+
+
+#: the run handle, and the package whose modules alone may read its private members
+RUN_MODULE, RUN_CLASS, RUN_OWNER = "gradwatch.session.handle", "Run", "gradwatch.session"
+#: names that hold a run (or, before issue 43, the run as its hooks' owner) in the codebase
+RUN_HOLDERS = {"run", "owner", "_run", "handle"}
+
+
+def run_private_members(tree: ast.Module) -> set[str]:
+    """The private members of ``Run`` in its module: its ``_x`` methods and properties and
+    every ``self._x`` it assigns (sunder names such as ``_repr_html_`` are protocols)."""
+    members: set[str] = set()
+    for cls in ast.walk(tree):
+        if not (isinstance(cls, ast.ClassDef) and cls.name == RUN_CLASS):
+            continue
+        for node in ast.walk(cls):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("_"):
+                members.add(node.name)
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+            ):
+                members.add(node.attr)
+    return {m for m in members if m.startswith("_") and not m.endswith("_")}
+
+
+def _holder(node: ast.expr) -> str | None:
+    """``run`` for ``run``, ``self.run``, ``w.run``; None for anything else."""
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+    return name if name in RUN_HOLDERS else None
+
+
+def private_reaches(tree: ast.Module, members: set[str]) -> list[tuple[int, str]]:
+    """``(line, member)`` of every read or write of a private member of ``Run`` through a
+    name that holds a run, anywhere in the module (function bodies included), and of every
+    ``getattr``/``setattr``/``hasattr`` of one by its name."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in members and _holder(node.value):
+            found.append((node.lineno, node.attr))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in {"getattr", "setattr", "hasattr", "delattr"}
+            and len(node.args) >= 2
+            and _holder(node.args[0])
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in members
+        ):
+            found.append((node.lineno, str(node.args[1].value)))
+    return sorted(found)
+
+
+def test_the_run_reach_rule_fails_on_a_reach() -> None:
+    handle = ast.parse("class Run:\n def __init__(self):\n  self._io = 1\n def _guard(self): ...")
+    members = run_private_members(handle)
+    assert members == {"_io", "_guard"}
+    hook = ast.parse(
+        "def f(run, w):\n"
+        "    run._io.submit()\n"  # a reach, in a function body
+        "    w.run._guard(g, 'x')\n"  # through an attribute that holds the run
+        "    getattr(self.owner, '_io')\n"  # by name
+        "    run.io.submit(); self._io = 2; run._repr_html_()\n"  # public, own, protocol
+    )
+    assert private_reaches(hook, members) == [(2, "_io"), (3, "_guard"), (4, "_io")]
+
+
+def test_nothing_outside_the_session_reaches_into_run() -> None:
+    """The hooks, NaN provenance, the cross-rank checks and the display see the run through
+    its public context (gradwatch.session.run_context.RunContext), never its private members."""
+    sources = _sources()
+    members = run_private_members(ast.parse(sources[RUN_MODULE].read_text(encoding="utf-8")))
+    assert {"_io", "_guard", "_watches", "_report_once"} <= members  # the rule reads Run
+    reaches = [
+        f"{name}:{line} {member}"
+        for name, path in sorted(sources.items())
+        if not (name == RUN_OWNER or name.startswith(RUN_OWNER + "."))
+        for line, member in private_reaches(ast.parse(path.read_text(encoding="utf-8")), members)
+    ]
+    assert reaches == []

@@ -86,7 +86,7 @@ def live_text(run: Run) -> str:
     """The live :class:`gradwatch.Run` in words, from memory (no spool read)."""
     findings = [f.to_meta() | _incident(f) for f in run.findings]
     header = (
-        f"<gradwatch.Run {run.id} project={run._options.project!r} step={run.step} "
+        f"<gradwatch.Run {run.id} project={run.context.options.project!r} step={run.step} "
         f"status={run.status}>"
     )
     return "\n".join(summary(header, findings)) if findings else header

@@ -58,8 +58,8 @@ class Comparer(threading.Thread):
         self.comparable = True  # parameter layouts agree
         self.nonfinite_done = False
         self.error: IntegrityError | None = None
-        self._raise_hook = self.owner._watches[0].optimizer.register_step_pre_hook(
-            self.owner._guard(self._raise_pending, "cross-rank policy")
+        self._raise_hook = self.owner.watches[0].optimizer.register_step_pre_hook(
+            self.owner.guard(self._raise_pending, "cross-rank policy")
         )
 
     def expect(self, kind: str, index: object) -> None:
@@ -92,8 +92,8 @@ class Comparer(threading.Thread):
                     self._compare(item[0], item[1], values)
             except Exception as exc:  # never let the comparer die loudly
                 self.stopped = True
-                self.owner._internal_errors += 1
-                self.owner._report_once(
+                self.owner.internal_errors += 1
+                self.owner.report_once(
                     "ddp compare", f"cross-rank checks stopped (internal error: {exc})"
                 )
 
@@ -115,7 +115,7 @@ class Comparer(threading.Thread):
         missing = [r for r, key in enumerate(keys) if not self.store.check([key])]
         self.stopped = True
         what = "the end of the run" if kind == "end" else f"{kind}/{index}"
-        self.owner._report_once(
+        self.owner.report_once(
             "ddp silent",
             f"cross-rank checks stopped: rank(s) {missing} did not publish {what} in time "
             "(watch() must run on every rank; a rank may have crashed or be far behind)",
@@ -138,21 +138,21 @@ class Comparer(threading.Thread):
     def _fingerprints(self, values: list[dict[str, Any]]) -> None:
         if checks.layouts_differ(values):
             self.comparable = False
-            self.owner._report_once(
+            self.owner.report_once(
                 "ddp layout",
                 "ranks hold different parameter layouts (sharded or tensor-parallel model): "
                 "ddp-param-desync is off for this run",
             )
         differ = checks.fingerprint_differences(values)
         if differ:
-            self.owner._io.submit(notice_record({"notice": "ddp-fingerprint", "differ": differ}))
+            self.owner.io.submit(notice_record({"notice": "ddp-fingerprint", "differ": differ}))
             fields = ", ".join(sorted(differ))
-            self.owner._report_once(
+            self.owner.report_once(
                 "ddp fingerprint", f"the ranks' fingerprints differ in {fields}: {differ}"
             )
 
     def _nonfinite(self, upto: int) -> None:
-        if self.nonfinite_done or not self.owner._sink.enabled("ddp-nonfinite-rank"):
+        if self.nonfinite_done or not self.owner.sink.enabled("ddp-nonfinite-rank"):
             return
         if int(self.store.add(self.key("nf_count"), 0)) == 0:
             return
@@ -164,7 +164,7 @@ class Comparer(threading.Thread):
             self._report(found)
 
     def _report(self, found: Finding | None, clear: str | None = None) -> None:
-        sink = self.owner._sink
+        sink = self.owner.sink
         if found is None:
             if clear is not None:
                 sink.clear(clear)

@@ -149,8 +149,8 @@ class RankSync:
         self.run = run
         self.info = info
         self.every = every
-        self.params = [p for w in run._watches for p in w.params]
-        self.names = [n for w in run._watches for n in w.names]
+        self.params = [p for w in run.watches for p in w.params]
+        self.names = [n for w in run.watches for n in w.names]
         self._fp = fingerprint_subset(fingerprint)
         self._handle: RemovableHandle | None = None
         self._window: int | None = None
@@ -175,7 +175,7 @@ class RankSync:
                 self.info.store.add(self.key("nf_count"), 1)
         except Exception as exc:  # the store went away (a rank exited): stop exchanging
             self._failed = True
-            self.run._report_once(
+            self.run.report_once(
                 "ddp store", f"cross-rank checks stopped: the store is unreachable ({exc})"
             )
             return
@@ -195,13 +195,13 @@ class RankSync:
             [n, list(p.shape), str(p.dtype)] for n, p in zip(self.names, self.params, strict=True)
         ]
         fields = {"fields": self._fp, "layout": layout}
-        self.run._io.submit(lambda: self.publish("fp", 0, fields))
-        hook = self.run._guard(self._after_step, "cross-rank checksum")
-        self._handle = self.run._watches[0].optimizer.register_step_post_hook(hook)
+        self.run.io.submit(lambda: self.publish("fp", 0, fields))
+        hook = self.run.guard(self._after_step, "cross-rank checksum")
+        self._handle = self.run.watches[0].optimizer.register_step_post_hook(hook)
 
     def _internal(self, where: str, exc: Exception) -> None:
-        self.run._internal_errors += 1
-        self.run._report_once(
+        self.run.internal_errors += 1
+        self.run.report_once(
             f"ddp {where}", f"internal error in the cross-rank {where} ({exc}); training goes on"
         )
 
@@ -213,8 +213,8 @@ class RankSync:
                 self._handle.remove()
                 self._handle = None
             step, sums = self.run.step, _checksums(self.params)
-            self.run._io.submit(lambda: self._end(step, sums))
-            self.run._io.flush(timeout)
+            self.run.io.submit(lambda: self._end(step, sums))
+            self.run.io.flush(timeout)
             if self.comparer is not None:
                 self.comparer.finish(timeout)
         except Exception as exc:
@@ -229,7 +229,7 @@ class RankSync:
         step = self.run.step
         if step == 1 or step % self.every == 0:
             sums = _checksums(self.params)
-            self.run._io.submit(lambda: self.publish("c", step, {"sums": self._read(sums)}))
+            self.run.io.submit(lambda: self.publish("c", step, {"sums": self._read(sums)}))
 
     def _read(self, sums: list[tuple[list[int], Callable[[], list[Any]]]]) -> list[str | None]:
         out: list[str | None] = [None] * len(self.params)

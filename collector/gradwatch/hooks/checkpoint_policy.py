@@ -96,22 +96,22 @@ class CheckpointSaver:
     def __init__(self, run: HookContext[OptimizerWatch]) -> None:
         self.run = run
         #: whether the state before each update is kept (see the module's docstring)
-        self.keeping = any(run._options.policy(c) == "checkpoint" for c in LATE_CHECKS)
+        self.keeping = any(run.options.policy(c) == "checkpoint" for c in LATE_CHECKS)
         self._kept: dict[str, Any] | None = None
 
     def _state(self, optimizer: int, step: int, *, copy: bool = False) -> dict[str, Any]:
         run = self.run
-        watch = run._watches[optimizer]
+        watch = run.watches[optimizer]
         batch = watch.pending.batch
         state = {
             "format": FORMAT,
             "run": run.id,
             "step": step,
-            "completed_steps": [w.step for w in run._watches],
-            "models": {key: m.state_dict() for key, m in run._model_hooks.models.items()},
-            "optimizers": [w.optimizer.state_dict() for w in run._watches],
+            "completed_steps": [w.step for w in run.watches],
+            "models": {key: m.state_dict() for key, m in run.model_hooks.models.items()},
+            "optimizers": [w.optimizer.state_dict() for w in run.watches],
             "rng": rng_states(),
-            "rng_before_forward": run._nan_origin.rng_before_forward(),
+            "rng_before_forward": run.nan_origin.rng_before_forward(),
             "batch_checksum": None if batch is None else [float(x) for x in resolve(batch).cpu()],
             "batch_signature": list(watch.pending.batch_sig),
         }
@@ -127,7 +127,7 @@ class CheckpointSaver:
         or the kept state before the previous update when that update was bad."""
         run = self.run
         optimizer = f.optimizer or 0
-        step = f.step if f.step is not None else run._watches[optimizer].step + 1
+        step = f.step if f.step is not None else run.watches[optimizer].step + 1
         state = self._state(optimizer, step)
         kept = self._kept
         if f.check in LATE_CHECKS and kept is not None and _broke(kept, state):

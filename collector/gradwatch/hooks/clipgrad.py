@@ -146,23 +146,23 @@ class ClipWatch:
     def __init__(self, run: HookContext[OptimizerWatch]) -> None:
         self.run = run
         self._ids: list[frozenset[int]] = []
-        self._listener = run._guard(self._clipped, "gradient clipping listener")
+        self._listener = run.guard(self._clipped, "gradient clipping listener")
 
     def attach(self) -> None:
-        self._ids = [frozenset(id(p) for p in w.params) for w in self.run._watches]
+        self._ids = [frozenset(id(p) for p in w.params) for w in self.run.watches]
         install(self._listener)
 
     def detach(self) -> None:
         uninstall(self._listener)
 
     def _clipped(self, name: str, params: Sequence[torch.Tensor], done: bool) -> None:
-        for watch, ids in zip(self.run._watches, self._ids, strict=True):
+        for watch, ids in zip(self.run.watches, self._ids, strict=True):
             if any(id(p) in ids for p in params):
                 if done:
                     _rescaled(watch)
                 else:
                     watch.pending.add(("clip", watch._now(), name))
-                    self.run._checks.clips.seen = True
+                    self.run.checks.clips.seen = True
 
 
 def _rescaled(watch: OptimizerWatch) -> None:

@@ -98,7 +98,7 @@ class GraphWatch:
 
     def _learn_order(self, graph: Graph, reached: list[int]) -> None:
         """Keep, per optimizer, the order of the graph that reached most of its tensors."""
-        for w, count in zip(self.run._watches, reached, strict=True):
+        for w, count in zip(self.run.watches, reached, strict=True):
             if count > self._order_reach.get(w.index, 0):
                 order = forward_order(graph, w.params)
                 if order is not None:
@@ -111,7 +111,7 @@ class GraphWatch:
         (same class, same parameter shapes) that feeds a loss which also trains a watched
         optimizer's tensors (``trains``) is a target network or an EMA copy kept in step by
         hand: said at info level, as what it is."""
-        names = self.run._names
+        names = self.run.names
         loose = [
             t
             for t in graph.leaves
@@ -120,11 +120,11 @@ class GraphWatch:
             and id(t) not in names
             and id(t) not in self._reported
         ]
-        if not loose or not self.run._sink.enabled("param-not-in-optimizer"):
+        if not loose or not self.run.sink.enabled("param-not-in-optimizer"):
             return
         # a watched model's own tensors (a layer replaced after watch()) are the periodic
         # coverage check's, named as the model names them; any optimizer's may train them
-        models = self.run._model_hooks.models.values()
+        models = self.run.model_hooks.models.values()
         held = _held_by_optimizers() | {id(p) for m in models for p in m.parameters()}
         groups: dict[str, list[torch.Tensor]] = {}
         for t in loose:
@@ -137,11 +137,11 @@ class GraphWatch:
             plain = " in the plain " in where
             twin = _twin_of(tensors, models) if trains and not plain else None
             if twin is not None:
-                self.run._sink.report(_twin_finding(step, tensors, *twin))
+                self.run.sink.report(_twin_finding(step, tensors, *twin))
                 continue
             shapes = ", ".join(_spelled(t) for t in tensors[:4])
             more = f" and {len(tensors) - 4} more" if len(tensors) > 4 else ""
-            self.run._sink.report(
+            self.run.sink.report(
                 finding(
                     "param-not-in-optimizer",
                     step,
@@ -164,11 +164,11 @@ class GraphWatch:
                     },
                 )
             )
-        self.run._sink.flush()
+        self.run.sink.flush()
 
     def _holder(self, tensor: torch.Tensor) -> str:
         """Which plain container of a watched model holds ``tensor`` (or its module)."""
-        for key, model in self.run._model_hooks.models.items():
+        for key, model in self.run.model_hooks.models.items():
             prefix = f"{key}." if key else ""
             for path, module in model.named_modules():
                 for attr, value in vars(module).items():
@@ -189,7 +189,7 @@ class GraphWatch:
         wanted = {id(t) for t in tensors}
         modules = _live_modules()
         children = {id(c) for m in modules for c in m.children()}
-        watched = self.run._model_hooks.models
+        watched = self.run.model_hooks.models
         ids = {id(m) for m in watched.values()}
         owners = [
             m
@@ -205,7 +205,7 @@ class GraphWatch:
         for key, model in watched.items():
             if same_model(model, owner):
                 mine = {id(p) for p in model.parameters()}
-                held = sum(1 for w in self.run._watches for p in w.params if id(p) in mine)
+                held = sum(1 for w in self.run.watches for p in w.params if id(p) in mine)
                 copy = f"`{key or root_names([model])[0]}`"
                 return (
                     f"the parameters of `{name}` ({type(owner).__name__}), the model trained in "

@@ -4,9 +4,10 @@ depend on this leaf module and never on :class:`gradwatch.session.handle.Run`, w
 them. ``W`` is the optimizer watch type (:class:`gradwatch.hooks.optimizer.OptimizerWatch`),
 kept generic so that this module imports no hook module.
 
-The members are private on the run (``_io``, ``_guard``, ``_report_once``, ...): they are
-for its hooks, not for users. Only the layers below the hooks are imported here (options,
-checks, stats, transport)."""
+The run builds one :class:`gradwatch.session.run_context.RunContext` that implements it and
+hands it to each hook object: its members are public, and no module outside
+``gradwatch.session`` reads a private member of the run. Only the layers below the hooks
+are imported here (options, checks, stats, transport)."""
 
 from __future__ import annotations
 
@@ -67,38 +68,51 @@ class WatchedModels(Protocol):
         ...
 
 
+class Guard(Protocol):
+    """Wraps a hook so that nothing but a requested ``IntegrityError`` escapes it."""
+
+    def __call__(self, fn: Callable[P, R], where: str) -> Callable[P, R | None]: ...
+
+
 class HookContext(Protocol[W]):
-    """The run as its hooks see it (implemented by the run handle). The hooks read these
-    attributes and never rebind them, except ``_internal_errors``."""
+    """The run as its hooks see it (:class:`gradwatch.session.run_context.RunContext`). The
+    hooks read these members and never rebind them, except ``internal_errors`` (a hook
+    that fails adds one). ``options`` is rebound by the session when it adopts a
+    ``GradScaler`` later, so hooks read it per use instead of keeping a copy."""
 
     id: str
     dir: Path
-    _options: WatchOptions
-    _names: dict[int, str]  # id(parameter) -> its name
-    _transfer_every: int
-    _transfer_max_age: float | None
-    _passes: int  # backward passes seen
-    _internal_errors: int  # the run's count; a hook that fails adds one
-    _checks: CheckEngine
-    _sink: FindingSink
-    _io: RunIO
-    _watches: list[W]
+    options: WatchOptions
+    names: dict[int, str]  # id(parameter) -> its name
+    transfer_every: int
+    transfer_max_age: float | None
+    passes: int  # backward passes seen
+    internal_errors: int  # the run's count; a hook that fails adds one
+    checks: CheckEngine
+    sink: FindingSink
+    io: RunIO
+    watches: list[W]
 
     @property
-    def _nan_origin(self) -> NanScreen[W]: ...
+    def nan_origin(self) -> NanScreen[W]: ...
     @property
-    def _saver(self) -> PolicySaver: ...
+    def saver(self) -> PolicySaver: ...
     @property
-    def _model_hooks(self) -> WatchedModels: ...
+    def model_hooks(self) -> WatchedModels: ...
 
     @property
     def step(self) -> int: ...
 
-    def _guard(self, fn: Callable[P, R], where: str) -> Callable[P, R | None]:
-        """``fn`` wrapped so that nothing but a requested ``IntegrityError`` escapes it."""
+    @property
+    def guard(self) -> Guard: ...
+    @property
+    def report_once(self) -> Callable[[str, str], None]:
+        """One line on stderr per key for the life of the run."""
         ...
 
-    def _report_once(self, key: str, message: str) -> None: ...
-    def _applied_elsewhere(self, n: int, watch: W) -> bool: ...
-    def _after_step(self, watch: W) -> None: ...
-    def _emit_steps(self, watch: W, reader: Reader[StepMeta]) -> None: ...
+    @property
+    def applied_elsewhere(self) -> Callable[[int, W], bool]: ...
+    @property
+    def after_step(self) -> Callable[[W], None]: ...
+    @property
+    def emit_steps(self) -> Callable[[W, Reader[StepMeta]], None]: ...

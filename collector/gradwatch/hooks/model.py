@@ -59,7 +59,7 @@ class ModelHooks:
 
     def attach(self) -> None:
         """Register the hooks on every model."""
-        guard = self.run._guard
+        guard = self.run.guard
         for key, model in self.models.items():
             owners = self.owners[key]
             if not owners:
@@ -94,14 +94,14 @@ class ModelHooks:
         trained = {id(p) for w in self.owners[key] for p in w.params if p.requires_grad}
         probe = Probe(self.models[key], trained, lambda name: self._capture(key, name))
         self._probes[key] = probe  # also without hooks (no submodule): says hookless()
-        self._probed_at[key] = self.run._passes
+        self._probed_at[key] = self.run.passes
 
     def hookless(self, key: str) -> bool:
         """Whether a backward pass reached model ``key``'s parameters after its probe
         started, while none of its modules was called through ``__call__`` (its forward
         called as a method, ``self.forward(x)``, runs no module hook)."""
         probe = self._probes.get(key)
-        return probe is not None and not probe.saw and self.run._passes > self._probed_at[key]
+        return probe is not None and not probe.saw and self.run.passes > self._probed_at[key]
 
     def _end_probes(self) -> None:
         """A backward pass after a probed forward: keep the capture on the outermost
@@ -120,8 +120,8 @@ class ModelHooks:
 
     def _capture(self, key: str, name: str) -> tuple[Any, Any]:
         """The capture hooks of submodule ``name`` of model ``key`` (its root does not run)."""
-        self.run._nan_origin.spread(key, len(self._probes[key].found) + 1)
-        guard, disable = self.run._guard, torch.compiler.disable
+        self.run.nan_origin.spread(key, len(self._probes[key].found) + 1)
+        guard, disable = self.run.guard, torch.compiler.disable
         pre = disable(guard(self._pre_hook(key, name), "forward pre-hook"))  # type: ignore[no-untyped-call]
         post = disable(guard(self._post_hook(key, name), "forward hook"))  # type: ignore[no-untyped-call]
         return pre, post
@@ -144,14 +144,14 @@ class ModelHooks:
         """The capture pre-hook of model ``key``'s root, or of its submodule ``sub``."""
         if sub is not None:
             return self._sub_pre_hook(key, sub)
-        want_checksum = self.run._options.batch_checksum
-        nan = self.run._nan_origin  # its ``on`` is read per call (benchmarks toggle it)
+        want_checksum = self.run.options.batch_checksum
+        nan = self.run.nan_origin  # its ``on`` is read per call (benchmarks toggle it)
         started = self._started
         is_grad_enabled = torch.is_grad_enabled
         inspect = batch.inspect
         clock = time.perf_counter
         # every optimizer on the CPU: the I/O thread takes the checksum (batch.Deferred)
-        defer = all(w.stats.on_host for w in self.run._watches)
+        defer = all(w.stats.on_host for w in self.run.watches)
         manual = [w.manual for w in self.owners[key] if w.manual is not None]
 
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -170,10 +170,10 @@ class ModelHooks:
     def _sub_pre_hook(self, key: str, sub: str) -> Any:
         """The capture pre-hook of submodule ``sub`` of a model whose root does not run:
         the batch is the inputs that enter from outside the trained computation."""
-        want_checksum = self.run._options.batch_checksum
-        nan = self.run._nan_origin
+        want_checksum = self.run.options.batch_checksum
+        nan = self.run.nan_origin
         started = self._started
-        defer = all(w.stats.on_host for w in self.run._watches)
+        defer = all(w.stats.on_host for w in self.run.watches)
         manual = [w.manual for w in self.owners[key] if w.manual is not None]
         point = f"{key}/{sub}"  # no module name holds a slash
 
@@ -196,7 +196,7 @@ class ModelHooks:
 
     def _post_hook(self, key: str, sub: str | None = None) -> Any:
         """The capture post-hook of model ``key``'s root, or of its submodule ``sub``."""
-        nan = self.run._nan_origin
+        nan = self.run.nan_origin
         pop = self._started.pop
         owners = self.owners[key]
         fed = self._fed
@@ -228,7 +228,7 @@ class ModelHooks:
             for watch in owners:
                 watch.see_grads()
 
-        before = self.run._guard(note, "zero_grad wrapper")
-        after = self.run._guard(seen, "zero_grad wrapper")
+        before = self.run.guard(note, "zero_grad wrapper")
+        after = self.run.guard(seen, "zero_grad wrapper")
         portable.watch_zero_grad(model, before, after)
         self._wrapped.append(model)

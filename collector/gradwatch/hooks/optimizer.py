@@ -62,7 +62,7 @@ class OptimizerWatch:
         self.index = index
         self.optimizer = optimizer
         self.params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
-        self.names = [run._names[id(p)] for p in self.params]
+        self.names = [run.names[id(p)] for p in self.params]
         self.numel = [p.numel() for p in self.params]
         self.shapes = [list(p.shape) for p in self.params]
         self.group_of = [j for j, g in enumerate(optimizer.param_groups) for _ in g["params"]]
@@ -82,14 +82,14 @@ class OptimizerWatch:
             self.params,
             device,
             grads_after=self._grads_untouched,
-            grads_only=run._options.stats == "grad-norms",
+            grads_only=run.options.stats == "grad-norms",
         )
         n = len(self.params)
         self.transfer: Transfer[StepMeta] = Transfer(
             LEADING + 4 * n,
             device,
-            run._transfer_every,
-            run._transfer_max_age,
+            run.transfer_every,
+            run.transfer_max_age,
             (lambda steps: assemble(steps, n)) if self.stats.on_host else None,
         )
         self.step = 0
@@ -105,21 +105,21 @@ class OptimizerWatch:
         self._clock = 1
         self._t_last = time.perf_counter()
         self._zero_grad: Callable[..., Any] | None = None
-        self.checker = StepChecker(self, run._checks)
+        self.checker = StepChecker(self, run.checks)
         #: a loop that updates the parameters by hand (gradwatch.hooks.manual_updates), else None
         self.manual = (
-            ManualDriver(self, run._checks) if isinstance(optimizer, ManualUpdates) else None
+            ManualDriver(self, run.checks) if isinstance(optimizer, ManualUpdates) else None
         )
         # on the CPU the NaN screen (gradwatch.nan.origin) looks at the gradient norms before
         # the update, so they are measured then
-        self.screened = run._options.nan_origin and self.stats.on_host
+        self.screened = run.options.nan_origin and self.stats.on_host
         #: the structure facts no other hook sees, recorded on change (structure_probe)
         self.probe = StructureProbe(self)
 
     # -- attach / detach -------------------------------------------------------------------
     def attach(self) -> None:
         """Register every hook; the caller removes them with :meth:`detach`."""
-        guard = self.run._guard
+        guard = self.run.guard
         self.see_grads()
         self.handles.append(
             self.optimizer.register_step_pre_hook(guard(self._before_step, "step pre-hook"))
@@ -151,7 +151,7 @@ class OptimizerWatch:
         followed."""
         held = sum(len(g["params"]) for g in self.optimizer.param_groups)
         if held != len(self.params):
-            self.run._report_once(
+            self.run.report_once(
                 f"groups{self.index}",
                 f"optimizer {self.index} now holds {held} tensors, {len(self.params)} when "
                 "watch() was called (add_param_group?); tensors added later are not followed: "
@@ -209,7 +209,7 @@ class OptimizerWatch:
         if self.parameter_versions() != self.versions_at_backward:
             return  # the parameters were changed by hand since: the gradients were used
         if unapplied and not self.in_step:
-            self.discarded += sum(1 for n in unapplied if not self.run._applied_elsewhere(n, self))
+            self.discarded += sum(1 for n in unapplied if not self.run.applied_elsewhere(n, self))
 
     def parameter_versions(self) -> tuple[int, int]:
         """In-place version counters of the first and last parameter: when they moved between
@@ -221,7 +221,7 @@ class OptimizerWatch:
         """The gradients were used (a step, or a GradScaler's decision to skip one)."""
         self.unapplied = []
         self.discarded = 0
-        self.stepped_at = self.run._passes
+        self.stepped_at = self.run.passes
 
     def forget_grads(self) -> None:
         """Take every gradient present as new (attached in the middle of a backward pass)."""
@@ -253,7 +253,7 @@ class OptimizerWatch:
             # previous pass left them, so this pass's versions are taken after it
             self._count_backward(root, took, by_hand)
             self.versions_at_backward = self.parameter_versions()
-            self.run._model_hooks.reached(self.index)
+            self.run.model_hooks.reached(self.index)
         return reached
 
     def _count_backward(self, root: torch.Tensor | None, took: float, by_hand: str) -> None:
@@ -263,7 +263,7 @@ class OptimizerWatch:
             self.note_wipe()
             self.since_clear = 0
             pending.loss = None
-        self.unapplied.append(self.run._passes)
+        self.unapplied.append(self.run.passes)
         if self.discarded:
             pending.add(("wiped", self._now(), str(self.discarded)))
             self.discarded = 0
@@ -277,7 +277,7 @@ class OptimizerWatch:
 
     def _unscaled(self, root: torch.Tensor) -> torch.Tensor:
         """The loss itself: with a GradScaler the backward root is ``loss × scale``."""
-        scaler = self.run._options.scaler
+        scaler = self.run.options.scaler
         scale = getattr(scaler, "_scale", None)
         if isinstance(scale, torch.Tensor):
             return root.to(torch.float64) / scale.to(root.device, torch.float64)
@@ -315,7 +315,7 @@ class OptimizerWatch:
 
     def collecting(self) -> bool:
         """Whether the step about to happen is one whose statistics are collected."""
-        return self.step % self.run._options.every == 0
+        return self.step % self.run.options.every == 0
 
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
         self._t_step_start = time.perf_counter()
@@ -327,7 +327,7 @@ class OptimizerWatch:
             return None
         # step(closure) (Lightning, LBFGS): the closure computes this step's gradients
         # inside step(), so the pre-step statistics and checks wait until it has returned
-        pre_step = self.run._guard(self._pre_step, "step pre-hook")
+        pre_step = self.run.guard(self._pre_step, "step pre-hook")
         pending = [True]
 
         def after_closure() -> Any:
@@ -353,8 +353,8 @@ class OptimizerWatch:
         if self.checker.pre_step(self.pending, self._pre, closure) == "skip":
             self._drop_update()
         if self.screened:
-            self.run._nan_origin.screen(self)
-        self.run._saver.keep(self.index, self.step + 1)  # policy checkpoint: the state before
+            self.run.nan_origin.screen(self)
+        self.run.saver.keep(self.index, self.step + 1)  # policy checkpoint: the state before
 
     def manual_step(self, pre: PreStep, cleared: bool) -> None:
         """An update by hand was found (:mod:`gradwatch.hooks.manual_updates`): the step's
@@ -396,9 +396,9 @@ class OptimizerWatch:
         self.pending = Pending()
         self._refresh_grads()
         self._t_last = end
-        self.run._after_step(self)
-        if self.run._nan_origin.on:
-            self.run._nan_origin.stepped()
+        self.run.after_step(self)
+        if self.run.nan_origin.on:
+            self.run.nan_origin.stepped()
 
     def _collect(self, pre: PreStep, pending: Pending, end: float) -> StepValues:
         """Hand this step's values (loss, batch checksum, statistics) to the transfer."""
@@ -426,7 +426,7 @@ class OptimizerWatch:
             write_row(row, values, loss, batch, zeroed)
             reader = self.transfer.commit(meta)
         if reader is not None:
-            self.run._emit_steps(self, reader)
+            self.run.emit_steps(self, reader)
         return values
 
     def learning_rates(self) -> list[float]:

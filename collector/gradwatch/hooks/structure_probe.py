@@ -42,7 +42,7 @@ class _Watch(Protocol):
     optimizer: torch.optim.Optimizer
     params: list[torch.Tensor]
     model_keys: list[str]
-    run: Any  # ._options.scaler
+    run: Any  # .options.scaler
     checker: Any  # .engine.models, .engine.modes
 
 
@@ -172,7 +172,7 @@ class StructureProbe:
                 events.append(("hparams", 0.0, hp))
         if self._dtype_moved() or self._samples % DTYPE_EVERY == 0:
             self._state(events, "dtype", self._dtypes())
-        scaler = self.w.run._options.scaler  # adopted later when found (session.ampdetect)
+        scaler = self.w.run.options.scaler  # adopted later when found (session.ampdetect)
         if scaler is not None:
             self._state(events, "scaler", _scaler_state(scaler, self.w.optimizer))
         self._samples += 1

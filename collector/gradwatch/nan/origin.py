@@ -64,8 +64,8 @@ class NanOrigin:
 
     def __init__(self, run: HookContext[OptimizerWatch]) -> None:
         self.run = run
-        self.on = run._options.nan_origin
-        self.models: dict[str, nn.Module] = dict(run._model_hooks.models)
+        self.on = run.options.nan_origin
+        self.models: dict[str, nn.Module] = dict(run.model_hooks.models)
         self.handles: list[Any] = []
         self.forwards: dict[str, deque[Captured]] = {}
         self._points: dict[str, int] = {}  # per model: capture points, when not its root
@@ -76,7 +76,7 @@ class NanOrigin:
         self.cache: dict[tuple[int, int], dict[str, Any]] = {}
         self.streak: dict[int, tuple[int, int]] = {}  # optimizer -> (first bad, last bad)
         self.replays = 0
-        self._listener = run._guard(self._after_backward, "NaN origin backward listener")
+        self._listener = run.guard(self._after_backward, "NaN origin backward listener")
 
     # -- hooks ------------------------------------------------------------------------------
     def attach(self) -> None:
@@ -180,7 +180,7 @@ class NanOrigin:
             return found
         if check == "nonfinite-param" and tensor is not None:
             return self._update_origin(v, tensor, before)
-        w = self.run._watches[v.optimizer]
+        w = self.run.watches[v.optimizer]
         if threading.get_ident() == self.thread and v.step == w.step + 1:
             return self.locate(w, v.step)
         return {
@@ -239,7 +239,7 @@ class NanOrigin:
 
     def _replays(self, keys: list[str]) -> dict[str, Any] | None:
         if not any(self.forwards.get(k) for k in keys):
-            hookless = any(self.run._model_hooks.hookless(k) for k in keys)
+            hookless = any(self.run.model_hooks.hookless(k) for k in keys)
             return {"found": False, "reason": NO_HOOKS if hookless else NO_FORWARD}
         for key in keys:
             for i, c in enumerate(self.forwards.get(key, ())):
@@ -277,7 +277,7 @@ class NanOrigin:
     def _update_origin(self, v: StepView, i: int, before: float | None) -> dict[str, Any]:
         """``nonfinite-param`` with finite gradients: the update itself overflowed."""
         assert v.grad_norm is not None
-        opt = type(self.run._watches[v.optimizer].optimizer).__name__
+        opt = type(self.run.watches[v.optimizer].optimizer).__name__
         grad = float(v.grad_norm[i])
         origin: dict[str, Any] = {
             "found": True,

@@ -323,7 +323,7 @@ def watch(
     )
     run._sink.optimizer_names = _optimizer_names(optimizers)
     if rank is not None:
-        run._ranks = ddp.RankSync(run, rank, opts.ddp_every, fast)
+        run._ranks = ddp.RankSync(run._ctx, rank, opts.ddp_every, fast)
     if no_ranks:
         run._report_once("ddp", f"cross-rank checks are off: {no_ranks}")
     run._start([start, records.fingerprint_record("fast", fast)], fast)

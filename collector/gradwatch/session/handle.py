@@ -32,6 +32,7 @@ from gradwatch.hooks.model import ModelHooks
 from gradwatch.hooks.optimizer import OptimizerWatch
 from gradwatch.nan.origin import NanOrigin
 from gradwatch.session.options import WatchOptions
+from gradwatch.session.run_context import RunContext
 from gradwatch.stats.transfer import Reader
 from gradwatch.transport import record_builder as records
 from gradwatch.transport.record_builder import StepMeta
@@ -100,16 +101,14 @@ class Run:
     ) -> None:
         self.id = run_id
         self.dir = run_dir
-        self._options = options
         self._device = device
         # On the CPU the values are on the host at once and the checks see every step; the
         # rows are handed to the writer in groups (at most CPU_GROUP_SECONDS old) so that
         # one record is not encoded per step. On accelerators: one transfer per 10 steps.
         cpu = device.type == "cpu"
-        self._transfer_every = options.transfer_every or (CPU_GROUP_STEPS if cpu else 10)
-        self._transfer_max_age = CPU_GROUP_SECONDS if cpu and not options.transfer_every else None
+        transfer_every = options.transfer_every or (CPU_GROUP_STEPS if cpu else 10)
+        transfer_max_age = CPU_GROUP_SECONDS if cpu and not options.transfer_every else None
         self._names = names
-        self._internal_errors = 0
         self.unchecked_steps = 0  # written while the checks were behind (see _check_rows)
         self.status = "running"
         self._closed = False
@@ -120,8 +119,6 @@ class Run:
         self._scalars: list[tuple[int, str, float | torch.Tensor]] = []
         self._last_heartbeat = time.monotonic()
         self._ranks: RankSync | None = None  # set by watch() in a multi-rank job
-        #: helper threads (the slow fingerprint) that close() waits for, within its timeout
-        self._background: list[threading.Thread] = []
         self._io = RunIO(run_dir, server=options.server, token=options.token)
         self._sink = FindingSink(options.policy, self._io.submit)
         self._checks = CheckEngine(
@@ -130,25 +127,47 @@ class Run:
             models=models,
             allow_mutation=options.allow_mutation,
         )
-        self._passes = 0  # backward passes seen
+        #: what the hooks see of this run (passes, internal errors and options live there)
+        self._ctx = ctx = RunContext(
+            run_id=run_id,
+            run_dir=run_dir,
+            options=options,
+            names=names,
+            transfer_every=transfer_every,
+            transfer_max_age=transfer_max_age,
+            io=self._io,
+            sink=self._sink,
+            checks=self._checks,
+            guard=self._guard,
+            report_once=self._report_once,
+            applied_elsewhere=self._applied_elsewhere,
+            after_step=self._after_step,
+            emit_steps=self._emit_steps,
+        )
         #: passes that reached several optimizers -> those optimizers (the latest few)
         self._shared: dict[int, list[OptimizerWatch]] = {}
-        self._watches = [OptimizerWatch(self, i, opt, device) for i, opt in enumerate(optimizers)]
-        self._graph = GraphWatch(self)
-        self._model_hooks = ModelHooks(self, models, self._watches)
+        self._watches = ctx.watches
+        #: helper threads (the slow fingerprint) that close() waits for, within its timeout
+        self._background = ctx.background
+        self._watches.extend(
+            OptimizerWatch(ctx, i, opt, device) for i, opt in enumerate(optimizers)
+        )
+        self._graph = GraphWatch(ctx)
+        self._model_hooks = ctx.model_hooks = ModelHooks(ctx, models, self._watches)
         self._checks.coverage.runs = self._model_hooks.runs
         for key, owners in self._model_hooks.owners.items():
             for watch in owners:
                 watch.model_keys.append(key)
-        self._nan_origin = NanOrigin(self)  # provenance of non-finite values; checkpoint policy
+        # provenance of non-finite values; checkpoint policy
+        self._nan_origin = ctx.nan_origin = NanOrigin(ctx)
         self._checks.numerics.origin = self._nan_origin.origin
-        self._saver = CheckpointSaver(self)
+        self._saver = ctx.saver = CheckpointSaver(ctx)
         self._sink.checkpoint = self._saver.save
         self._shape_listener = self._guard(self._loss_shape, "loss shape check")
         self._backward_listener = self._guard(self._after_backward, "backward listener")
         #: repeated-batch, clip-before-backward and loss-at-chance: what they watch (clips
         #: always: a clip is an in-place edit that the lifecycle must not take for a clearing)
-        self._data_hooks: list[_Attachable] = [ClipWatch(self)]
+        self._data_hooks: list[_Attachable] = [ClipWatch(ctx)]
         if self._sink.enabled("repeated-batch"):
             self._data_hooks.append(LoaderWatch(lambda: self.step, self._checks.repeats))
         if self._sink.enabled("loss-at-chance"):
@@ -181,6 +200,21 @@ class Run:
     def closed(self) -> bool:
         """Whether :meth:`close` has run."""
         return self._closed
+
+    @property
+    def context(self) -> RunContext:
+        """What this run's hooks see of it (:class:`gradwatch.session.run_context.RunContext`:
+        options, names, I/O, findings sink, checks, optimizer watches): for gradwatch's own
+        modules, tools and tests; not a stable API."""
+        return self._ctx
+
+    @property
+    def _options(self) -> WatchOptions:
+        return self._ctx.options
+
+    @_options.setter
+    def _options(self, options: WatchOptions) -> None:
+        self._ctx.options = options
 
     def log(self, values: Mapping[str, float | int | bool | torch.Tensor]) -> None:
         """Add user scalars to the current step (``run.step``). Never raises: a value that is
@@ -247,7 +281,7 @@ class Run:
                     "error": error,
                     "ended_at": time.time(),
                     "steps": [w.step for w in self._watches],
-                    "internal_errors": self._internal_errors,
+                    "internal_errors": self._ctx.internal_errors,
                     "io": self._io.stats.__dict__.copy(),
                 }
             )
@@ -273,7 +307,7 @@ class Run:
             self._closed_checks = True
             self._checks.close([watch.checker.finish() for watch in self._watches])
         except Exception as exc:  # never let a check break close()
-            self._internal_errors += 1
+            self._ctx.internal_errors += 1
             self._report_once("final checks", f"internal error in the final checks ({exc})")
 
     def __enter__(self) -> Run:
@@ -334,7 +368,7 @@ class Run:
             except IntegrityError:
                 raise
             except Exception as exc:
-                self._internal_errors += 1
+                self._ctx.internal_errors += 1
                 self._report_once(
                     where,
                     f"internal error in {where} ({type(exc).__name__}: "
@@ -347,14 +381,15 @@ class Run:
     def _after_backward(
         self, root: torch.Tensor | None, took: float, tensor: torch.Tensor | None
     ) -> None:
-        self._passes += 1
+        ctx = self._ctx
+        ctx.passes += 1
         reached = [watch.after_backward(root, took) for watch in self._watches]
         for watch, count in zip(self._watches, reached, strict=True):
             if count and watch.manual is not None:
                 watch.manual.after_backward()
         if len(reached) > 1 and sum(1 for r in reached if r) > 1:
             shared = self._shared
-            shared[self._passes] = [w for w, r in zip(self._watches, reached, strict=True) if r]
+            shared[ctx.passes] = [w for w, r in zip(self._watches, reached, strict=True) if r]
             while len(shared) > _SHARED_KEPT:
                 del shared[next(iter(shared))]
         cut = self._graph.after_backward(tensor, reached)
@@ -438,7 +473,7 @@ class Run:
         except IntegrityError:
             pass  # a raise policy acts in real time; here it is recorded already
         except Exception as exc:
-            self._internal_errors += 1
+            self._ctx.internal_errors += 1
             self._report_once(
                 "row checks",
                 f"internal error in the checks ({type(exc).__name__}"

@@ -23,7 +23,7 @@ def test_a_consequence_is_printed_under_its_cause_and_spooled_with_its_incident(
         for _ in range(3):  # zero_grad is missing: stale-grad at step 2
             model(torch.randn(8, 3)).pow(2).mean().backward()
             opt.step()
-        run._sink.report(finding("loss-diverging", 3, "loss doubled.", "lower the LR."))
+        run.context.sink.report(finding("loss-diverging", 3, "loss doubled.", "lower the LR."))
     err = [x for x in capsys.readouterr().err.splitlines() if "stale-grad" in x]
     assert err[0].startswith("gradwatch: [error] stale-grad at step 2: ")
     assert err[1] == (

@@ -201,7 +201,7 @@ class Residual(nn.Module):
 def test_forward_order_on_a_residual_net_follows_the_forward_pass() -> None:
     model = Residual()
     run = train(model, sgd(model), 3)
-    w = run._watches[0]
+    w = run.context.watches[0]
     assert w.forward_order is not None
     names = [w.names[i] for i in w.forward_order]
     expected = ["stem.weight", "stem.bias"]
@@ -248,4 +248,4 @@ def test_watch_without_graph_keeps_no_order() -> None:
     model = mlp()
     run = gradwatch.watch(model, sgd(model))
     run.close()
-    assert run._watches[0].forward_order is None
+    assert run.context.watches[0].forward_order is None

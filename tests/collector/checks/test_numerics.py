@@ -261,7 +261,7 @@ def test_exploding_grad_quiet_on_a_tiny_gradient_rising_30x_that_stays_small() -
     model = mlp()
     run = train(model, torch.optim.SGD(model.parameters(), lr=0.0), 30, _jump_30x(1e-3))
     assert of(run, "exploding-grad") == []
-    state = run._checks.numerics._state[0]
+    state = run.context.checks.numerics._state[0]
     theta = math.sqrt(sum(float(p.detach().square().sum()) for p in model.parameters()))
     assert state.floor == pytest.approx(math.log(explode.EXPLODE_FACTOR * 1e-2 * theta))
 
@@ -330,7 +330,7 @@ def test_exploding_grad_quiet_on_a_gradual_rise_to_a_new_level() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.0)  # the weights stay: a pure 5% rise
     run = train(model, opt, 150, step, data=lambda i: batch(0))
     assert of(run, "exploding-grad") == []
-    state = run._checks.numerics._state[0]
+    state = run.context.checks.numerics._state[0]
     last = state.history[(state.filled - 1) % 100]
     assert bool((last > 10 * state.history.median(dim=0).values).any())  # the old alarm
 
@@ -519,10 +519,10 @@ def test_update_ratio_first_step_divides_by_the_weights_before_the_update() -> N
         model.weight.mul_(1e-4)
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     run = train(model, opt, 1)
-    state = run._checks.numerics._state[0]
+    state = run.context.checks.numerics._state[0]
     # step 1 counts as out of range (> 10x) for the error level: one step of its streak
     assert state.streaks["error"].tolist() == [1]
-    assert run._checks.numerics.initial == {}  # consumed by the first row
+    assert run.context.checks.numerics.initial == {}  # consumed by the first row
 
 
 def test_update_ratio_correct_twin_is_quiet() -> None:

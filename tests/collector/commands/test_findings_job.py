@@ -143,7 +143,9 @@ def test_json_is_strict_with_nan_and_infinities_as_strings(
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     with gradwatch.watch(model, opt) as run:
         values = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "list": [1.5, math.nan]}
-        run._sink.report(finding("loss-diverging", 1, "loss is NaN.", "look.", details=values))
+        run.context.sink.report(
+            finding("loss-diverging", 1, "loss is NaN.", "look.", details=values)
+        )
     assert cli.main(["findings", run.id, "--json"]) == 0
     out = capsys.readouterr().out
 

@@ -42,10 +42,10 @@ def test_only_modules_of_never_trained_parameters_stay_followed() -> None:
         model.eval()
         with torch.no_grad():
             model.b(batch(0)[0])  # an evaluation pass: not a training forward
-        runs = run._model_hooks.runs
+        runs = run.context.model_hooks.runs
         # a: trained at the first backward, its hook came off; b and idle still followed
         assert [len(f.keys) for f in runs._live[0]] == [2, 2]
-        names = run._watches[0].names
+        names = run.context.watches[0].names
         b, idle = names.index("b.weight"), names.index("idle.weight")
         assert [runs.ran(0, b, s) for s in range(1, 7)] == [False, True] * 3
         assert [runs.ran(0, idle, s) for s in range(1, 7)] == [False] * 6

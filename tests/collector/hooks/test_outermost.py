@@ -110,7 +110,7 @@ def test_a_model_called_itself_keeps_exactly_its_two_root_hooks() -> None:
             opt.step()
             if i >= 1:  # param-no-grad's module hooks came off at the first backward
                 assert hook_count(model) == {"<root>": 2}
-        assert run._model_hooks.moved == {} and not run._model_hooks._probes
+        assert run.context.model_hooks.moved == {} and not run.context.model_hooks._probes
 
 
 def test_the_capture_moves_to_the_outermost_modules_that_run() -> None:
@@ -125,7 +125,7 @@ def test_the_capture_moves_to_the_outermost_modules_that_run() -> None:
             model.loss(model.head(model.backbone(x)), y).backward()
             opt.step()
             counts.append(hook_count(model))
-        assert run._model_hooks.moved == {"": ["backbone", "head"]}
+        assert run.context.model_hooks.moved == {"": ["backbone", "head"]}
     finally:
         run.close()
     # step 1: the root's pair plus the probe's pair on each module holding a trained
@@ -231,7 +231,7 @@ def test_activation_checkpointing_recomputation_is_not_a_forward() -> None:
             h = checkpoint(model.backbone, x, use_reentrant=False)
             model.loss(model.head(h), y).backward()
             opt.step()
-        assert run._model_hooks.moved == {"": ["backbone", "head"]}
+        assert run.context.model_hooks.moved == {"": ["backbone", "head"]}
     sig = [f"float32[{N}, {D_IN}]"]
     recorded = [s["batch_hash"] for s in steps(run.dir)][1:]
     expected = [batch_hash(checksum_of([data(i)[0]]).double().tolist()[:2], sig) for i in (1, 2, 3)]

@@ -179,10 +179,10 @@ def feed(
     options: dict[str, Any] = {"stats": "grad-norms"} if grads_only else {}
     checks = {k: v for k, v in checks.items() if k != "stats"}
     run = gradwatch.watch(model, optimizer, data_dir=tmp_path / name, checks=checks, **options)
-    engine: CheckEngine = run._checks
+    engine: CheckEngine = run.context.checks
     if reference:  # every row on its own: the reference path
         engine.row_by_row = True
-    watch = run._watches[0]
+    watch = run.context.watches[0]
     data, metas = scenario(seed)
     if grads_only:  # parameter and update norms are not measured
         data[:, LEADING + T * PARAM : LEADING + T * (UPDATE + 1)] = NAN
@@ -198,12 +198,12 @@ def feed(
 def findings(run: gradwatch.Run) -> list[tuple[Any, ...]]:
     return sorted(
         (f.step, f.check, f.param or "", f.severity, f.message, repr(f.details))
-        for f in run._checks.sink.findings
+        for f in run.context.checks.sink.findings
     )
 
 
 def histories(run: gradwatch.Run) -> dict[str, Any]:
-    engine: CheckEngine = run._checks
+    engine: CheckEngine = run.context.checks
     out: dict[str, Any] = {}
     for o, s in engine.numerics._state.items():
         for f in dataclasses.fields(s):
@@ -275,15 +275,15 @@ def test_healthy_rows_are_checked_together(tmp_path: Path) -> None:
     """The point of the window path: a healthy window costs a few ops, not a few per row."""
     model, optimizer = model_and_optimizer()
     run = gradwatch.watch(model, optimizer, data_dir=tmp_path / "run")
-    engine: CheckEngine = run._checks
+    engine: CheckEngine = run.context.checks
     one_by_one: list[int] = []
-    reference = run._watches[0].checker._check_row
+    reference = run.context.watches[0].checker._check_row
 
     def counted(row: torch.Tensor, meta: StepMeta, done: bool) -> None:
         one_by_one.append(meta.step)
         reference(row, meta, done)
 
-    run._watches[0].checker._check_row = counted  # type: ignore[method-assign]
+    run.context.watches[0].checker._check_row = counted  # type: ignore[method-assign]
     n = 12
     gen = torch.Generator().manual_seed(0)
     data, metas = rows(
@@ -298,7 +298,7 @@ def test_healthy_rows_are_checked_together(tmp_path: Path) -> None:
         [[0.1, 0.1]] * n,
     )
     try:
-        run._watches[0].checker.check_rows(data, metas)
+        run.context.watches[0].checker.check_rows(data, metas)
         assert one_by_one == [1]  # the first row starts the histories
         assert engine.numerics._state[0].filled == 12
         assert not engine.sink.findings

@@ -92,7 +92,7 @@ def test_training_step_calling_self_net_is_captured_on_net(tmp_path: Path) -> No
     checks = {"all": "record", "nonfinite-loss": "warn", "nonfinite-grad": "warn"}
     callback = fit(tmp_path, module, checks=checks)
     assert callback.run is not None
-    assert callback.run._model_hooks.moved == {"": ["net"]}
+    assert callback.run.context.model_hooks.moved == {"": ["net"]}
     hashes = [r.batch_hash for r in load_run(callback.run.dir).steps[0]]
     assert hashes[0] is None and all(hashes[1:])  # step 1 ran before net was known
     found = [f for f in callback.run.findings if f.check == "nonfinite-loss"]
@@ -110,7 +110,7 @@ def test_training_step_calling_self_net_is_captured_on_net(tmp_path: Path) -> No
 def test_gradient_accumulation_is_declared(tmp_path: Path) -> None:
     callback = fit(tmp_path, Tiny(), accumulate=2)
     assert callback.run is not None
-    assert callback.run._options.accumulation_steps == 2
+    assert callback.run.context.options.accumulation_steps == 2
     assert [r.n_backward for r in load_run(callback.run.dir).steps[0]] == [2] * 4
     assert callback.run.findings == []
 

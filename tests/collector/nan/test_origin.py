@@ -113,7 +113,7 @@ def test_real_time_policies_localise_before_acting(policy: str) -> None:
 
 def test_a_streak_is_localised_once_at_its_first_step() -> None:
     run = trained("log-softmax", "skip", steps=7)
-    assert run._nan_origin.replays == 1
+    assert run.context.nan_origin.replays == 1
     clean = trained("log-softmax", "warn", steps=BAD - 1)
     assert clean._nan_origin.replays == 0 and not clean.findings
 
@@ -140,7 +140,7 @@ def test_replay_leaves_training_untouched() -> None:
                 opt.zero_grad(set_to_none=True)  # what the skip policy does
             opt.step()
         if run is not None:
-            assert run._nan_origin.replays == 1
+            assert run.context.nan_origin.replays == 1
             run.close()
         return {**model.state_dict(), "rng": torch.get_rng_state()}
 

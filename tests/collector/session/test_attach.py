@@ -362,15 +362,15 @@ def test_grad_norms_mode_records_gradients_only_and_turns_off_the_checks_that_ne
     model = mlp()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     with gradwatch.watch(model, opt, stats="grad-norms") as run:
-        assert run._options.policy("update-ratio") == "off"
-        assert run._options.policy("nonfinite-param") == "off"
+        assert run.context.options.policy("update-ratio") == "off"
+        assert run.context.options.policy("nonfinite-param") == "off"
         for i in range(5):
             opt.zero_grad()
             x, y = batch(i)
             nn.functional.mse_loss(model(x), y).backward()
             expected = [float(p.grad.norm()) for p in model.parameters()]  # type: ignore[union-attr]
             opt.step()
-            assert run._watches[0].stats._snapshot is None
+            assert run.context.watches[0].stats._snapshot is None
     (start,) = records(run.dir, Kind.RUN_START)
     assert start.meta["options"]["stats"] == "grad-norms"
     rows = steps(run.dir)

@@ -74,7 +74,7 @@ def test_attaches_at_the_first_forward_with_the_models_names(
     model, _ = train()
     assert len(installed) == 1
     run = installed[0]
-    assert [run._names[id(p)] for p in model.parameters()] == [
+    assert [run.context.names[id(p)] for p in model.parameters()] == [
         n for n, _ in model.named_parameters()
     ]
     assert run.step == 3  # the first step was seen too

@@ -26,7 +26,7 @@ def test_internal_errors_are_counted_reported_once_and_training_goes_on(
             opt.zero_grad()
             model(torch.randn(8, 4)).pow(2).mean().backward()
             opt.step()
-    assert run._internal_errors == 3
+    assert run.context.internal_errors == 3
     assert not torch.equal(before, model.weight)  # the optimizer still stepped
     err = capsys.readouterr().err
     assert err.count("gradwatch: internal error in step pre-hook") == 1

@@ -76,9 +76,9 @@ def test_checks_from_environment_and_argument(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("GRADWATCH_CHECKS", "all=record,stale-grad=raise")
     model, opt = model_and_opt()
     with gradwatch.watch(model, opt, checks={"loss-plateau": "off"}) as run:
-        assert run._options.policy("stale-grad") == "raise"
-        assert run._options.policy("loss-plateau") == "off"
-        assert run._options.policy("nonfinite-grad") == "record"
+        assert run.context.options.policy("stale-grad") == "raise"
+        assert run.context.options.policy("loss-plateau") == "off"
+        assert run.context.options.policy("nonfinite-grad") == "record"
     with pytest.raises(gradwatch.ConfigError, match="expected CHECK=POLICY"):
         parse_checks("stale-grad", source="--check")
 
@@ -94,9 +94,9 @@ def test_accumulation_steps_from_the_environment(monkeypatch: pytest.MonkeyPatch
     model, opt = model_and_opt()
     monkeypatch.setenv("GRADWATCH_ACCUMULATION_STEPS", "4")
     with gradwatch.watch(model, opt) as run:
-        assert run._options.accumulation_steps == 4
+        assert run.context.options.accumulation_steps == 4
     with gradwatch.watch(model, opt, accumulation_steps=2) as run:
-        assert run._options.accumulation_steps == 2
+        assert run.context.options.accumulation_steps == 2
     monkeypatch.setenv("GRADWATCH_ACCUMULATION_STEPS", "four")
     with pytest.raises(gradwatch.ConfigError, match="GRADWATCH_ACCUMULATION_STEPS"):
         gradwatch.watch(model, opt)

@@ -43,7 +43,7 @@ def train(with_gradwatch: bool) -> dict[str, Any]:
                 break
     if run is not None:
         run.close()
-        assert run._internal_errors == 0
+        assert run.context.internal_errors == 0
     return {
         "params": [p.detach().clone() for p in model.parameters()],
         "state": opt.state_dict(),

@@ -92,16 +92,16 @@ def test_a_watched_run_adds_only_its_writer_thread(tmp_path: Path) -> None:
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     before = set(os.listdir("/proc/self/task"))
     run = gradwatch.watch(model, opt, data_dir=tmp_path)
-    for thread in run._background:
+    for thread in run.context.background:
         thread.join()
     for i in range(12):
         x = torch.randn(64, 784, generator=torch.Generator().manual_seed(i))
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x), torch.zeros(64, dtype=torch.long)).backward()
         opt.step()
-    assert run._io.flush()
+    assert run.context.io.flush()
     added = set(os.listdir("/proc/self/task")) - before
     names = {t.native_id: t.name for t in threading.enumerate()}
     run.close()
     assert sorted(names.get(int(t), "native") for t in added) == ["gradwatch-writer"]
-    assert run._internal_errors == 0
+    assert run.context.internal_errors == 0

@@ -69,7 +69,7 @@ def main() -> None:
             break
     run.close(timeout=30.0)
     print(f"done {step}", flush=True)
-    print("stats " + json.dumps(run._io.stats.__dict__), flush=True)
+    print("stats " + json.dumps(run.context.io.stats.__dict__), flush=True)
 
 
 if __name__ == "__main__":
