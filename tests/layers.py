@@ -26,7 +26,7 @@ COLLECTOR_LAYERS: dict[str, tuple[str, ...]] = {
     "session": ("gradwatch.session",),
     "nan provenance, ddp": ("gradwatch.nan", "gradwatch.ddp"),
     "hooks": ("gradwatch.hooks",),
-    "checks": ("gradwatch.checks", "gradwatch.structure"),
+    "checks": ("gradwatch.checks",),
     "statistics": ("gradwatch.stats",),
     "transport": ("gradwatch.transport",),
     "fingerprint": ("gradwatch.fingerprint",),

@@ -169,8 +169,8 @@ def is_structure(finding: dict[str, Any]) -> bool:
 def group_evidence(run_dirs: list[Path]) -> dict[str, Any]:
     """Whether ``run_dirs`` form one replicate group as gradwatch keys it (one config and
     code hash, one parameter layout, each run made by its own process, all finished), and
-    how many invariants their good runs give (:mod:`gradwatch.structure.group`)."""
-    from gradwatch.structure.group import learn, member
+    how many invariants their good runs give (:mod:`gradwatch.core.structure.group`)."""
+    from gradwatch.core.structure.group import learn, member
 
     members = [member(d, lambda d: False) for d in run_dirs]
     keys = {m.key for m in members}

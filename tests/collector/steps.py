@@ -1,5 +1,5 @@
 """Per-step dicts of a spooled run, for assertions (built on
-:mod:`gradwatch.transport.local_reader`)."""
+:mod:`gradwatch.core.local_reader`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gradwatch.transport.local_reader import load_run
+from gradwatch.core.local_reader import load_run
 
 
 def steps(run_dir: Path, optimizer: int = 0) -> list[dict[str, Any]]:

@@ -28,8 +28,8 @@ from typing import Any
 
 from sqlalchemy import text
 
+from gradwatch.core.local_reader import load_run
 from gradwatch.core.spool import read_spool
-from gradwatch.transport.local_reader import load_run
 from gradwatch_server.db import make_engine
 from tests.server.live import wait_for
 from tests.server.test_commands import free_port

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from gradwatch.core.local_reader import load_run
 from gradwatch.core.spool import list_segments, read_spool, segment_path
 from gradwatch.core.wire import Kind, Record, encode_frame
-from gradwatch.transport.local_reader import load_run
 from tests.faults.harness import ServerProcess, Trainer, account
 
 SCRIPT = Path(__file__).parent / "scripts" / "train_loop.py"

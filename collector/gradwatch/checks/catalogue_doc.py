@@ -37,8 +37,8 @@ _CONSTANTS = {
     "clipping": "gradwatch.checks.clipping",
     "chance": "gradwatch.checks.chance",
     "envelope": "gradwatch.core.drift.envelope",
-    "timeline": "gradwatch.structure.timeline",
-    "group": "gradwatch.structure.group",
+    "timeline": "gradwatch.core.structure.timeline",
+    "group": "gradwatch.core.structure.group",
 }
 
 POLICY_TEXT = {

@@ -38,7 +38,7 @@ def local_compare(args: argparse.Namespace) -> dict[str, Any]:
     """Both runs from the data directory, compared in this process."""
     from gradwatch.commands.findings import local_run_dir
     from gradwatch.core.drift.verdict import compare, from_local
-    from gradwatch.transport.local_reader import load_run
+    from gradwatch.core.local_reader import load_run
 
     runs = [from_local(load_run(local_run_dir(r, args.data_dir))) for r in (args.run_a, args.run_b)]
     return compare(runs[0], runs[1], rtol=args.rtol, atol=args.atol)
@@ -134,7 +134,7 @@ def _difference(d: dict[str, Any]) -> list[str]:
 def _tensors(per_tensor: list[dict[str, Any]], shown: int = 10) -> list[str]:
     """Where the tensors first differ, one line per step (tensors that split at the same
     step together, the first three named); the first ``shown`` steps, then how many more."""
-    from gradwatch.structure.timeline import names_text
+    from gradwatch.core.structure.timeline import names_text
 
     split = sorted(
         (t for t in per_tensor if t["first_step"] is not None),

@@ -62,8 +62,8 @@ def _has_error(run_dir: Path) -> bool:
 def structure_findings(run_dir: Path) -> list[dict[str, Any]]:
     """Where the run's structure changes for good (info) and where it breaks what held in
     every good run of its replicate group in the same data directory (warnings):
-    :mod:`gradwatch.structure`. Derived from the spool when read, never stored."""
-    from gradwatch.structure.group import run_findings
+    :mod:`gradwatch.core.structure`. Derived from the spool when read, never stored."""
+    from gradwatch.core.structure.group import run_findings
 
     try:
         return run_findings(run_dir, _has_error)
@@ -97,7 +97,7 @@ def local_run_dirs(run: str | None, data_dir: str | None) -> list[Path]:
 def _by_name(root: Path, run: str) -> Path:
     """The run folder whose name or id is ``run`` (the newest of several runs sharing a
     name) or starts with it (one run only); ``UsageError`` listing the candidates."""
-    from gradwatch.transport.local_reader import list_runs
+    from gradwatch.core.local_reader import list_runs
 
     found, how = jobs.resolve(root, run)
     if how == "exact":

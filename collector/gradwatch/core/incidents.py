@@ -19,7 +19,7 @@ from typing import Any, Final, Literal
 Role = Literal["cause", "consequence"]
 UNBOUNDED: Final = 1 << 62
 #: steps after a structure change within which it is a candidate cause (five times the
-#: window over which gradwatch.structure.timeline judges a change)
+#: window over which gradwatch.core.structure.timeline judges a change)
 STRUCTURE_WINDOW: Final = 100
 
 _NONFINITE: Final = frozenset(
@@ -70,7 +70,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "parameter changed outside step()",
     ),
     Rule("ddp-param-desync", frozenset({"ddp-rank-spread", "repro-drift"}), UNBOUNDED, "desync"),
-    # a change of the run's structure (gradwatch.structure, derived when a run is read) is
+    # a change of the run's structure (gradwatch.core.structure, derived when a run is read) is
     # a candidate cause of the symptoms after it: a dropped safeguard for the rest of the
     # run, any other change for STRUCTURE_WINDOW steps
     Rule("structure-safeguard", _SYMPTOMS | _STALLED, UNBOUNDED, "safeguard dropped"),

@@ -1,7 +1,7 @@
 """The one decoder of a run's records: what each record kind means, decided once.
 
 Every reader of spooled or stored records goes through this module: the local reader
-(:mod:`gradwatch.transport.local_reader`), the pandas reader's local source
+(:mod:`gradwatch.core.local_reader`), the pandas reader's local source
 (:mod:`gradwatch.analysis.local`), ``gradwatch findings`` and the server's ingest (which
 validates each frame first, then files the same layout). What it decides:
 

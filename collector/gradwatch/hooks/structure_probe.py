@@ -19,7 +19,7 @@ attributes the training loop already keeps — no hook of its own, no device wor
 
 The state events are put first among the step's events, only when a value differs from
 the last recorded one (the first collected step records them all); the readers
-(:mod:`gradwatch.structure.signature`) carry a value forward until it changes. Schedulers
+(:mod:`gradwatch.core.structure.signature`) carry a value forward until it changes. Schedulers
 are found once, at the first collected step (and again when the group count changes),
 among the objects that refer to the optimizer.
 """

@@ -1,5 +1,5 @@
 """A run's structure timeline and its replicate group's invariants, read from the stored
-steps (:mod:`gradwatch.structure`: the same rules and sentences as ``gradwatch findings``).
+steps (:mod:`gradwatch.core.structure`: the same rules and sentences as ``gradwatch findings``).
 
 Nothing is stored for them: the per-step lifecycle events (a STEPS chunk's meta), which
 tensors received a gradient (its ``has_grad`` blob) and the learning rates (``lr``) are
@@ -10,7 +10,7 @@ polling a finished run reads its chunks once. The cost of one read is bounded: a
 ones; the reply says how many, and a problem note says the rest was not read), and a
 group is learned from at most ``MAX_MEMBERS`` of its newest runs.
 
-A group here is the collector's (:mod:`gradwatch.structure.group`): runs of one project
+A group here is the collector's (:mod:`gradwatch.core.structure.group`): runs of one project
 with the same config and code hash (both known), the same parameter layout, made by
 another process; its invariants are learned from the runs that finished with no error
 finding (at least two), and each run is checked against those learned from the *other*
@@ -29,9 +29,9 @@ import numpy as np
 from sqlalchemy import and_, select
 from sqlmodel import Session, col
 
-from gradwatch.structure.group import Invariants, Member, check, learn
-from gradwatch.structure.signature import STATE_KINDS, StepShape, apply_state, lifecycle
-from gradwatch.structure.timeline import changes, names_text
+from gradwatch.core.structure.group import Invariants, Member, check, learn
+from gradwatch.core.structure.signature import STATE_KINDS, StepShape, apply_state, lifecycle
+from gradwatch.core.structure.timeline import changes, names_text
 from gradwatch_server.groupkey import group_key
 from gradwatch_server.jsontext import load_json
 from gradwatch_server.models import Finding, Project, Run, SeriesBlob, SeriesChunk
@@ -233,7 +233,7 @@ def _shapes(
     rows: list[tuple[int, list[Any], bytes, tuple[float, ...]]],
     grads: dict[bytes, tuple[bool, ...]],
 ) -> list[StepShape]:
-    """``gradwatch.structure.signature.shape`` of every row, with the lifecycle of each
+    """``gradwatch.core.structure.signature.shape`` of every row, with the lifecycle of each
     distinct sequence of event kinds computed once and the state carried forward."""
     lifecycles: dict[tuple[tuple[str, str], ...], str] = {}
     state: dict[str, str] = {}

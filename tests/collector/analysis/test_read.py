@@ -1,5 +1,5 @@
 """``gradwatch.open_run`` on the local spool: every table against an independent decode of
-the same spool (:mod:`gradwatch.transport.local_reader`) and against
+the same spool (:mod:`gradwatch.core.local_reader`) and against
 ``gradwatch findings --json``."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 import gradwatch
 from gradwatch.cli import main
-from gradwatch.transport.local_reader import load_run
+from gradwatch.core.local_reader import load_run
 from tests.collector.analysis.recorded import BAD_STEP, STEPS, train
 from tests.server.training import make
 from tests.server.training import train as plain_train

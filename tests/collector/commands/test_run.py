@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gradwatch import cli
-from gradwatch.transport.local_reader import latest_run, list_runs, load_run
+from gradwatch.core.local_reader import latest_run, list_runs, load_run
 
 TRAIN = """
 import json, sys

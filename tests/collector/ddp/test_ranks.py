@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gradwatch.commands.findings import local_findings
-from gradwatch.transport.local_reader import list_runs, load_run
+from gradwatch.core.local_reader import list_runs, load_run
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "ddp_train.py"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]

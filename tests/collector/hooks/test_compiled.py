@@ -11,7 +11,7 @@ from torch import nn
 from torch._dynamo.utils import counters
 
 import gradwatch
-from gradwatch.transport.local_reader import LocalRun, load_run
+from gradwatch.core.local_reader import LocalRun, load_run
 
 STEPS = 5
 

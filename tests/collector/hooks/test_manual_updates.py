@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.transport.local_reader import load_run
+from gradwatch.core.local_reader import load_run
 from tests.collector.checks.common import assert_quiet, batch, first, mlp, mse
 
 STEPS = 30

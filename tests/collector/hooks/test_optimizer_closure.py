@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.transport.local_reader import load_run
+from gradwatch.core.local_reader import load_run
 
 
 @pytest.mark.parametrize("how", ["positional", "keyword"])

@@ -12,8 +12,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
+from gradwatch.core.local_reader import load_run
 from gradwatch.integrations.huggingface import GradwatchCallback
-from gradwatch.transport.local_reader import load_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

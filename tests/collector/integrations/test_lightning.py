@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from gradwatch.core.errors import ConfigError
+from gradwatch.core.local_reader import load_run
 from gradwatch.integrations.lightning import GradwatchCallback
-from gradwatch.transport.local_reader import load_run
 
 # lightning 2.6 on torch 2.13 warns about its own use of torch._pytree, and about tiny loaders
 pytestmark = pytest.mark.filterwarnings(

@@ -12,7 +12,7 @@ import pytest
 
 from gradwatch import cli
 from gradwatch.commands.run import script_of
-from gradwatch.transport.local_reader import latest_run
+from gradwatch.core.local_reader import latest_run
 
 BUGGY = """
 import torch

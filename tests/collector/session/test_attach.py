@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 import gradwatch
+from gradwatch.core.structure.signature import STATE_KINDS
 from gradwatch.core.wire import Kind
-from gradwatch.structure.signature import STATE_KINDS
 from tests.collector.stats.test_tensors import naive_nonfinite, naive_norm, same
 from tests.collector.steps import steps
 from tests.conftest import records

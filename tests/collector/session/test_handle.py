@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import gradwatch
+from gradwatch.core.local_reader import load_run
 from gradwatch.core.spool import read_spool
 from gradwatch.core.wire import Kind
 from gradwatch.session import handle as run_module
-from gradwatch.transport.local_reader import load_run
 
 
 @pytest.fixture(autouse=True)

@@ -302,7 +302,7 @@ def test_env_off_in_a_fresh_process(tmp_path: Path) -> None:
         "o = torch.optim.SGD(m.parameters(), 0.1)\n"
         f"run = gradwatch.watch(m, o, data_dir={str(tmp_path)!r})\n"
         "run.close()\n"
-        "from gradwatch.transport.local_reader import load_run\n"
+        "from gradwatch.core.local_reader import load_run\n"
         "r = load_run(run.dir)\n"
         "fp = r.fingerprint['device']['stats_kernel']\n"
         "print(json.dumps([r.start.get('stats_kernel'), fp]))\n"

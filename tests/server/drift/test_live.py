@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 
 from gradwatch import cli
 from gradwatch.core.drift.verdict import compare, from_local
+from gradwatch.core.local_reader import load_run
 from gradwatch.core.paths import runs_dir
-from gradwatch.transport.local_reader import load_run
 from gradwatch_server.app import create_app
 from gradwatch_server.db import make_engine, write_session
 from gradwatch_server.drift.live import drift_pass, envelope_pass

@@ -14,7 +14,7 @@ nondeterminism).
 Example::
 
     from gradwatch.core.drift.verdict import compare, from_local
-    from gradwatch.transport.local_reader import load_run
+    from gradwatch.core.local_reader import load_run
     result = compare(from_local(load_run(dir_a)), from_local(load_run(dir_b)))
     result["verdict"], result["step"], result["param"], result["cause"]
 """
@@ -38,7 +38,7 @@ from gradwatch.core.drift.fingerprint_diff import (
 
 class SpooledRun(Protocol):
     """What :func:`from_local` reads of a spooled run
-    (``gradwatch.transport.local_reader.LocalRun``)."""
+    (``gradwatch.core.local_reader.LocalRun``)."""
 
     @property
     def id(self) -> str: ...
@@ -95,7 +95,7 @@ class RunData:
 
 
 def from_local(run: SpooledRun) -> RunData:
-    """A spooled run (``gradwatch.transport.local_reader.load_run``) as :class:`RunData`."""
+    """A spooled run (``gradwatch.core.local_reader.load_run``) as :class:`RunData`."""
     tracks: dict[int, Track] = {}
     for opt, rows in run.steps.items():
         seen: dict[int, int] = {}

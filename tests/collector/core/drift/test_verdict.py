@@ -11,8 +11,8 @@ import pytest
 from gradwatch import cli
 from gradwatch.core.drift.envelope import leaving
 from gradwatch.core.drift.verdict import compare, from_local
+from gradwatch.core.local_reader import load_run
 from gradwatch.core.paths import runs_dir
-from gradwatch.transport.local_reader import load_run
 from tests.collector.drift_runs import BUGGY, SWEEP
 
 pytestmark = pytest.mark.slow

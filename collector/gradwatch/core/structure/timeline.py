@@ -30,7 +30,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from gradwatch.structure.signature import CLIP_WORDS, SCHEDULER, StepShape, words
+from gradwatch.core.structure.signature import CLIP_WORDS, SCHEDULER, StepShape, words
 
 #: how many steps on each side of a candidate change are compared
 WINDOW: Final = 20

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.structure.group import run_findings
+from gradwatch.core.structure.group import run_findings
 
 Findings = list[dict[str, Any]]
 

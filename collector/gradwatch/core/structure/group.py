@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from gradwatch.structure.signature import StepShape, shapes
-from gradwatch.structure.timeline import names_text
+from gradwatch.core.structure.signature import StepShape, shapes
+from gradwatch.core.structure.timeline import names_text
 
 MIN_GOOD: Final = 2
 MAX_LIFECYCLES: Final = 3
@@ -231,7 +231,7 @@ def check(run: Member, inv: Invariants) -> list[dict[str, Any]]:
 
 def member(run_dir: Path, has_error: Callable[[Path], bool]) -> Member:
     """The run in ``run_dir`` as a :class:`Member` (its whole spool is read)."""
-    from gradwatch.transport.local_reader import load_run
+    from gradwatch.core.local_reader import load_run
 
     run = load_run(run_dir)
     config = run.start.get("config_hash") or run.fingerprint.get("config_hash")
@@ -296,7 +296,7 @@ def group_findings(
 def run_findings(run_dir: Path, has_error: Callable[[Path], bool]) -> list[dict[str, Any]]:
     """The structure findings of the run in ``run_dir``: its structure changes (info) and
     where it breaks its replicate group's invariants (warnings)."""
-    from gradwatch.structure.timeline import changes
+    from gradwatch.core.structure.timeline import changes
 
     subject = member(run_dir, has_error)
     out: list[dict[str, Any]] = []

@@ -12,8 +12,8 @@ from torch import nn
 
 import gradwatch
 from gradwatch import cli
-from gradwatch.structure.group import PERSIST, Invariants, Member, check, first_lasting, learn
-from gradwatch.structure.signature import StepShape
+from gradwatch.core.structure.group import PERSIST, Invariants, Member, check, first_lasting, learn
+from gradwatch.core.structure.signature import StepShape
 
 CONFIG = {"lr": 0.01, "width": 8}
 

@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.structure.group import member, run_findings
-from gradwatch.structure.signature import lifecycle
-from gradwatch.structure.timeline import SETTLE, WINDOW, changes, regime_changes
+from gradwatch.core.structure.group import member, run_findings
+from gradwatch.core.structure.signature import lifecycle
+from gradwatch.core.structure.timeline import SETTLE, WINDOW, changes, regime_changes
 
 
 def no_errors(_: Path) -> bool:

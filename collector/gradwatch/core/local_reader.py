@@ -3,7 +3,7 @@
 Used by the CLI (``gradwatch findings`` and friends read runs locally), the examples and
 tests. Example::
 
-    from gradwatch.transport.local_reader import latest_run, load_run
+    from gradwatch.core.local_reader import latest_run, load_run
     run = load_run(latest_run())
     for row in run.steps[0]:
         print(row.step, row.loss, run.tensor_names[0], row.stats[0][0])
