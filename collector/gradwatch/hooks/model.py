@@ -1,5 +1,7 @@
 """Hooks on the watched models: forward timing, the batch checksum, the NaN-origin capture
-(:mod:`gradwatch.nan.origin`, called from the same hooks) and ``zero_grad``.
+(:mod:`gradwatch.nan.origin`, called from the same hooks), the autocast state a training
+forward ran under (for the structure signature, :mod:`gradwatch.hooks.structure_probe`) and
+``zero_grad``.
 What they put on a model stays out of ``torch.save(model)`` (:mod:`gradwatch.session.portable`).
 
 The capture hooks go on each watched root module. A model whose own ``forward()`` does not
@@ -21,6 +23,7 @@ from torch.utils.hooks import RemovableHandle
 
 from gradwatch.hooks.module_runs import ModuleRuns
 from gradwatch.hooks.outermost import Probe, in_backward
+from gradwatch.hooks.structure_probe import autocast_state
 from gradwatch.session import portable
 from gradwatch.stats import batch_checksum as batch
 
@@ -203,6 +206,7 @@ class ModelHooks:
         clock = time.perf_counter
         point = key if sub is None else f"{key}/{sub}"
         root = sub is None
+        first = next((p for w in owners for p in w.params), None)
 
         def hook(module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
             started = pop(point, None)
@@ -212,8 +216,10 @@ class ModelHooks:
                 fed.add(key)
             t0, checksum, sig = started
             took = clock() - t0
+            # still inside the caller's autocast region: one look per training forward
+            autocast = None if first is None else autocast_state(first.device.type)
             for watch in owners:
-                watch.note_forward(checksum, sig, took)
+                watch.note_forward(checksum, sig, took, autocast)
             if nan.on:
                 nan.after_forward(key, output)
 

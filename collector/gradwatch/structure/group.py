@@ -9,8 +9,8 @@ every good run is an invariant:
 - a tensor received a gradient on every step (or on none);
 - every step after the first had one of at most ``MAX_LIFECYCLES`` lifecycles;
 - a state element (which modules are in eval mode, a param group's hyperparameter, the
-  schedulers and the groups they drive, the dtypes, the GradScaler's part) had one value on
-  every step.
+  schedulers and the groups they drive, the dtypes, the autocast state of the training
+  forward, the GradScaler's part) had one value on every step.
 
 Another run of the group breaks an invariant at the first step from which it differs for
 ``PERSIST`` steps in a row (or to its end, if it ends sooner): one step that differs is not
@@ -102,6 +102,7 @@ def _element_text(element: str) -> str:
     return {
         "modes": "the modules in eval() mode",
         "dtype": "the dtypes",
+        "autocast": "the training forward's autocast state",
         "sched": "the schedulers and the groups they drive",
         "scaler": "the GradScaler's part",
     }.get(element, element)

@@ -174,3 +174,33 @@ def test_runs_one_process_makes_one_after_another_are_not_replicates() -> None:
     make("same-process-b", 1)
     odd = make("same-process-c", 2, weight_decay=0.0)
     assert not [f for f in structure(odd) if f["check"] == "group-invariant"]
+
+
+@in_own_process
+def autocast_replicate(name: str, seed: int, *, autocast: bool = True) -> str:
+    """One run of a group that trains under bf16 autocast (off on request: a stale flag)."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gradwatch.watch(model, opt, name=name, config=CONFIG) as run:
+        for _ in range(30):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                out = model(torch.randn(4, 4))
+            out.float().pow(2).mean().backward()
+            opt.step()
+    return run.id
+
+
+def test_a_replicate_without_autocast_breaks_the_group() -> None:
+    autocast_replicate("replicate-a", 1)
+    autocast_replicate("replicate-b", 2)
+    assert structure(autocast_replicate("replicate-c", 3)) == []
+    found = structure(autocast_replicate("replicate-d", 4, autocast=False))
+    assert [(f["check"], f["severity"], f["step"]) for f in found] == [
+        ("group-invariant", "warning", 1)
+    ]
+    assert found[0]["message"] == (
+        "the training forward's autocast state was 'cpu bfloat16' on every step in runs "
+        "replicate-a, replicate-b, replicate-c; in this run it is 'off' from step 1."
+    )
