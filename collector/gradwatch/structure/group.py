@@ -7,7 +7,8 @@ finding; with fewer than ``MIN_GOOD`` of them nothing is learned. What held on e
 every good run is an invariant:
 
 - a tensor received a gradient on every step (or on none);
-- every step after the first had one of at most ``MAX_LIFECYCLES`` lifecycles;
+- every step after the first had one of at most ``MAX_LIFECYCLES`` lifecycles (and the first
+  step one of the first steps' lifecycles);
 - a state element (which modules are in eval mode, a param group's hyperparameter, the
   schedulers and the groups they drive, the dtypes, the autocast state of the training
   forward, the GradScaler's part) had one value on every step.
@@ -62,6 +63,8 @@ class Invariants:
     never: dict[int, list[int]]  # tensor indices with a gradient on no step
     lifecycles: dict[int, frozenset[str]]  # the lifecycles of every step after the first
     states: dict[int, dict[str, str]] = field(default_factory=dict)  # element -> its value
+    #: the lifecycles of the first step (it may differ from the later ones: no clearing yet)
+    firsts: dict[int, frozenset[str]] = field(default_factory=dict)
 
 
 def learn(good: Sequence[Member]) -> Invariants | None:
@@ -78,6 +81,7 @@ def learn(good: Sequence[Member]) -> Invariants | None:
         later = frozenset(s.lifecycle for m in good for s in m.shapes[o][1:])
         if later and len(later) <= MAX_LIFECYCLES:
             inv.lifecycles[o] = later
+            inv.firsts[o] = frozenset(m.shapes[o][0].lifecycle for m in good)
         inv.states[o] = _constant_states(rows)
     return inv
 
@@ -200,7 +204,11 @@ def _lifecycle_break(run: Member, inv: Invariants, o: int, label: str) -> list[d
     rows = run.shapes.get(o, [])
     if not allowed or len(rows) < 2:
         return []
-    at = first_lasting([r.lifecycle not in allowed for r in rows], 1)
+    flags = [r.lifecycle not in allowed for r in rows]
+    firsts = inv.firsts.get(o)
+    if firsts is not None:  # the first step too, against the good runs' first steps
+        flags[0] = rows[0].lifecycle not in firsts
+    at = first_lasting(flags, 0 if firsts is not None else 1)
     if at is None:
         return []
     step = rows[at].step
