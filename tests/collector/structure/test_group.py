@@ -204,3 +204,49 @@ def test_a_replicate_without_autocast_breaks_the_group() -> None:
         "the training forward's autocast state was 'cpu bfloat16' on every step in runs "
         "replicate-a, replicate-b, replicate-c; in this run it is 'off' from step 1."
     )
+
+
+@in_own_process
+def by_design_replicate(name: str, seed: int) -> str:
+    """One run of a group whose structure moves by design on every replicate alike: an
+    evaluation every 10 steps (train() restored), two micro-batches per step, clipping
+    switched on after a 20-step warm-up by configuration, warm-up then cosine, bf16
+    autocast, and the first layer unfrozen at step 30."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.1), nn.ReLU(), nn.Linear(8, 1))
+    model[0].requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.05)
+    warm = torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=20)
+    cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 40)
+    sched = torch.optim.lr_scheduler.SequentialLR(opt, [warm, cosine], milestones=[20])
+    config = {**CONFIG, "clip_after": 20}
+    with gradwatch.watch(model, opt, name=name, config=config) as run:
+        for step in range(1, 61):
+            if step == 30:
+                model[0].requires_grad_(True)
+            opt.zero_grad()
+            for _ in range(2):
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    out = model(torch.randn(4, 4))
+                (out.float().pow(2).mean() / 2).backward()
+            if step > config["clip_after"]:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            if step % 10 == 0:
+                model.eval()
+                with torch.no_grad():
+                    model(torch.randn(4, 4))
+                model.train()
+    return run.id
+
+
+def test_a_group_whose_structure_moves_by_design_breaks_nothing() -> None:
+    """Periodic patterns and by-design changes, the same in every replicate: the third
+    replicate breaks no invariant, and its own changes (clipping on at step 21, the layer
+    unfrozen at step 30) are info."""
+    by_design_replicate("replicate-a", 1)
+    by_design_replicate("replicate-b", 2)
+    found = structure(by_design_replicate("replicate-c", 3))
+    assert [f for f in found if f["severity"] != "info"] == []
+    assert sorted(int(f["step"]) for f in found) == [21, 30]
