@@ -23,7 +23,7 @@ from torch.utils.hooks import RemovableHandle
 
 from gradwatch.hooks.module_runs import ModuleRuns
 from gradwatch.hooks.outermost import Probe, in_backward
-from gradwatch.hooks.structure_probe import autocast_state
+from gradwatch.hooks.structure_probe import DEVICE_EVERY, autocast_state
 from gradwatch.session import portable
 from gradwatch.stats import batch_checksum as batch
 
@@ -207,8 +207,10 @@ class ModelHooks:
         point = key if sub is None else f"{key}/{sub}"
         root = sub is None
         first = next((p for w in owners for p in w.params), None)
+        device_type, forwards = "cpu", 0  # the first parameter's, as last looked at; forwards
 
         def hook(module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
+            nonlocal device_type, forwards
             started = pop(point, None)
             if started is None:
                 return
@@ -217,7 +219,12 @@ class ModelHooks:
             t0, checksum, sig = started
             took = clock() - t0
             # still inside the caller's autocast region: one look per training forward
-            autocast = None if first is None else autocast_state(first.device.type)
+            autocast = None
+            if first is not None:
+                if forwards % DEVICE_EVERY == 0:
+                    device_type = first.device.type
+                forwards += 1
+                autocast = autocast_state(device_type)
             for watch in owners:
                 watch.note_forward(checksum, sig, took, autocast)
             if nan.on:

@@ -292,10 +292,17 @@ def _scaler_state(scaler: Any, optimizer: object) -> str:
     return "unscaled" if getattr(stage, "value", 0) >= 1 else "scaled"
 
 
+#: torch ≥ 2.4 asks about any device type in one call
+_BY_DEVICE: Final = hasattr(torch, "get_autocast_dtype")
+#: training forwards between two looks at the first parameter's device type (reading it
+#: costs more than the autocast call; a model moved mid-run is seen this many forwards late)
+DEVICE_EVERY: Final = 32
+
+
 def _autocast_on(device: str) -> tuple[bool, Any]:
     """Whether autocast is on for ``device`` (a device type) and its dtype (torch ≥ 2.4: one
     call for any device type; torch 2.3: the CUDA and CPU calls)."""
-    if hasattr(torch, "get_autocast_dtype"):
+    if _BY_DEVICE:
         if not torch.is_autocast_enabled(device):
             return False, None
         return True, torch.get_autocast_dtype(device)
