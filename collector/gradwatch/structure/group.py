@@ -71,7 +71,10 @@ def learn(good: Sequence[Member]) -> Invariants | None:
     """The invariants of ``good`` runs (same layout), or None with fewer than MIN_GOOD."""
     if len(good) < MIN_GOOD:
         return None
-    inv = Invariants([m.name for m in good], {}, {}, {})
+    labels = [m.name for m in good]
+    if len(set(labels)) < len(labels):  # replicates of one name: told apart by their ids
+        labels = [f"{m.name} ({m.id.rsplit('-', 1)[-1]})" for m in good]
+    inv = Invariants(labels, {}, {}, {})
     for o, names in enumerate(good[0].layout):
         rows = [s for m in good for s in m.shapes.get(o, [])]
         if not rows or any(not m.shapes.get(o) for m in good):
@@ -213,11 +216,13 @@ def _lifecycle_break(run: Member, inv: Invariants, o: int, label: str) -> list[d
         return []
     step = rows[at].step
     held = " | ".join(sorted(allowed))
+    # from the first step on: say the later steps' lifecycle (the first may lack a clearing)
+    shown = rows[1] if at == 0 and len(rows) > 1 and flags[1] else rows[at]
     return [
         _finding(
             step,
             f"Every step{label} in runs {_runs_text(inv.runs)} was '{held}'; in this run "
-            f"steps are '{rows[at].lifecycle}' from step {step:,}.",
+            f"steps are '{shown.lifecycle}' from step {step:,}.",
             {"invariant": "lifecycle", "learned_from": inv.runs, "expected": sorted(allowed)},
         )
     ]

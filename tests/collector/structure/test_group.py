@@ -250,3 +250,14 @@ def test_a_group_whose_structure_moves_by_design_breaks_nothing() -> None:
     found = structure(by_design_replicate("replicate-c", 3))
     assert [f for f in found if f["severity"] != "info"] == []
     assert sorted(int(f["step"]) for f in found) == [21, 30]
+
+
+def test_replicates_of_one_name_are_told_apart_by_their_ids() -> None:
+    good = [
+        Member(f"20261207T0{i}-abcd000{i}", "train", ("c", "h"), (("w",),), "finished", False,
+               shapes={0: [StepShape(s, "zero_grad backward step", (True,)) for s in (1, 2)]})
+        for i in (1, 2)
+    ]  # fmt: skip
+    inv = learn(good)
+    assert inv is not None
+    assert inv.runs == ["train (abcd0001)", "train (abcd0002)"]
