@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import json
 import os
 import platform
@@ -121,12 +122,21 @@ def _step(f: dict[str, Any]) -> tuple[bool, int]:
     return step is None, step if isinstance(step, int) else 0
 
 
-def judge(expected: tuple[str, ...], findings: list[dict[str, Any]]) -> dict[str, Any]:
-    """Caught (a runtime warning/error of an expected check), its check and step, the
-    number of warning/error incidents, and whether the first incident's cause is expected."""
+def judge(
+    expected: tuple[str, ...], findings: list[dict[str, Any]], severity: str = "warning"
+) -> dict[str, Any]:
+    """Caught (a runtime warning/error of an expected check; with ``severity`` "info" an
+    info finding of one counts too: a structure change is an event by design), its check
+    and step, the number of warning/error incidents, and whether the first incident's
+    cause is expected."""
     runtime = [f for f in findings if f.get("source") != "lint"]
     alarms = sorted((f for f in runtime if f.get("severity") in ALARM), key=_step)
-    hits = [f for f in alarms if f.get("check") in expected]
+    levels = ("info", *ALARM) if severity == "info" else ALARM
+    hits = sorted(
+        (f for f in runtime if f.get("check") in expected and f.get("severity") in levels),
+        key=_step,
+    )
+    noted = [f for f in hits if f.get("severity") not in ALARM]
     incidents: dict[str, dict[str, Any]] = {}
     for f in alarms:
         key = str(f.get("incident") or f"{f.get('check')}@{f.get('step')}")
@@ -148,7 +158,7 @@ def judge(expected: tuple[str, ...], findings: list[dict[str, Any]]) -> dict[str
         ],
         "lint": sorted({str(f.get("check")) for f in lint}),
         # every warning/error, without messages: what --report judges again from
-        "findings": [{k: f.get(k) for k in KEPT} for f in alarms + lint],
+        "findings": [{k: f.get(k) for k in KEPT} for f in alarms + lint + noted],
     }
 
 
@@ -157,14 +167,15 @@ def rejudge(case: dict[str, Any]) -> dict[str, Any]:
     rules may have changed since it ran; its findings have not)."""
     if not case.get("applicable", True):
         return case
-    expected = mutate.MUTATIONS[case["bug_class"]].expected
+    m = mutate.MUTATIONS[case["bug_class"]]
+    expected = m.expected
     if "findings" not in case:  # a case from before findings were kept: its first 6 alarms
         shown = judge(expected, [{**a, "source": "runtime"} for a in case["alarms"]])
         caught = case["caught"] or shown["caught"]
         return {**case, "expected": list(expected), "caught": caught,
                 "check": case["check"] or shown["check"], "step": case["step"] or shown["step"],
                 "root_first": shown["root_first"]}  # fmt: skip
-    fresh = judge(expected, case["findings"])
+    fresh = judge(expected, case["findings"], m.severity)
     fresh["alarms"] = case["alarms"]  # with their messages, which findings lacks
     return {**case, "expected": list(expected), **fresh}
 
@@ -199,8 +210,17 @@ def run_case(program: Any, bug_class: str, base_tree: Path) -> dict[str, Any]:
             return {**row, "applicable": False}
         data = Path(tmp) / "gw"
         t0 = time.perf_counter()
-        run = launcher.launch(program, tree, seed=program.seeds[0], gradwatch=True, data_dir=data)
-        findings = read_findings(data)
+        seed = program.seeds[0]
+        if m.replicate:  # two replicates without the flag first, then the mutant
+            row["replicates"] = [
+                launcher.launch(program, tree, seed=seed + k, gradwatch=True, data_dir=data)
+                .returncode
+                for k in range(2)
+            ]  # fmt: skip
+            program = dataclasses.replace(program, env=(*program.env, ("GW_MUTANT", "1")))
+            seed += 2
+        run = launcher.launch(program, tree, seed=seed, gradwatch=True, data_dir=data)
+        findings = read_findings(data)  # the latest job's: the mutant's
         seconds = time.perf_counter() - t0
     failed = run.returncode != 0
     return {
@@ -208,8 +228,8 @@ def run_case(program: Any, bug_class: str, base_tree: Path) -> dict[str, Any]:
         "applicable": True,
         "file": str(changed.relative_to(tree)),
         "mutation": m.description,
-        "at_step": at_step,
-        **judge(m.expected, findings),
+        "at_step": 1 if m.replicate else at_step,
+        **judge(m.expected, findings, m.severity),
         "returncode": run.returncode,
         "error": error_line(run.stderr) if failed else None,
         "optimizer_steps": run.steps,

@@ -106,6 +106,12 @@ class Mutation:
     #: the program must contain one of these texts for the bug to change its behaviour
     #: (eval() on a model without dropout or batch norm changes nothing)
     needs_text: tuple[str, ...] = ()
+    #: a replicate case (:mod:`mutate_structure`): the edit is active only where
+    #: ``GW_MUTANT=1``; the injector runs two replicates without it first, in one data dir
+    replicate: bool = False
+    #: the lowest severity of an expected check's finding that catches it (``info`` for a
+    #: structure change that is an event, not a warning, by design)
+    severity: str = "warning"
 
 
 # ---------------------------------------------------------------- locating statements

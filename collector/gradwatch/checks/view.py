@@ -35,6 +35,9 @@ class Pending:
     forward_time: float = 0.0
     backward_time: float = 0.0
     dropped_events: int = 0
+    #: the autocast state of this step's training forwards (``"off"``, ``"cpu bfloat16"``;
+    #: two or more joined by " + "), None when no forward of a watched model was seen
+    autocast: str | None = None
 
     def add(self, event: Event, *, before_last: bool = False) -> None:
         """Record an event; past ``MAX_EVENTS`` in one step (zero_grad in an evaluation loop,

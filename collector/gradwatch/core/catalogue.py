@@ -375,8 +375,9 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "The run's structure changed for good at a step (derived when the run is read, see "
        "[structure.md](structure.md)): a lifecycle event (zero_grad, a clip, a scheduler "
        "step) stops or starts, a tensor stops or starts receiving gradients, a module enters "
-       "or leaves eval(), a param group's non-LR hyperparameter, the dtypes, the schedulers' "
-       "groups or the GradScaler's part change.",
+       "or leaves eval(), a param group's non-LR hyperparameter, the dtypes, the autocast "
+       "state of the training forward, the schedulers' groups or the GradScaler's part "
+       "change (autocast switched off is a change, not a safeguard dropped).",
        "the {timeline.WINDOW} steps before and from the step share no value (fewer at the "
        "run's edges, never fewer than {timeline.SETTLE}); a state value held "
        "{timeline.SETTLE} steps on each side",
@@ -395,10 +396,12 @@ CATALOGUE: Final[tuple[Check, ...]] = (
     _C("group-invariant", "Structure", "warning",
        "A run breaks what held on every step of every good run of its replicate group (same "
        "config and code hash, same layout, finished with no error finding): a tensor that "
-       "always (or never) received a gradient, the step lifecycles, a state value.",
+       "always (or never) received a gradient, the step lifecycles, a state value (a "
+       "hyperparameter, the dtypes, the autocast state, the modules in eval()).",
        "the difference lasts {group.PERSIST} steps in a row (or the whole run); at least "
        "{group.MIN_GOOD} good runs",
-       "fewer than {group.MIN_GOOD} good runs; runs without a config or code hash"),
+       "fewer than {group.MIN_GOOD} good runs; runs without a config or code hash, or made "
+       "by this run's own process; an element that varied among the good runs"),
 )  # fmt: skip
 
 #: check id -> default severity (``amp-overflow`` escalates info -> warning -> error itself).

@@ -1,5 +1,7 @@
 """Hooks on the watched models: forward timing, the batch checksum, the NaN-origin capture
-(:mod:`gradwatch.nan.origin`, called from the same hooks) and ``zero_grad``.
+(:mod:`gradwatch.nan.origin`, called from the same hooks), the autocast state a training
+forward ran under (for the structure signature, :mod:`gradwatch.hooks.structure_probe`) and
+``zero_grad``.
 What they put on a model stays out of ``torch.save(model)`` (:mod:`gradwatch.session.portable`).
 
 The capture hooks go on each watched root module. A model whose own ``forward()`` does not
@@ -21,6 +23,7 @@ from torch.utils.hooks import RemovableHandle
 
 from gradwatch.hooks.module_runs import ModuleRuns
 from gradwatch.hooks.outermost import Probe, in_backward
+from gradwatch.hooks.structure_probe import DEVICE_EVERY, autocast_state
 from gradwatch.session import portable
 from gradwatch.stats import batch_checksum as batch
 
@@ -203,8 +206,11 @@ class ModelHooks:
         clock = time.perf_counter
         point = key if sub is None else f"{key}/{sub}"
         root = sub is None
+        first = next((p for w in owners for p in w.params), None)
+        device_type, forwards = "cpu", 0  # the first parameter's, as last looked at; forwards
 
         def hook(module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
+            nonlocal device_type, forwards
             started = pop(point, None)
             if started is None:
                 return
@@ -212,8 +218,15 @@ class ModelHooks:
                 fed.add(key)
             t0, checksum, sig = started
             took = clock() - t0
+            # still inside the caller's autocast region: one look per training forward
+            autocast = None
+            if first is not None:
+                if forwards % DEVICE_EVERY == 0:
+                    device_type = first.device.type
+                forwards += 1
+                autocast = autocast_state(device_type)
             for watch in owners:
-                watch.note_forward(checksum, sig, took)
+                watch.note_forward(checksum, sig, took, autocast)
             if nan.on:
                 nan.after_forward(key, output)
 

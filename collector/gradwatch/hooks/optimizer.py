@@ -23,7 +23,7 @@ from torch.utils.hooks import RemovableHandle
 from gradwatch.checks.view import Pending
 from gradwatch.hooks.manual_updates import ManualDriver, ManualUpdates
 from gradwatch.hooks.stepcheck import StepChecker
-from gradwatch.hooks.structure_probe import StructureProbe
+from gradwatch.hooks.structure_probe import StructureProbe, join_autocast
 from gradwatch.stats.batch_checksum import Deferred, combine
 from gradwatch.stats.rows import LEADING, HostStep, assemble, write_row
 from gradwatch.stats.tensors import PreStep, StepStats, StepValues, grads_untouched_by_step
@@ -181,11 +181,18 @@ class OptimizerWatch:
         self.pending.loss = None  # the recorded loss is the one whose gradient gets applied
 
     def note_forward(
-        self, checksum: torch.Tensor | Deferred | None, sig: list[str], took: float
+        self,
+        checksum: torch.Tensor | Deferred | None,
+        sig: list[str],
+        took: float,
+        autocast: str | None = None,
     ) -> None:
-        """Record one forward pass of a watched model that owns these parameters."""
+        """Record one forward pass of a watched model that owns these parameters
+        (``autocast``: the autocast state it ran under, see :func:`autocast_state`)."""
         pending = self.pending
         pending.forward_time += took
+        if autocast is not None and pending.autocast != autocast:
+            pending.autocast = join_autocast(pending.autocast, autocast)
         if checksum is not None:
             pending.batch = checksum if pending.batch is None else combine(pending.batch, checksum)
             if len(pending.inputs) < MAX_INPUTS:

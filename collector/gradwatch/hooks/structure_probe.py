@@ -12,6 +12,11 @@ attributes the training loop already keeps — no hook of its own, no device wor
   (``g0.weight_decay=0.05``); a key that changed on more than ``SCHEDULED`` steps is a
   schedule's (OneCycleLR cycles momentum) and is followed no more;
 * ``dtype`` — the parameters' and gradients' dtypes (looked at every ``DTYPE_EVERY`` steps);
+* ``autocast`` — whether the step's training forwards ran under ``torch.autocast`` and to
+  which dtype (``cpu bfloat16``, ``cuda float16``, ``off``): read once per training forward
+  in the watched model's forward hook (:mod:`gradwatch.hooks.model`, the outermost call
+  only: one ``torch.is_autocast_enabled`` call), for the device type of the model's first
+  parameter; the step's value (two or more joined by `` + ``) is recorded here on change;
 * ``scaler`` — with a GradScaler (passed to ``watch()`` or found by
   :mod:`gradwatch.session.ampdetect`): whether the gradients reaching
   ``step()`` were unscaled by it (``unscaled``), still scaled (``scaled``) or the scaler is
@@ -172,6 +177,8 @@ class StructureProbe:
                 events.append(("hparams", 0.0, hp))
         if self._dtype_moved() or self._samples % DTYPE_EVERY == 0:
             self._state(events, "dtype", self._dtypes())
+        if pending.autocast is not None:  # None: no training forward of a watched model seen
+            self._state(events, "autocast", pending.autocast)
         scaler = self.w.run.options.scaler  # adopted later when found (session.ampdetect)
         if scaler is not None:
             self._state(events, "scaler", _scaler_state(scaler, self.w.optimizer))
@@ -283,3 +290,48 @@ def _scaler_state(scaler: Any, optimizer: object) -> str:
     state = scaler._per_optimizer_states.get(id(optimizer))
     stage = None if state is None else state.get("stage")
     return "unscaled" if getattr(stage, "value", 0) >= 1 else "scaled"
+
+
+#: torch ≥ 2.4 asks about any device type in one call
+_BY_DEVICE: Final = hasattr(torch, "get_autocast_dtype")
+#: training forwards between two looks at the first parameter's device type (reading it
+#: costs more than the autocast call; a model moved mid-run is seen this many forwards late)
+DEVICE_EVERY: Final = 32
+
+
+def _autocast_on(device: str) -> tuple[bool, Any]:
+    """Whether autocast is on for ``device`` (a device type) and its dtype (torch ≥ 2.4: one
+    call for any device type; torch 2.3: the CUDA and CPU calls)."""
+    if _BY_DEVICE:
+        if not torch.is_autocast_enabled(device):
+            return False, None
+        return True, torch.get_autocast_dtype(device)
+    if device == "cpu":  # pragma: no cover - torch 2.3
+        return torch.is_autocast_cpu_enabled(), torch.get_autocast_cpu_dtype()
+    return torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype()  # pragma: no cover
+
+
+_AUTOCAST_TEXT: dict[tuple[str, Any], str] = {}
+
+
+def autocast_state(device: str) -> str:
+    """``off``, or the device type and dtype autocast runs ``device``'s operations in
+    (``cuda float16``): what a forward that runs now runs under."""
+    on, dtype = _autocast_on(device)
+    if not on:
+        return "off"
+    key = (device, dtype)
+    text = _AUTOCAST_TEXT.get(key)
+    if text is None:
+        text = _AUTOCAST_TEXT[key] = f"{device} {str(dtype).removeprefix('torch.')}"
+    return text
+
+
+def join_autocast(seen: str | None, state: str) -> str:
+    """The autocast state of a step whose forwards so far ran under ``seen`` (None: none
+    yet), after one more under ``state``: the distinct states, sorted, joined by `` + ``."""
+    if seen is None:
+        return state
+    parts = set(seen.split(" + "))
+    parts.add(state)
+    return " + ".join(sorted(parts))

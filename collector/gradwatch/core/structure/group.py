@@ -7,10 +7,11 @@ finding; with fewer than ``MIN_GOOD`` of them nothing is learned. What held on e
 every good run is an invariant:
 
 - a tensor received a gradient on every step (or on none);
-- every step after the first had one of at most ``MAX_LIFECYCLES`` lifecycles;
+- every step after the first had one of at most ``MAX_LIFECYCLES`` lifecycles (and the first
+  step one of the first steps' lifecycles);
 - a state element (which modules are in eval mode, a param group's hyperparameter, the
-  schedulers and the groups they drive, the dtypes, the GradScaler's part) had one value on
-  every step.
+  schedulers and the groups they drive, the dtypes, the autocast state of the training
+  forward, the GradScaler's part) had one value on every step.
 
 Another run of the group breaks an invariant at the first step from which it differs for
 ``PERSIST`` steps in a row (or to its end, if it ends sooner): one step that differs is not
@@ -62,13 +63,18 @@ class Invariants:
     never: dict[int, list[int]]  # tensor indices with a gradient on no step
     lifecycles: dict[int, frozenset[str]]  # the lifecycles of every step after the first
     states: dict[int, dict[str, str]] = field(default_factory=dict)  # element -> its value
+    #: the lifecycles of the first step (it may differ from the later ones: no clearing yet)
+    firsts: dict[int, frozenset[str]] = field(default_factory=dict)
 
 
 def learn(good: Sequence[Member]) -> Invariants | None:
     """The invariants of ``good`` runs (same layout), or None with fewer than MIN_GOOD."""
     if len(good) < MIN_GOOD:
         return None
-    inv = Invariants([m.name for m in good], {}, {}, {})
+    labels = [m.name for m in good]
+    if len(set(labels)) < len(labels):  # replicates of one name: told apart by their ids
+        labels = [f"{m.name} ({m.id.rsplit('-', 1)[-1]})" for m in good]
+    inv = Invariants(labels, {}, {}, {})
     for o, names in enumerate(good[0].layout):
         rows = [s for m in good for s in m.shapes.get(o, [])]
         if not rows or any(not m.shapes.get(o) for m in good):
@@ -78,6 +84,7 @@ def learn(good: Sequence[Member]) -> Invariants | None:
         later = frozenset(s.lifecycle for m in good for s in m.shapes[o][1:])
         if later and len(later) <= MAX_LIFECYCLES:
             inv.lifecycles[o] = later
+            inv.firsts[o] = frozenset(m.shapes[o][0].lifecycle for m in good)
         inv.states[o] = _constant_states(rows)
     return inv
 
@@ -102,6 +109,7 @@ def _element_text(element: str) -> str:
     return {
         "modes": "the modules in eval() mode",
         "dtype": "the dtypes",
+        "autocast": "the training forward's autocast state",
         "sched": "the schedulers and the groups they drive",
         "scaler": "the GradScaler's part",
     }.get(element, element)
@@ -199,16 +207,22 @@ def _lifecycle_break(run: Member, inv: Invariants, o: int, label: str) -> list[d
     rows = run.shapes.get(o, [])
     if not allowed or len(rows) < 2:
         return []
-    at = first_lasting([r.lifecycle not in allowed for r in rows], 1)
+    flags = [r.lifecycle not in allowed for r in rows]
+    firsts = inv.firsts.get(o)
+    if firsts is not None:  # the first step too, against the good runs' first steps
+        flags[0] = rows[0].lifecycle not in firsts
+    at = first_lasting(flags, 0 if firsts is not None else 1)
     if at is None:
         return []
     step = rows[at].step
     held = " | ".join(sorted(allowed))
+    # from the first step on: say the later steps' lifecycle (the first may lack a clearing)
+    shown = rows[1] if at == 0 and len(rows) > 1 and flags[1] else rows[at]
     return [
         _finding(
             step,
             f"Every step{label} in runs {_runs_text(inv.runs)} was '{held}'; in this run "
-            f"steps are '{rows[at].lifecycle}' from step {step:,}.",
+            f"steps are '{shown.lifecycle}' from step {step:,}.",
             {"invariant": "lifecycle", "learned_from": inv.runs, "expected": sorted(allowed)},
         )
     ]

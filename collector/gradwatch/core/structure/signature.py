@@ -10,7 +10,8 @@ left out; the learning rate is left out too (schedules change it by design).
 The **state** is what :mod:`gradwatch.hooks.structure_probe` records on change only, carried
 forward from step to step: which groups each scheduler drives (``sched``), the
 dropout/normalisation modules in ``eval()`` (``modes``), each param group's hyperparameters
-other than the learning rate (``hp:g0.weight_decay``), the dtypes (``dtype``) and the
+other than the learning rate (``hp:g0.weight_decay``), the dtypes (``dtype``), the
+autocast state of the training forwards (``autocast``: ``cpu bfloat16``, ``off``) and the
 GradScaler's part (``scaler``).
 """
 
@@ -24,7 +25,7 @@ from typing import Any, Final, Protocol
 #: events that describe gradwatch's own action, not the training loop's structure
 OWN_EVENTS: Final = frozenset({"skipped"})
 #: events that carry a state (written by gradwatch.hooks.structure_probe), not an action
-STATE_KINDS: Final = frozenset({"sched", "modes", "hparams", "dtype", "scaler"})
+STATE_KINDS: Final = frozenset({"sched", "modes", "hparams", "dtype", "autocast", "scaler"})
 #: the lifecycle words of the safeguards whose end is a warning of its own
 CLIP_WORDS: Final = frozenset({"clip_grad_norm_", "clip_grad_value_"})
 SCHEDULER: Final = "scheduler"

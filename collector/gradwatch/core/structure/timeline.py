@@ -298,11 +298,24 @@ def mode_changes(shapes: Sequence[StepShape], label: str = "") -> list[dict[str,
     return out
 
 
+def autocast_text(state: str | None) -> str:
+    """``under autocast (cpu, bfloat16)``, ``without autocast``, or for a step whose
+    forwards ran under several states ``under several autocast states (cpu bfloat16 + off)``."""
+    if not state or state == "off":
+        return "without autocast"
+    if " + " in state:
+        return f"under several autocast states ({state})"
+    device, _, dtype = state.partition(" ")
+    return f"under autocast ({device}, {dtype})"
+
+
 def _state_text(element: str, old: str | None, new: str | None) -> str:
     if element == "dtype":
         return f"the dtypes are '{new}' instead of '{old}'"
     if element == "scaler":
         return f"the GradScaler's part is '{new}' instead of '{old}'"
+    if element == "autocast":
+        return f"the training forward runs {autocast_text(new)} instead of {autocast_text(old)}"
     if element == "sched":
         return (
             f"the schedulers drive '{new or 'no group'}' instead of '{old or 'no group'}' "
@@ -317,8 +330,8 @@ def _state_text(element: str, old: str | None, new: str | None) -> str:
 
 
 def state_changes(shapes: Sequence[StepShape], label: str = "") -> list[dict[str, Any]]:
-    """Changes of the hyperparameters, dtypes, schedulers and GradScaler, one finding per
-    step (every element that changed at it named)."""
+    """Changes of the hyperparameters, dtypes, autocast, schedulers and GradScaler, one
+    finding per step (every element that changed at it named)."""
     elements = sorted({k for s in shapes for k, _ in s.state if k != MODES})
     by_step: dict[int, list[tuple[str, str]]] = {}
     for element in elements:

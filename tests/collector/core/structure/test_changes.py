@@ -335,3 +335,60 @@ def test_a_loop_that_updates_by_hand_records_its_structure_too(data_dir: Path) -
                 model.eval()  # left in eval() after a "validation"
     found = run_findings(data_dir / "runs" / run.id, lambda _: False)
     assert _seen(found) == [("warning", "structure-safeguard", 31)]
+
+
+# ---- autocast --------------------------------------------------------------------------------
+
+
+def _autocast_loop(
+    model: nn.Module, opt: torch.optim.Optimizer, on: Callable[[int], bool]
+) -> Callable[[int], None]:
+    def body(step: int) -> None:
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=on(step)):
+            loss = model(torch.randn(8, 4)).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+        if step % 10 == 0:  # an evaluation without autocast: no training forward
+            model.eval()
+            with torch.no_grad():
+                _loss(model)
+            model.train()
+
+    return body
+
+
+def test_autocast_switched_off_mid_run_is_an_info_change(data_dir: Path) -> None:
+    """Autocast is no safeguard (without it the forward runs in float32): its end is a
+    change, not a warning."""
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    found = _run(data_dir, model, opt, 70, _autocast_loop(model, opt, lambda s: s < 35))
+    assert _seen(found) == [("info", "structure-change", 35)]
+    assert found[0]["message"] == (
+        "From step 35, the training forward runs without autocast instead of under "
+        "autocast (cpu, bfloat16)."
+    )
+    assert found[0]["details"]["changed"] == ["autocast"]
+
+
+def test_autocast_on_every_step_with_evaluation_outside_it_is_no_change(data_dir: Path) -> None:
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gradwatch.watch(model, opt) as run:
+        body = _autocast_loop(model, opt, lambda s: True)
+        for step in range(1, 61):
+            body(step)
+    run_dir = data_dir / "runs" / run.id
+    assert run_findings(run_dir, lambda _: False) == []
+    from gradwatch.core.structure.group import member
+
+    values = {s.value("autocast") for s in member(run_dir, lambda _: False).shapes[0]}
+    assert values == {"cpu bfloat16"}
+
+
+def test_autocast_on_alternate_steps_is_a_period_not_a_change(data_dir: Path) -> None:
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    found = _run(data_dir, model, opt, 60, _autocast_loop(model, opt, lambda s: s % 2 == 0))
+    assert found == []

@@ -162,8 +162,8 @@ def test_a_replicate_without_its_weight_decay_or_its_clipping_breaks_the_group()
         "replicate-b, replicate-c; in this run it is '0.0' from step 1."
     )
     found = structure(clipped_replicate("replicate-e", 5, clip=False))
-    assert [(f["check"], f["step"]) for f in found] == [("group-invariant", 2)]
-    assert "in this run steps are 'zero_grad backward step' from step 2" in found[0]["message"]
+    assert [(f["check"], f["step"]) for f in found] == [("group-invariant", 1)]
+    assert "in this run steps are 'zero_grad backward step' from step 1" in found[0]["message"]
 
 
 def test_runs_one_process_makes_one_after_another_are_not_replicates() -> None:
@@ -174,3 +174,90 @@ def test_runs_one_process_makes_one_after_another_are_not_replicates() -> None:
     make("same-process-b", 1)
     odd = make("same-process-c", 2, weight_decay=0.0)
     assert not [f for f in structure(odd) if f["check"] == "group-invariant"]
+
+
+@in_own_process
+def autocast_replicate(name: str, seed: int, *, autocast: bool = True) -> str:
+    """One run of a group that trains under bf16 autocast (off on request: a stale flag)."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gradwatch.watch(model, opt, name=name, config=CONFIG) as run:
+        for _ in range(30):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                out = model(torch.randn(4, 4))
+            out.float().pow(2).mean().backward()
+            opt.step()
+    return run.id
+
+
+def test_a_replicate_without_autocast_breaks_the_group() -> None:
+    autocast_replicate("replicate-a", 1)
+    autocast_replicate("replicate-b", 2)
+    assert structure(autocast_replicate("replicate-c", 3)) == []
+    found = structure(autocast_replicate("replicate-d", 4, autocast=False))
+    assert [(f["check"], f["severity"], f["step"]) for f in found] == [
+        ("group-invariant", "warning", 1)
+    ]
+    assert found[0]["message"] == (
+        "the training forward's autocast state was 'cpu bfloat16' on every step in runs "
+        "replicate-a, replicate-b, replicate-c; in this run it is 'off' from step 1."
+    )
+
+
+@in_own_process
+def by_design_replicate(name: str, seed: int) -> str:
+    """One run of a group whose structure moves by design on every replicate alike: an
+    evaluation every 10 steps (train() restored), two micro-batches per step, clipping
+    switched on after a 20-step warm-up by configuration, warm-up then cosine, bf16
+    autocast, and the first layer unfrozen at step 30."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.1), nn.ReLU(), nn.Linear(8, 1))
+    model[0].requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.05)
+    warm = torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=20)
+    cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 40)
+    sched = torch.optim.lr_scheduler.SequentialLR(opt, [warm, cosine], milestones=[20])
+    config = {**CONFIG, "clip_after": 20}
+    with gradwatch.watch(model, opt, name=name, config=config) as run:
+        for step in range(1, 61):
+            if step == 30:
+                model[0].requires_grad_(True)
+            opt.zero_grad()
+            for _ in range(2):
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    out = model(torch.randn(4, 4))
+                (out.float().pow(2).mean() / 2).backward()
+            if step > config["clip_after"]:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            if step % 10 == 0:
+                model.eval()
+                with torch.no_grad():
+                    model(torch.randn(4, 4))
+                model.train()
+    return run.id
+
+
+def test_a_group_whose_structure_moves_by_design_breaks_nothing() -> None:
+    """Periodic patterns and by-design changes, the same in every replicate: the third
+    replicate breaks no invariant, and its own changes (clipping on at step 21, the layer
+    unfrozen at step 30) are info."""
+    by_design_replicate("replicate-a", 1)
+    by_design_replicate("replicate-b", 2)
+    found = structure(by_design_replicate("replicate-c", 3))
+    assert [f for f in found if f["severity"] != "info"] == []
+    assert sorted(int(f["step"]) for f in found) == [21, 30]
+
+
+def test_replicates_of_one_name_are_told_apart_by_their_ids() -> None:
+    good = [
+        Member(f"20261207T0{i}-abcd000{i}", "train", ("c", "h"), (("w",),), "finished", False,
+               shapes={0: [StepShape(s, "zero_grad backward step", (True,)) for s in (1, 2)]})
+        for i in (1, 2)
+    ]  # fmt: skip
+    inv = learn(good)
+    assert inv is not None
+    assert inv.runs == ["train (abcd0001)", "train (abcd0002)"]
