@@ -40,6 +40,8 @@ _SYMPTOMS: Final = _NONFINITE | {
 _STALLED: Final = frozenset(
     {"loss-plateau", "param-not-updated", "update-ratio", "vanishing-grad", "loss-diverging"}
 )
+#: a stall without numeric trouble: gradients that fade, weights that stand still
+_FADED: Final = frozenset({"vanishing-grad", "param-not-updated", "loss-plateau"})
 #: what a learning rate far too large does besides diverging: ReLU units pushed into their
 #: dead region pass back exactly zero gradient (``param-no-grad`` names both causes)
 _LR_HARM: Final = frozenset({"vanishing-grad", "param-no-grad"})
@@ -101,6 +103,10 @@ RULES: Final[tuple[Rule, ...]] = (
     # no cause upstream was recorded: the first numeric symptom stands for the others
     Rule("nonfinite", _NONFINITE | {"exploding-grad", "loss-diverging", "update-ratio"}, 20, "NaN"),
     Rule("exploding-grad", _SYMPTOMS, 20, "exploding gradients"),
+    # eval() freezes normalisation at its running statistics: the activations' scale is no
+    # longer held through depth, so gradients fade and training stalls (last: any other
+    # cause that could explain a symptom names it first)
+    Rule("eval-mode-training", _FADED, UNBOUNDED, "model in eval mode"),
 )
 _RULE: Final = {r.kind: r for r in RULES}
 _RANK: Final = {r.kind: i for i, r in enumerate(RULES)}

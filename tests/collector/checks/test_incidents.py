@@ -121,7 +121,7 @@ def test_lifecycle_and_mutation_causes() -> None:
 
 def test_unrelated_findings_are_separate_incidents() -> None:
     findings = [
-        f("eval-mode-training", 1),
+        f("frozen-param-in-optimizer", 1),
         f("exploding-grad", 10, param="a"),
         f("loss-plateau", 400, "info"),  # long after the spike's window
         f("nonfinite-loss", 100, "error"),  # outside the exploding-grad window of 20 steps
@@ -164,7 +164,7 @@ def test_one_check_at_one_step_is_one_incident_whatever_tensors_and_optimizers_s
     assert incident_id(f("exploding-grad", 10, param="a")) == "exploding-grad@10"
     assert incident_id(f("stale-grad", None)) == "stale-grad@-"
     # not merged: another check at the same step, the same check at another step
-    apart = group([f("param-not-updated", 3, param="a"), f("eval-mode-training", 3),
+    apart = group([f("param-not-updated", 3, param="a"), f("frozen-param-in-optimizer", 3),
                    f("param-not-updated", 9, param="b")])  # fmt: skip
     assert [r for _, r in apart] == ["cause"] * 3
 
@@ -184,7 +184,7 @@ def test_a_rate_too_large_at_the_step_it_jumped_is_the_jump() -> None:
 
 
 def test_a_repeated_batch_and_a_broadcast_loss_explain_the_stall_that_follows() -> None:
-    for cause in ("repeated-batch", "loss-shape-mismatch"):
+    for cause in ("repeated-batch", "loss-shape-mismatch", "eval-mode-training"):
         out = group([f(cause, 6), f("vanishing-grad", 152, param="fc0.weight"),
                      f("loss-plateau", 348, "info")])  # fmt: skip
         assert [r for _, r in out] == ["cause", "consequence", "consequence"], cause
