@@ -108,8 +108,9 @@ def _incidents() -> list[str]:
         "",
         "Findings that follow from one onset are one **incident**. Every finding carries "
         "`incident` (an id shared by the findings of one root cause: its cause's "
-        "`<check>@<step>`, plus `~<digest>` when the cause names a tensor or an optimizer "
-        "other than 0) and `role` (`cause` or `consequence`). Output leads with one sentence "
+        "`<check>@<step>`) and `role` (`cause` or `consequence`). One check at one step is one "
+        "onset however many tensors, param groups or optimizers show it (four optimizers that "
+        "all lack `zero_grad()` are one incident). Output leads with one sentence "
         "per incident naming the root cause, e.g. `lr-jump: learning rate of group 0 jumped "
         "from 0.01 to 10,000 at step 151; then nonfinite-loss at step 152, …`, with the "
         "consequences as evidence under it.",
@@ -119,7 +120,10 @@ def _incidents() -> list[str]:
         "collector while the run goes. The rules below are ordered: a finding becomes a "
         "consequence of the first open cause whose kind lists its check and whose window "
         "holds its step (from the cause's step to the step plus the window); otherwise it "
-        "starts its own incident. A non-finite finding whose NaN provenance traced the value "
+        "starts its own incident. A consequence that is itself a cause kind lends its rule to "
+        "the incident it joined (an `lr-too-large` at the step of an `lr-jump` makes the "
+        "jump's incident explain what a rate too large would, for the rest of the run). "
+        "A non-finite finding whose NaN provenance traced the value "
         "to the input batch is an `input-batch` cause, one traced to an operation a "
         "`nan-origin` cause; a finding with `details.batch_outlier` is an `input-batch` cause. "
         f"That detail is set on {_symptoms()} findings at the step of an outlier input batch: "

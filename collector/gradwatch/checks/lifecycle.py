@@ -38,6 +38,20 @@ def _wiped(events: list[Event]) -> int:
     return sum(int(e[2]) for e in events if e[0] == "wiped")
 
 
+#: the cut of a backward pass whose loss is a leaf tensor (``hooks.connectivity``): it has
+#: no history at all, so it can train nothing, whatever other passes of the step reach
+LEAF_CUT = (
+    "the loss is a leaf tensor whose requires_grad was set by hand (rebuilt from .item(), "
+    "numpy or torch.tensor(...), then requires_grad=True), so it has no history back to "
+    "the model"
+)
+
+
+def _leaf_cuts(events: list[Event]) -> int:
+    """Backward passes of the step whose loss was a leaf tensor (no history)."""
+    return sum(1 for e in events if e[0] == "backward-cut" and e[2] == LEAF_CUT)
+
+
 WIPED_STEPS = 2  # steps in a row that discard gradients before accumulation-wiped holds
 
 
@@ -64,6 +78,7 @@ class LifecycleChecks:
             and not self._wiped_streak
             and not self._cut
             and not _wiped(events)
+            and not (n_backward and _leaf_cuts(events))
         )
 
     def _is_stale(self, n_backward: int, since_clear: int) -> bool:
@@ -115,6 +130,9 @@ class LifecycleChecks:
         cut = [e[2] for e in v.events if e[0] == "backward-cut"]
         if v.n_backward == 0 and not v.has_closure and cut:
             return self._cut_loss(v, cut)
+        leaf = _leaf_cuts(v.events)
+        if leaf and v.n_backward:
+            return self._leaf_loss(v, leaf)
         if v.optimizer in self._cut and v.n_backward:
             # the finding stays (the loop's code cut the loss: a WGAN critic whose loss is
             # rebuilt from .item() has another model's backward reach it every n_critic steps)
@@ -153,6 +171,26 @@ class LifecycleChecks:
                 "error that reveals this.",
                 severity="error",
                 details={"optimizer": v.optimizer, "cut_backward": len(cut), "where": cut[-1]},
+            )
+        )
+
+    def _leaf_loss(self, v: StepView, leaf: int) -> Action:
+        """A backward pass from a leaf loss in a step whose other passes did train: that
+        loss term was rebuilt from its value and trains nothing (one term of a GAN's
+        discriminator loss). Which optimizer it was meant for cannot be told (it reached
+        none): one finding per run, on the same key as a wholly cut loss."""
+        return self.sink.report(
+            finding(
+                "param-no-grad",
+                v.step,
+                f"backward() ran {leaf} time(s) since the previous step on a loss that reaches "
+                f"no parameter ({LEAF_CUT}); the step applies only the other "
+                f"{v.n_backward} backward pass(es): that loss term trains nothing.",
+                "compute the loss from the model's output tensors with torch operations; do not "
+                "rebuild it from .item()/.tolist()/numpy values or torch.tensor(...), and never "
+                "set loss.requires_grad = True to silence the error that reveals this.",
+                severity="error",
+                details={"optimizer": v.optimizer, "cut_backward": leaf, "where": LEAF_CUT},
             )
         )
 

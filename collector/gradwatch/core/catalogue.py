@@ -85,7 +85,9 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "trained. A parameter whose module never ran is unused: "
        "`info` once. Every gradient of an optimizer present but exactly zero (a clip value of "
        "0, a mask that zeroes everything) is an `error`: nothing trains. A `backward()` that "
-       "reached no watched parameter at all is one `error` finding naming the break. One "
+       "reached no watched parameter at all is one `error` finding naming the break; so is, "
+       "once per run, a `backward()` from a leaf loss (rebuilt from `.item()` with "
+       "`requires_grad=True` set by hand) in a step whose other passes do train. One "
        "finding per episode lists the tensors (count and the first names, in forward "
        "order).",
        "never a non-zero gradient while its module ran (or its gradient existed) "

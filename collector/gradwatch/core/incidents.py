@@ -7,13 +7,18 @@ of :meth:`gradwatch.checks.findings.Finding.to_meta`) used by the collector whil
 dashboard), in step order. The rules are ordered: the first rule whose cause is open and
 whose window holds the new finding's step claims it. An incident's id is derived from its
 cause alone, so the same findings regrouped get the same ids.
+
+One check at one step is one onset however many tensors, param groups or optimizers show
+it (four optimizers that all lack ``zero_grad()`` are one line of code to read at 2 a.m.):
+its id is ``check@step`` and the other findings of that check and step join it. A finding
+that is itself a cause kind (an ``lr-too-large`` at the step of an ``lr-jump``) joins its
+owner's incident and lends it its own rule: the incident explains what either would.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 Role = Literal["cause", "consequence"]
@@ -35,6 +40,14 @@ _SYMPTOMS: Final = _NONFINITE | {
 _STALLED: Final = frozenset(
     {"loss-plateau", "param-not-updated", "update-ratio", "vanishing-grad", "loss-diverging"}
 )
+#: a stall without numeric trouble: gradients that fade, weights that stand still
+_FADED: Final = frozenset({"vanishing-grad", "param-not-updated", "loss-plateau"})
+#: what a learning rate far too large does besides diverging: ReLU units pushed into their
+#: dead region pass back exactly zero gradient (``param-no-grad`` names both causes)
+_LR_HARM: Final = frozenset({"vanishing-grad", "param-no-grad"})
+#: a loss that no longer carries the inputs' information: stuck at the level of predicting
+#: the targets' marginal, with gradients that say nothing about the inputs
+_NO_INFO: Final = frozenset({"loss-at-chance", "loss-plateau", "param-no-grad"})
 
 
 @dataclass(frozen=True)
@@ -53,16 +66,27 @@ class Rule:
 
 #: Ordered: an earlier rule wins when two open causes could claim a finding.
 RULES: Final[tuple[Rule, ...]] = (
-    Rule("lr-jump", _SYMPTOMS | {"vanishing-grad"}, 50, "learning-rate jump", lead=1),
+    # a rate too large at the step it jumped is the jump seen by the size check: one cause
+    Rule("lr-jump", _SYMPTOMS | _LR_HARM | {"lr-too-large"}, 50, "learning-rate jump", lead=1),
     Rule("lr-collapse", _STALLED, UNBOUNDED, "learning-rate collapse", lead=1),
-    Rule("lr-too-large", _SYMPTOMS | _STALLED, UNBOUNDED, "learning rate too large", lead=1),
+    Rule(
+        "lr-too-large",
+        _SYMPTOMS | _STALLED | _LR_HARM,
+        UNBOUNDED,
+        "learning rate too large",
+        lead=1,
+    ),
     Rule("input-batch", _SYMPTOMS, 20, "input batch"),
     Rule("nan-origin", _SYMPTOMS, 20, "operation found by NaN provenance"),
     Rule("stale-grad", _SYMPTOMS | _STALLED, UNBOUNDED, "stale gradients"),
     Rule("grad-zeroed-before-step", _STALLED | _SYMPTOMS, UNBOUNDED, "gradients cleared"),
     Rule("accumulation-wiped", _STALLED | _SYMPTOMS, UNBOUNDED, "discarded gradients"),
     Rule("clip-before-backward", _SYMPTOMS, UNBOUNDED, "clipping before backward()"),
-    Rule("repeated-batch", frozenset({"loss-plateau"}), UNBOUNDED, "repeated input batch"),
+    # one batch over and over is fitted to zero loss: its gradients fade and the steps stop
+    Rule("repeated-batch", _STALLED | {"loss-plateau"}, UNBOUNDED, "repeated input batch"),
+    # a loss that pairs every prediction with every target is minimised by one constant
+    # output: it stalls at the level of predicting the mean, with nothing left to learn
+    Rule("loss-shape-mismatch", _STALLED | _NO_INFO, UNBOUNDED, "loss shape mismatch"),
     Rule(
         "param-mutated-outside-step",
         _SYMPTOMS | {"frozen-param-changed", "param-not-updated"},
@@ -79,6 +103,10 @@ RULES: Final[tuple[Rule, ...]] = (
     # no cause upstream was recorded: the first numeric symptom stands for the others
     Rule("nonfinite", _NONFINITE | {"exploding-grad", "loss-diverging", "update-ratio"}, 20, "NaN"),
     Rule("exploding-grad", _SYMPTOMS, 20, "exploding gradients"),
+    # eval() freezes normalisation at its running statistics: the activations' scale is no
+    # longer held through depth, so gradients fade and training stalls (last: any other
+    # cause that could explain a symptom names it first)
+    Rule("eval-mode-training", _FADED, UNBOUNDED, "model in eval mode"),
 )
 _RULE: Final = {r.kind: r for r in RULES}
 _RANK: Final = {r.kind: i for i, r in enumerate(RULES)}
@@ -104,25 +132,23 @@ def kind_of(finding: Mapping[str, Any]) -> str | None:
 
 
 def incident_id(finding: Mapping[str, Any]) -> str:
-    """``check@step`` of the cause, plus a short digest of its tensor and optimizer when it
-    has them (two tensors' onsets at one step are two incidents)."""
+    """``check@step`` of the cause: one check's onsets at one step, on any number of
+    tensors, param groups or optimizers, are one incident."""
     step = finding.get("step")
-    base = f"{finding.get('check', '?')}@{'-' if step is None else step}"
-    param, opt = finding.get("param"), finding.get("optimizer")
-    if param is None and opt in (None, 0):
-        return base
-    digest = hashlib.blake2s(f"{opt}|{param}".encode(), digest_size=3).hexdigest()
-    return f"{base}~{digest}"
+    return f"{finding.get('check', '?')}@{'-' if step is None else step}"
 
 
 @dataclass
 class Incident:
-    """One root cause and how many findings followed from it."""
+    """One root cause and how many findings followed from it. ``spans``: the rules by which
+    it explains later findings, each with the step it counts from (its cause's; plus those
+    of consequences that are cause kinds themselves)."""
 
     id: str
     kind: str | None
     step: int | None
     consequences: int = 0
+    spans: list[tuple[str, int]] = field(default_factory=list)
 
 
 def _step(finding: Mapping[str, Any]) -> int | None:
@@ -141,12 +167,16 @@ class Grouper:
     def add(self, finding: Mapping[str, Any]) -> tuple[str, Role]:
         """The incident and role of ``finding`` given every finding added before it."""
         owner = self._owner(finding) or self.incidents.get(incident_id(finding))
-        if owner is not None:  # a consequence, or the same onset stored twice
+        kind, step = kind_of(finding), _step(finding)
+        if owner is not None:  # a consequence, or the same onset on another tensor
             owner.consequences += 1
+            if kind in _RULE and step is not None and (kind, step) not in owner.spans:
+                owner.spans.append((kind, step))  # it explains what its member would
             return owner.id, "consequence"
-        incident = Incident(incident_id(finding), kind_of(finding), _step(finding))
+        incident = Incident(incident_id(finding), kind, step)
         self.incidents[incident.id] = incident
-        if incident.kind in _RULE and incident.step is not None:
+        if kind in _RULE and step is not None:
+            incident.spans.append((kind, step))
             self._open.append(incident)
         return incident.id, "cause"
 
@@ -156,17 +186,17 @@ class Grouper:
         step, check = _step(finding), finding.get("check")
         if step is None:
             return None
-        best: Incident | None = None
+        best: tuple[int, Incident] | None = None
         for incident in self._open:
-            rule = _RULE[incident.kind or ""]
-            assert incident.step is not None
-            if check not in rule.consequences:
-                continue
-            if not incident.step - rule.lead <= step <= incident.step + rule.window:
-                continue
-            if best is None or _RANK[rule.kind] < _RANK[best.kind or ""]:
-                best = incident
-        return best
+            for kind, at in incident.spans:
+                rule = _RULE[kind]
+                if check not in rule.consequences:
+                    continue
+                if not at - rule.lead <= step <= at + rule.window:
+                    continue
+                if best is None or _RANK[kind] < best[0]:
+                    best = (_RANK[kind], incident)
+        return best[1] if best else None
 
 
 def _order(findings: Sequence[Mapping[str, Any]]) -> list[int]:

@@ -25,6 +25,7 @@ from torch import nn
 
 from gradwatch.checks.findings import finding
 from gradwatch.checks.fmt import counted
+from gradwatch.checks.lifecycle import LEAF_CUT
 from gradwatch.checks.twins import same_model
 from gradwatch.hooks.forward_order import Graph, forward_order, walk
 
@@ -48,11 +49,7 @@ def cut_description(root: torch.Tensor | None, graph: Graph | None) -> str:
     if root is None:
         return "backward() was called on several tensors, none connected to the model"
     if root.grad_fn is None:
-        return (
-            "the loss is a leaf tensor whose requires_grad was set by hand (rebuilt from "
-            ".item(), numpy or torch.tensor(...), then requires_grad=True), so it has no "
-            "history back to the model"
-        )
+        return LEAF_CUT
     leaves = [] if graph is None else graph.leaves
     if not leaves:
         return "the loss's graph reaches no tensor that requires a gradient"

@@ -268,3 +268,47 @@ def test_gradients_cleared_before_step_every_few_steps_is_one_finding() -> None:
     model = mlp()
     run = train(model, sgd(model), 20, step)
     assert [f.step for f in of(run, "grad-zeroed-before-step")] == [1]
+
+
+# -- one loss term rebuilt from its value, beside terms that train --------------------------
+def gan_step(rebuilt: bool) -> Any:
+    """pytorch/examples dcgan's discriminator update: one backward per term (real, fake),
+    then the generator's. ``rebuilt``: the real term is rebuilt from ``.item()`` first."""
+
+    def step(i: int, models: Any, opts: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        g, d = models["G"], models["D"]
+        opt_g, opt_d = opts
+        softplus = nn.functional.softplus
+        opt_d.zero_grad()
+        err_real = softplus(-d(y)).mean()
+        if rebuilt:
+            err_real = torch.tensor(err_real.item(), requires_grad=True)
+        err_real.backward()
+        softplus(d(g(x).detach())).mean().backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        softplus(-d(g(x))).mean().backward()
+        opt_g.step()
+
+    return step
+
+
+def gan_models() -> tuple[dict[str, nn.Module], list[torch.optim.Optimizer]]:
+    torch.manual_seed(0)
+    g, d = mlp(), nn.Sequential(nn.Linear(3, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+    return {"G": g, "D": d}, [sgd(g), sgd(d)]
+
+
+def test_a_loss_term_rebuilt_from_item_beside_terms_that_train_is_one_error() -> None:
+    models, opts = gan_models()
+    run = train(models, opts, 20, gan_step(rebuilt=True))
+    found = of(run, "param-no-grad")
+    assert len(found) == 1, found  # one per run, not one per optimizer and step
+    assert (found[0].step, found[0].severity) == (1, "error")
+    assert "leaf tensor" in found[0].message and "trains nothing" in found[0].message
+    assert of(run, "step-without-backward") == []
+
+
+def test_every_loss_term_connected_twin_is_quiet() -> None:
+    models, opts = gan_models()
+    assert_quiet(train(models, opts, 20, gan_step(rebuilt=False)))

@@ -121,7 +121,7 @@ def test_lifecycle_and_mutation_causes() -> None:
 
 def test_unrelated_findings_are_separate_incidents() -> None:
     findings = [
-        f("eval-mode-training", 1),
+        f("frozen-param-in-optimizer", 1),
         f("exploding-grad", 10, param="a"),
         f("loss-plateau", 400, "info"),  # long after the spike's window
         f("nonfinite-loss", 100, "error"),  # outside the exploding-grad window of 20 steps
@@ -155,11 +155,43 @@ def test_ids_are_stable_when_the_same_findings_are_regrouped_in_any_order() -> N
     assert [(x["incident"], x["role"]) for x in annotate(annotate(findings))] == group(findings)
 
 
-def test_ids_name_the_tensor_when_the_cause_has_one() -> None:
-    a = incident_id(f("exploding-grad", 10, param="a"))
-    b = incident_id(f("exploding-grad", 10, param="b"))
-    assert a.startswith("exploding-grad@10~") and a != b
+def test_one_check_at_one_step_is_one_incident_whatever_tensors_and_optimizers_show_it() -> None:
+    # four optimizers of four nets that all lack zero_grad(): one line of code to read
+    stale = [f("stale-grad", 2, "error", optimizer=o) for o in range(4)]
+    out = group([*stale, f("loss-diverging", 62)])
+    assert out[0] == ("stale-grad@2", "cause")
+    assert set(out[1:]) == {("stale-grad@2", "consequence")}
+    assert incident_id(f("exploding-grad", 10, param="a")) == "exploding-grad@10"
     assert incident_id(f("stale-grad", None)) == "stale-grad@-"
+    # not merged: another check at the same step, the same check at another step
+    apart = group([f("param-not-updated", 3, param="a"), f("frozen-param-in-optimizer", 3),
+                   f("param-not-updated", 9, param="b")])  # fmt: skip
+    assert [r for _, r in apart] == ["cause"] * 3
+
+
+def test_a_rate_too_large_at_the_step_it_jumped_is_the_jump() -> None:
+    findings = [
+        f("lr-too-large", 50),
+        f("lr-jump", 50, message=JUMP_151),
+        f("param-no-grad", 63, param="fc.weight"),  # units a huge step left dead
+        f("loss-diverging", 184),  # past the jump's window: the rate's own window
+    ]
+    out = group(findings)
+    assert out[1] == ("lr-jump@50", "cause")
+    assert [x for x, _ in out] == ["lr-jump@50"] * 4
+    # without the size finding, a late symptom is not the jump's
+    assert group([findings[1], findings[3]])[1] == ("loss-diverging@184", "cause")
+
+
+def test_a_repeated_batch_and_a_broadcast_loss_explain_the_stall_that_follows() -> None:
+    for cause in ("repeated-batch", "loss-shape-mismatch", "eval-mode-training"):
+        out = group([f(cause, 6), f("vanishing-grad", 152, param="fc0.weight"),
+                     f("loss-plateau", 348, "info")])  # fmt: skip
+        assert [r for _, r in out] == ["cause", "consequence", "consequence"], cause
+    out = group([f("loss-shape-mismatch", 1, "error"), f("loss-at-chance", 300)])
+    assert out[1] == ("loss-shape-mismatch@1", "consequence")
+    # a broadcast loss does not explain a NaN
+    assert group([f("loss-shape-mismatch", 1), f("nonfinite-loss", 40)])[1][1] == "cause"
 
 
 def test_live_grouping_matches_the_readers_when_causes_arrive_first() -> None:
