@@ -107,9 +107,7 @@ class Recorder:
         out: list[StepShape] = []
         for key, count, first, stride in self._runs:
             grads = slim[key]
-            out += [
-                StepShape(first + i * stride, key[0], grads, key[2]) for i in range(count)
-            ]
+            out += [StepShape(first + i * stride, key[0], grads, key[2]) for i in range(count)]
         for index, lr in self._sched_lr:
             s = out[index]
             out[index] = StepShape(s.step, s.lifecycle, s.has_grad, s.state, lr)
