@@ -300,8 +300,8 @@ class Run:
         """At close: store where the run's structure changed for good and the safeguards
         it dropped (:mod:`gradwatch.structure.live`), as findings of the run."""
         recorders = self._structure
-        if recorders is None:
-            return
+        if recorders is None or not all(r.within_bounds() for r in recorders):
+            return  # the readers derive them, with their own bounds
         try:
             for o, recorder in enumerate(recorders):
                 label = f" (optimizer {o})" if len(recorders) > 1 else ""
