@@ -372,10 +372,10 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "nothing"),
     _C("structure-change", "Structure", "info",
        "The run's structure changed for good at a step (stored by the collector when the "
-       "run closes, see [structure.md](structure.md)): a lifecycle event (zero_grad, a clip, a scheduler "
-       "step) stops or starts, a tensor stops or starts receiving gradients, a module enters "
-       "or leaves eval(), a param group's non-LR hyperparameter, the dtypes, the schedulers' "
-       "groups or the GradScaler's part change.",
+       "run closes, see [structure.md](structure.md)): a lifecycle event (zero_grad, a "
+       "clip, a scheduler step) stops or starts, a tensor stops or starts receiving "
+       "gradients, a module enters or leaves eval(), a param group's non-LR "
+       "hyperparameter, the dtypes, the schedulers' groups or the GradScaler's part change.",
        "the {timeline.WINDOW} steps before and from the step share no value (fewer at the "
        "run's edges, never fewer than {timeline.SETTLE}); a state value held "
        "{timeline.SETTLE} steps on each side",

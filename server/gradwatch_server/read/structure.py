@@ -34,8 +34,8 @@ from sqlalchemy import and_, select
 from sqlmodel import Session, col
 
 from gradwatch.structure.group import Invariants, Member, check, learn
-from gradwatch.structure.signature import STATE_KINDS, StepShape, apply_state, lifecycle
 from gradwatch.structure.live import MARKER, STORED
+from gradwatch.structure.signature import STATE_KINDS, StepShape, apply_state, lifecycle
 from gradwatch.structure.timeline import CHECK, SAFEGUARD, changes, names_text
 from gradwatch_server.groupkey import group_key
 from gradwatch_server.jsontext import load_json
