@@ -13,7 +13,7 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 
 from gradwatch_dashboard.api_client import Api
-from tests.dashboard.browser import drawn
+from tests.dashboard.browser import drawn, text
 from tests.dashboard.conftest import serve
 from tests.dashboard.test_browser import open_page, page_problems
 from tests.server.structure_runs import CLIP_UNTIL, record
@@ -54,6 +54,16 @@ def test_the_run_page_shows_the_clipping_that_stopped_at_its_step(
     )
     assert marks == [CLIP_UNTIL]
     assert axis == loss_axis
+    # the warning is one of the run's findings (stored by the collector): the header says
+    # so instead of "No problems found", and the findings list has it, once
+    header = text(browser, "run-header")
+    assert "finished with warnings" in header and "No problems found" not in header, header
+    explained = text(browser, "run-explain")
+    assert explained.startswith(f"structure-safeguard: From step {CLIP_UNTIL}, "), explained
+    findings = text(browser, "run-findings")
+    # one incident (its sentence) and its one finding row
+    assert findings.count(f"warning structure-safeguard step {CLIP_UNTIL}") == 1, findings
+    assert findings.count("clip_grad_norm_ is no longer called") == 2, findings
     assert page_problems(browser) == []
 
 

@@ -59,6 +59,24 @@ def clip_dropped(name: str = "clip-dropped", project: str = "structure") -> str:
 
 
 @in_own_process
+def clip_dropped_unclosed(name: str = "clip-dropped-unclosed", project: str = "structure") -> str:
+    """``clip_dropped``'s training in a process that ends without closing the run (killed
+    after its steps were written): no END record, so no structure finding is stored."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    run = gradwatch.watch(model, opt, name=name, project=project)
+    for step in range(1, STEPS + 1):
+        opt.zero_grad()
+        model(torch.randn(4, 8)).pow(2).mean().backward()
+        if step < CLIP_UNTIL:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    assert run.flush()
+    return run.id  # the forked process ends with os._exit: close() never runs
+
+
+@in_own_process
 def replicate(
     name: str, seed: int, *, frozen_embedding: bool = False, project: str = "structure"
 ) -> str:

@@ -88,10 +88,8 @@ class Finding:
                 f"gradwatch:   then [{self.severity}] {self.check}{step}{where}: "
                 f"{evidence(self.to_meta())} (a consequence of {self.incident})"
             )
-        return (
-            f"gradwatch: [{self.severity}] {self.check}{step}{where}: {self.message} "
-            f"Fix: {self.hint}"
-        )
+        fix = f" Fix: {self.hint}" if self.hint else ""  # a structure change: no fix
+        return f"gradwatch: [{self.severity}] {self.check}{step}{where}: {self.message}{fix}"
 
 
 def finding(

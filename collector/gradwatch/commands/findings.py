@@ -62,7 +62,10 @@ def _has_error(run_dir: Path) -> bool:
 def structure_findings(run_dir: Path) -> list[dict[str, Any]]:
     """Where the run's structure changes for good (info) and where it breaks what held in
     every good run of its replicate group in the same data directory (warnings):
-    :mod:`gradwatch.core.structure`. Derived from the spool when read, never stored."""
+    :mod:`gradwatch.core.structure`. The changes are stored with the run's findings by the
+    collector (its END record says so), so they are derived here only for a run without
+    them (an earlier collector's, or one that never closed); the group's are always
+    derived here (they need the other runs)."""
     from gradwatch.core.structure.group import run_findings
 
     try:
@@ -170,9 +173,20 @@ def server_findings(server: str, run: str | None, token: str | None) -> dict[str
     newest run's job when ``run`` is None."""
     api = Api(server, token)
     try:
-        return {r: _one_run(api, r) + _structure(api, r) for r in server_runs(api, run)}
+        return {r: _unstored(_one_run(api, r), _structure(api, r)) for r in server_runs(api, run)}
     except NotFoundError as exc:
         raise UsageError(f"the server {server} has no run {run!r}") from exc
+
+
+def _unstored(
+    stored: list[dict[str, Any]], structure: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``stored`` and those of ``structure`` not among them: the server's structure reply
+    carries the changes the collector stored too (its timeline shows them all)."""
+    have = {(f.get("check"), f.get("step"), f.get("message")) for f in stored}
+    return stored + [
+        f for f in structure if (f.get("check"), f.get("step"), f.get("message")) not in have
+    ]
 
 
 def _marked(found: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -374,12 +374,13 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "any non-finite loss, gradient or parameter on a rank",
        "nothing"),
     _C("structure-change", "Structure", "info",
-       "The run's structure changed for good at a step (derived when the run is read, see "
-       "[structure.md](structure.md)): a lifecycle event (zero_grad, a clip, a scheduler "
-       "step) stops or starts, a tensor stops or starts receiving gradients, a module enters "
-       "or leaves eval(), a param group's non-LR hyperparameter, the dtypes, the autocast "
-       "state of the training forward, the schedulers' groups or the GradScaler's part "
-       "change (autocast switched off is a change, not a safeguard dropped).",
+       "The run's structure changed for good at a step (stored by the collector when the "
+       "run closes, see [structure.md](structure.md)): a lifecycle event (zero_grad, a "
+       "clip, a scheduler step) stops or starts, a tensor stops or starts receiving "
+       "gradients, a module enters or leaves eval(), a param group's non-LR "
+       "hyperparameter, the dtypes, the autocast state of the training forward, the "
+       "schedulers' groups or the GradScaler's part change (autocast switched off is a "
+       "change, not a safeguard dropped).",
        "the {timeline.WINDOW} steps before and from the step share no value (fewer at the "
        "run's edges, never fewer than {timeline.SETTLE}); a state value held "
        "{timeline.SETTLE} steps on each side",
@@ -389,7 +390,9 @@ CATALOGUE: Final[tuple[Check, ...]] = (
     _C("structure-safeguard", "Structure", "warning",
        "A safeguard the run relied on stops for the rest of the run: the clipping call or "
        "the scheduler step is no longer made, or a dropout/normalisation module (or the "
-       "model) that trained in train() stays in eval() to the end.",
+       "model) that trained in train() stays in eval() to the end. Stored by the collector "
+       "when the run closes (the end decides \"for the rest of the run\"), so it counts in "
+       "the run's status, health and alerts.",
        "a clip or scheduler step that recurred at least {timeline.SETTLE} times with gaps "
        "of at most G steps is absent from the last max(2G, {timeline.WINDOW}) or more steps; "
        "a module in eval() from a change to the run's end",
@@ -399,7 +402,9 @@ CATALOGUE: Final[tuple[Check, ...]] = (
        "A run breaks what held on every step of every good run of its replicate group (same "
        "config and code hash, same layout, finished with no error finding): a tensor that "
        "always (or never) received a gradient, the step lifecycles, a state value (a "
-       "hyperparameter, the dtypes, the autocast state, the modules in eval()).",
+       "hyperparameter, the dtypes, the autocast state, the modules in eval()). Derived "
+       "when the run is read (`gradwatch findings`, the server's structure reply), as it "
+       "needs the group's other runs: not among the run's stored findings.",
        "the difference lasts {group.PERSIST} steps in a row (or the whole run); at least "
        "{group.MIN_GOOD} good runs",
        "fewer than {group.MIN_GOOD} good runs; runs without a config or code hash, or made "

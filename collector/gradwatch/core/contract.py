@@ -128,6 +128,9 @@ class EndMeta(TypedDict):
     steps: list[int]
     internal_errors: int
     io: dict[str, Any]  # the writer's counters
+    #: "stored": the run's structure findings were computed by the collector at close and
+    #: stored with its findings (gradwatch.core.structure.live); readers derive them otherwise
+    structure: NotRequired[str]
 
 
 class NoticeMeta(TypedDict):

@@ -18,8 +18,10 @@ import torch
 
 from gradwatch.checks.amp import ScalerWatch
 from gradwatch.checks.engine import CheckEngine
-from gradwatch.checks.findings import Finding, FindingSink
+from gradwatch.checks.findings import Finding, FindingSink, finding
+from gradwatch.core.contract import EndMeta
 from gradwatch.core.errors import IntegrityError
+from gradwatch.core.structure.live import STORED, Recorder
 from gradwatch.core.wire import Record
 from gradwatch.hooks import backward as backward_tap
 from gradwatch.hooks import lossguard
@@ -152,6 +154,13 @@ class Run:
         self._watches.extend(
             OptimizerWatch(ctx, i, opt, device) for i, opt in enumerate(optimizers)
         )
+        #: each optimizer's step signatures, kept on the I/O thread (structure findings)
+        self._structure = (
+            [Recorder(w.names) for w in self._watches]
+            if self._sink.enabled("structure-change") or self._sink.enabled("structure-safeguard")
+            else None
+        )
+        self._structure_stored = False
         self._graph = GraphWatch(ctx)
         self._model_hooks = ctx.model_hooks = ModelHooks(ctx, models, self._watches)
         self._checks.coverage.runs = self._model_hooks.runs
@@ -274,18 +283,17 @@ class Run:
             thread.join(max(0.0, deadline - time.monotonic()))
         self.flush(timeout)
         self.status = status
-        self._io.submit(
-            records.end_record(
-                {
-                    "status": status,
-                    "error": error,
-                    "ended_at": time.time(),
-                    "steps": [w.step for w in self._watches],
-                    "internal_errors": self._ctx.internal_errors,
-                    "io": self._io.stats.__dict__.copy(),
-                }
-            )
-        )
+        end: EndMeta = {
+            "status": status,
+            "error": error,
+            "ended_at": time.time(),
+            "steps": [w.step for w in self._watches],
+            "internal_errors": self._ctx.internal_errors,
+            "io": self._io.stats.__dict__.copy(),
+        }
+        if self._structure_stored:
+            end["structure"] = STORED
+        self._io.submit(records.end_record(end))
         self._io.close(timeout)
         stats = self._io.stats
         lost = stats.dropped_queue + stats.dropped_disk
@@ -309,6 +317,47 @@ class Run:
         except Exception as exc:  # never let a check break close()
             self._ctx.internal_errors += 1
             self._report_once("final checks", f"internal error in the final checks ({exc})")
+        self._structure_findings()
+
+    def _observe_structure(self, index: int, metas: list[Any]) -> None:
+        """On the I/O thread: add a window of steps to the optimizer's structure."""
+        if self._structure is None:
+            return
+        try:
+            self._structure[index].observe(metas)
+        except Exception as exc:
+            self._ctx.internal_errors += 1
+            self._structure = None  # an incomplete sequence would show changes that are not
+            self._report_once("structure", f"internal error in the structure record ({exc})")
+
+    def _structure_findings(self) -> None:
+        """At close: store where the run's structure changed for good and the safeguards
+        it dropped (:mod:`gradwatch.core.structure.live`), as findings of the run."""
+        recorders = self._structure
+        if recorders is None or not all(r.within_bounds() for r in recorders):
+            return  # the readers derive them, with their own bounds
+        try:
+            for o, recorder in enumerate(recorders):
+                label = f" (optimizer {o})" if len(recorders) > 1 else ""
+                for f in recorder.findings(label):
+                    self._sink.clear(f["check"], None, o)  # each change is an event of its own
+                    self._sink.report(
+                        finding(
+                            f["check"],
+                            f["step"],
+                            f["message"],
+                            f["hint"],
+                            severity=f["severity"],
+                            optimizer=o,
+                            details=f["details"],
+                        )
+                    )
+            self._structure_stored = True
+        except IntegrityError:
+            self._structure_stored = True  # policy raise: stored, then raised at close
+        except Exception as exc:
+            self._ctx.internal_errors += 1
+            self._report_once("structure", f"internal error in the structure findings ({exc})")
 
     def __enter__(self) -> Run:
         return self
@@ -435,6 +484,7 @@ class Run:
 
         def build() -> Record:
             data, metas = reader()
+            self._observe_structure(index, metas)
             self._check_rows(watch, data, metas)
             if self._ranks is not None:
                 self._ranks.observe(watch, data, metas)

@@ -1,7 +1,11 @@
 """A run's structure timeline and its replicate group's invariants, read from the stored
 steps (:mod:`gradwatch.core.structure`: the same rules and sentences as ``gradwatch findings``).
 
-Nothing is stored for them: the per-step lifecycle events (a STEPS chunk's meta), which
+A run's timeline (structure changes, dropped safeguards) is stored with its findings by
+the collector that recorded it when its END record says so (``structure: "stored"``,
+:mod:`gradwatch.core.structure.live`); those are returned as stored. For a run without it (an
+earlier collector, a run that never closed) and for the group invariants, nothing is
+stored: the per-step lifecycle events (a STEPS chunk's meta), which
 tensors received a gradient (its ``has_grad`` blob) and the learning rates (``lr``) are
 what the collector already sends. A run is read once per version (its frame count and end
 status): :class:`ShapeCache` keeps the last ``CACHED`` runs' shapes, so a dashboard
@@ -30,8 +34,9 @@ from sqlalchemy import and_, select
 from sqlmodel import Session, col
 
 from gradwatch.core.structure.group import Invariants, Member, check, learn
+from gradwatch.core.structure.live import MARKER, STORED
 from gradwatch.core.structure.signature import STATE_KINDS, StepShape, apply_state, lifecycle
-from gradwatch.core.structure.timeline import changes, names_text
+from gradwatch.core.structure.timeline import CHECK, SAFEGUARD, changes, names_text
 from gradwatch_server.groupkey import group_key
 from gradwatch_server.jsontext import load_json
 from gradwatch_server.models import Finding, Project, Run, SeriesBlob, SeriesChunk
@@ -286,6 +291,35 @@ def timeline(read: Read) -> list[dict[str, Any]]:
     return read.found
 
 
+def stored_timeline(session: Session, run: Run) -> list[dict[str, Any]] | None:
+    """The structure changes and dropped safeguards the collector stored with the run's
+    findings, when its END record says it did (None: derive them from the steps)."""
+    end = load_json(run.end_meta) if run.end_meta else None
+    if not isinstance(end, dict) or end.get(MARKER) != STORED:
+        return None
+    query = (
+        select(Finding)
+        .where(col(Finding.run_id) == run.id, col(Finding.check).in_([CHECK, SAFEGUARD]))
+        .order_by(col(Finding.seq), col(Finding.idx))
+    )
+    out = []
+    for f in session.execute(query).scalars():
+        details = load_json(f.details)
+        out.append(
+            {
+                "check": f.check,
+                "severity": f.severity,
+                "step": f.step,
+                "optimizer": f.optimizer,
+                "param": f.param,
+                "message": f.message,
+                "hint": f.hint,
+                "details": details if isinstance(details, dict) else {},
+            }
+        )
+    return sorted(out, key=lambda f: int(f["step"] or 0))
+
+
 # ---- a replicate group -----------------------------------------------------------------
 
 
@@ -384,7 +418,8 @@ def run_structure(session: Session, run: Run) -> tuple[list[dict[str, Any]], Rea
     invariants (what ``gradwatch findings`` derives locally), by step."""
     errors = _has_errors(session, [run.id])
     read = read_run(session, run, run.id in errors)
-    found = list(timeline(read))
+    stored = stored_timeline(session, run)
+    found = list(timeline(read)) if stored is None else stored
     key = group_key(run.config_hash, run.code_hash)
     if key is not None and run.code_hash:
         found += breaks(group_of(session, key, run.project_id), read)

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from gradwatch import cli
-from gradwatch.commands.findings import structure_findings
+from gradwatch.commands.findings import local_findings, structure_findings
 from gradwatch.core.paths import runs_dir
 from gradwatch_server.cli_actions import new_token
 from gradwatch_server.settings import Settings
 from tests.server.live import live_server, sqlite_with
-from tests.server.structure_runs import CLIP_UNTIL, STEPS, record
+from tests.server.structure_runs import CLIP_UNTIL, STEPS, clip_dropped_unclosed, record
 
 STRUCTURE_CHECKS = {"structure-change", "structure-safeguard", "group-invariant"}
 
@@ -68,12 +68,19 @@ def essentials(found: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return [(f["check"], f["severity"], f["step"], f["message"]) for f in found]
 
 
-def test_the_server_derives_what_gradwatch_findings_derives_locally(
+def structure_of(run_dir: Path) -> list[dict[str, Any]]:
+    """A run's structure findings as ``gradwatch findings`` has them: those the collector
+    stored with the run and those derived when read (the group's), by step."""
+    stored = [f for f in local_findings(run_dir) if f["check"] in STRUCTURE_CHECKS]
+    return sorted(stored + structure_findings(run_dir), key=lambda f: int(f["step"]))
+
+
+def test_the_server_reads_what_gradwatch_findings_reads_locally(
     recorded: tuple[Path, dict[str, str]], served: str
 ) -> None:
     root, ids = recorded
     for name, run_id in ids.items():
-        local = structure_findings(runs_dir(root) / run_id)
+        local = structure_of(runs_dir(root) / run_id)
         remote = get(served, f"/runs/{run_id}/structure")
         assert essentials(remote["data"]) == essentials(local), name
         assert remote["count"] == len(local) and not remote["truncated"]
@@ -153,6 +160,44 @@ def test_findings_json_from_the_server_carries_the_structure_findings(
             for found in (local, remote)
         ]
         assert mine[0] == mine[1] and mine[0], run_id
+        assert len(mine[0]) == 1, run_id  # once: stored (or derived), never both
+
+
+def test_the_clip_dropped_runs_warning_is_a_stored_finding_of_the_run(
+    recorded: tuple[Path, dict[str, str]], served: str
+) -> None:
+    """The collector stored it: the run's findings, its health and its status count it,
+    and the server's structure reply gives that stored finding (its incident too)."""
+    root, ids = recorded
+    run_id = ids["clip-dropped"]
+    stored = [f for f in local_findings(runs_dir(root) / run_id) if f["check"] in STRUCTURE_CHECKS]
+    assert [(f["check"], f["step"], f["role"]) for f in stored] == [
+        ("structure-safeguard", CLIP_UNTIL, "cause")
+    ]
+    assert structure_findings(runs_dir(root) / run_id) == []  # not derived again
+    findings = get(served, f"/runs/{run_id}/findings")["data"]
+    assert [(f["check"], f["step"]) for f in findings] == [("structure-safeguard", CLIP_UNTIL)]
+    run = get(served, f"/runs/{run_id}")
+    assert (run["status"], run["findings"]["warning"]) == ("finished", 1)
+
+
+def test_a_run_that_never_closed_has_its_structure_derived_when_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No END record (the process was killed): nothing stored, so the readers derive the
+    same warning from the recorded steps, locally and on the server."""
+    monkeypatch.setenv("GRADWATCH_DIR", str(tmp_path))
+    for var in ("GRADWATCH_SERVER", "GRADWATCH_JOB", "GRADWATCH_CHECKS"):
+        monkeypatch.delenv(var, raising=False)
+    run_id = clip_dropped_unclosed()
+    run_dir = runs_dir(tmp_path) / run_id
+    assert [f for f in local_findings(run_dir) if f["check"] in STRUCTURE_CHECKS] == []
+    local = structure_findings(run_dir)
+    assert [(f["check"], f["step"]) for f in local] == [("structure-safeguard", CLIP_UNTIL)]
+    url, engine = sqlite_with(tmp_path / "gw.db", run_dir)
+    engine.dispose()
+    with live_server(Settings(db_url=url, data_dir=tmp_path, import_interval=None)) as base:
+        assert essentials(get(base, f"/runs/{run_id}/structure")["data"]) == essentials(local)
 
 
 def test_a_token_of_another_project_sees_neither_the_run_nor_the_group(

@@ -52,6 +52,9 @@ class Member:
     #: (host, pid) of the process that made the run: runs one process makes one after
     #: another (a loop over schedulers or settings) are parts of one program, not replicates
     process: tuple[str, int] | None = None
+    #: the collector stored the run's structure changes with its findings (END says so:
+    #: gradwatch.core.structure.live); readers derive them only for runs without this
+    stored: bool = False
 
 
 @dataclass
@@ -265,6 +268,7 @@ def member(run_dir: Path, has_error: Callable[[Path], bool]) -> Member:
         started_at=float(run.start.get("started_at") or 0.0),
         shapes={o: shapes(rows) for o, rows in run.steps.items()},
         process=_process(run.start),
+        stored=(run.end or {}).get("structure") == "stored",
     )
 
 
@@ -307,15 +311,25 @@ def group_findings(
     return [] if inv is None else check(subject, inv)
 
 
-def run_findings(run_dir: Path, has_error: Callable[[Path], bool]) -> list[dict[str, Any]]:
-    """The structure findings of the run in ``run_dir``: its structure changes (info) and
-    where it breaks its replicate group's invariants (warnings)."""
+def derived_changes(subject: Member) -> list[dict[str, Any]]:
+    """The structure changes and dropped safeguards of ``subject``, derived from its steps
+    (what the collector stores at close, :mod:`gradwatch.core.structure.live`)."""
     from gradwatch.core.structure.timeline import changes
 
-    subject = member(run_dir, has_error)
     out: list[dict[str, Any]] = []
     for o, names in enumerate(subject.layout):
         label = f" (optimizer {o})" if len(subject.layout) > 1 else ""
         out += changes(subject.shapes.get(o, []), names, label)
+    return out
+
+
+def run_findings(run_dir: Path, has_error: Callable[[Path], bool]) -> list[dict[str, Any]]:
+    """The structure findings of the run in ``run_dir`` not stored with it: its structure
+    changes (info, warnings for dropped safeguards) unless the collector stored them (a
+    run recorded by an earlier collector, or one that did not close), and where it breaks
+    its replicate group's invariants (warnings; these need the other runs, so they are
+    always derived when read)."""
+    subject = member(run_dir, has_error)
+    out = [] if subject.stored else derived_changes(subject)
     out += group_findings(subject, run_dir, has_error)
     return [{"run": subject.id, **f} for f in sorted(out, key=lambda f: int(f["step"]))]

@@ -25,6 +25,7 @@ protection the run had relied on for the rest of the run:
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -152,6 +153,12 @@ def _lifecycle_text(before: frozenset[str], after: frozenset[str]) -> str:
 # ---- safeguards: clipping and scheduler steps that stop for good ---------------------------
 
 
+@functools.lru_cache(maxsize=1024)
+def _words(lifecycle_text: str) -> frozenset[str]:
+    """:func:`words`, once per distinct lifecycle (a run repeats a few)."""
+    return frozenset(words(lifecycle_text))
+
+
 @dataclass(frozen=True)
 class Dropped:
     """A recurring lifecycle word last seen at ``last`` (an index), never after."""
@@ -166,7 +173,7 @@ def dropped(shapes: Sequence[StepShape], word: str) -> Dropped | None:
     """Where ``word`` (a clip or scheduler) stops for the rest of the run: it recurred at
     least SETTLE times with every gap at most G, then is absent from the ``max(2G, WINDOW)``
     or more steps that follow its last occurrence."""
-    at = [i for i, s in enumerate(shapes) if word in words(s.lifecycle)]
+    at = [i for i, s in enumerate(shapes) if word in _words(s.lifecycle)]
     if len(at) < SETTLE:
         return None
     gap = max(b - a for a, b in itertools.pairwise(at))

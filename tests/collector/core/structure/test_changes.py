@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.core.structure.group import run_findings
+from tests.collector.core.structure.stored import stored
 
 Findings = list[dict[str, Any]]
 
@@ -37,7 +37,7 @@ def _run(
     with gradwatch.watch(model, opts) as run:
         for step in range(1, steps + 1):
             body(step)
-    return run_findings(data_dir / "runs" / run.id, lambda _: False)
+    return stored(data_dir / "runs" / run.id)
 
 
 def _plain_loop(
@@ -333,7 +333,7 @@ def test_a_loop_that_updates_by_hand_records_its_structure_too(data_dir: Path) -
                     p.add_(p.grad, alpha=-0.01)
             if step == 30:
                 model.eval()  # left in eval() after a "validation"
-    found = run_findings(data_dir / "runs" / run.id, lambda _: False)
+    found = stored(data_dir / "runs" / run.id)
     assert _seen(found) == [("warning", "structure-safeguard", 31)]
 
 
@@ -380,7 +380,7 @@ def test_autocast_on_every_step_with_evaluation_outside_it_is_no_change(data_dir
         for step in range(1, 61):
             body(step)
     run_dir = data_dir / "runs" / run.id
-    assert run_findings(run_dir, lambda _: False) == []
+    assert stored(run_dir) == []
     from gradwatch.core.structure.group import member
 
     values = {s.value("autocast") for s in member(run_dir, lambda _: False).shapes[0]}

@@ -9,9 +9,10 @@ import torch
 from torch import nn
 
 import gradwatch
-from gradwatch.core.structure.group import member, run_findings
+from gradwatch.core.structure.group import member
 from gradwatch.core.structure.signature import lifecycle
 from gradwatch.core.structure.timeline import SETTLE, WINDOW, changes, regime_changes
+from tests.collector.core.structure.stored import stored
 
 
 def no_errors(_: Path) -> bool:
@@ -72,7 +73,7 @@ def _train(
 
 
 def _changes(run: gradwatch.Run, data_dir: Path) -> list[dict[str, object]]:
-    found = run_findings(data_dir / "runs" / run.id, no_errors)
+    found = stored(data_dir / "runs" / run.id)
     assert all(f["severity"] == "info" for f in found)
     return found
 
