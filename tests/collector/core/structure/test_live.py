@@ -13,7 +13,7 @@ from torch import nn
 import gradwatch
 from gradwatch.commands.findings import local_findings, structure_findings
 from gradwatch.core.structure import live
-from gradwatch.transport.local_reader import load_run
+from gradwatch.core.local_reader import load_run
 from tests.collector.core.structure.stored import stored
 
 
