@@ -1,44 +1,24 @@
 """Tiny real training runs whose structure changes mid-run, and a replicate group of
 three where one replicate differs: the fixtures of the structure API and page tests.
 
-Each run is made by a process of its own (forked), as a rerun of a script would be:
+Each run is made by a process of its own (tests/own_process.py), as a rerun of a script would be:
 runs that one process makes one after another are not replicates of each other.
 """
 
 from __future__ import annotations
 
-import functools
-import multiprocessing
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 from torch import nn
 
 import gradwatch
+from tests.own_process import in_own_process
 
 CLIP_UNTIL = 30  # the clipped run stops calling clip_grad_norm_ from this step on
 STEPS = 60
 CONFIG = {"lr": 0.01, "width": 8}
-
-
-def in_own_process(make: Callable[..., str]) -> Callable[..., str]:
-    """Run ``make`` in a forked process; returns the run id it made."""
-
-    @functools.wraps(make)
-    def made(*args: Any, **kwargs: Any) -> str:
-        context = multiprocessing.get_context("fork")
-        receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=lambda: send.send(make(*args, **kwargs)))
-        child.start()
-        run_id = str(receive.recv())
-        child.join(60)
-        assert child.exitcode == 0
-        return run_id
-
-    return made
 
 
 @in_own_process
@@ -58,7 +38,7 @@ def clip_dropped(name: str = "clip-dropped", project: str = "structure") -> str:
     return run.id
 
 
-@in_own_process
+@in_own_process(hard_exit=True)
 def clip_dropped_unclosed(name: str = "clip-dropped-unclosed", project: str = "structure") -> str:
     """``clip_dropped``'s training in a process that ends without closing the run (killed
     after its steps were written): no END record, so no structure finding is stored."""
@@ -73,7 +53,7 @@ def clip_dropped_unclosed(name: str = "clip-dropped-unclosed", project: str = "s
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
     assert run.flush()
-    return run.id  # the forked process ends with os._exit: close() never runs
+    return run.id  # the process ends with os._exit: close() never runs
 
 
 @in_own_process

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import multiprocessing
-from collections.abc import Callable
-from typing import Any
-
 import torch
 from torch import nn
 
@@ -14,26 +9,9 @@ import gradwatch
 from gradwatch import cli
 from gradwatch.core.structure.group import PERSIST, Invariants, Member, check, first_lasting, learn
 from gradwatch.core.structure.signature import StepShape
+from tests.own_process import in_own_process
 
 CONFIG = {"lr": 0.01, "width": 8}
-
-
-def in_own_process(make: Callable[..., str]) -> Callable[..., str]:
-    """Replicates are other invocations of the program: each run here is made by a process
-    of its own (forked), as a rerun of a script would be; returns its run id."""
-
-    @functools.wraps(make)
-    def made(*args: Any, **kwargs: Any) -> str:
-        context = multiprocessing.get_context("fork")
-        receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=lambda: send.send(make(*args, **kwargs)))
-        child.start()
-        run_id = str(receive.recv())
-        child.join(60)
-        assert child.exitcode == 0
-        return run_id
-
-    return made
 
 
 @in_own_process
@@ -53,10 +31,15 @@ def replicate(name: str, seed: int, *, frozen_embedding: bool = False, steps: in
 
 
 def structure(run_id: str) -> list[dict[str, object]]:
-    from gradwatch.commands.findings import structure_findings
+    """The run's structure findings: the changes the collector stored with the run, and
+    the group's invariants it breaks (derived when read)."""
+    from gradwatch.commands.findings import local_findings, structure_findings
     from gradwatch.core.paths import data_dir, runs_dir
 
-    return structure_findings(runs_dir(data_dir(None)) / run_id)
+    run_dir = runs_dir(data_dir(None)) / run_id
+    kinds = ("structure-change", "structure-safeguard")
+    stored = [f for f in local_findings(run_dir) if f["check"] in kinds]
+    return stored + structure_findings(run_dir)
 
 
 def test_a_replicate_whose_embedding_gets_no_gradient_breaks_the_group() -> None:
