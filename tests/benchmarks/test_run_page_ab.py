@@ -12,7 +12,14 @@ import run_page_ab
 
 
 def test_each_versions_first_two_loads_do_not_count() -> None:
-    assert run_page_ab.summary([2400, 1900, 900, 1000, 1100]) == {"median_ms": 1000, "max_ms": 1100}
+    """The median and slowest leave out the first two loads; the p95 and median of all
+    loads keep them (the cold first load is part of the goal)."""
+    assert run_page_ab.summary([2400, 1900, 900, 1000, 1100]) == {
+        "median_ms": 1000,
+        "max_ms": 1100,
+        "p95_all_ms": 2400,
+        "median_all_ms": 1100,
+    }
     assert run_page_ab.counted([1500, 900]) == [1500, 900]  # too few to drop any
 
 
