@@ -33,7 +33,7 @@ import numpy as np
 from sqlalchemy import and_, select
 from sqlmodel import Session, col
 
-from gradwatch.core.structure.group import Invariants, Member, check, learn
+from gradwatch.core.structure.group import Invariants, Member, check, element_text, learn
 from gradwatch.core.structure.live import MARKER, STORED
 from gradwatch.core.structure.signature import STATE_KINDS, StepShape, apply_state, lifecycle
 from gradwatch.core.structure.timeline import CHECK, SAFEGUARD, changes, names_text
@@ -446,7 +446,7 @@ def invariant_texts(inv: Invariants, names: tuple[tuple[str, ...], ...]) -> list
                 {
                     "invariant": f"state:{element}",
                     "optimizer": o,
-                    "text": f"{_element(element)}{label}: '{value or 'none'}' on every step",
+                    "text": f"{element_text(element)}{label}: '{value or 'none'}' on every step",
                 }
             )
         for which, words in (("always", "a gradient on every step"), ("never", "no gradient")):
@@ -461,18 +461,6 @@ def invariant_texts(inv: Invariants, names: tuple[tuple[str, ...], ...]) -> list
                     }
                 )
     return out
-
-
-def _element(element: str) -> str:
-    if element.startswith("hp:"):
-        group, _, key = element.removeprefix("hp:").partition(".")
-        return f"param group {group[1:]}'s {key}"
-    return {
-        "modes": "the modules in eval() mode",
-        "dtype": "the dtypes",
-        "sched": "the schedulers and the groups they drive",
-        "scaler": "the GradScaler's part",
-    }.get(element, element)
 
 
 def group_structure(group: Group) -> dict[str, Any]:

@@ -105,7 +105,8 @@ def _constant_states(rows: Sequence[StepShape]) -> dict[str, str]:
     }
 
 
-def _element_text(element: str) -> str:
+def element_text(element: str) -> str:
+    """How a sentence names a state element of the signature (``hp:g0.weight_decay``)."""
     if element.startswith("hp:"):
         group, _, key = element.removeprefix("hp:").partition(".")
         return f"param group {group[1:]}'s {key}"
@@ -130,7 +131,7 @@ def _state_breaks(run: Member, inv: Invariants, o: int, label: str) -> list[dict
         out.append(
             _finding(
                 step,
-                f"{_element_text(element)}{label} was '{expected or 'none'}' on every step in "
+                f"{element_text(element)}{label} was '{expected or 'none'}' on every step in "
                 f"runs {_runs_text(inv.runs)}; in this run it is '{values[at] or 'none'}' "
                 f"from step {step:,}.",
                 {"invariant": f"state:{element}", "learned_from": inv.runs, "expected": expected},
