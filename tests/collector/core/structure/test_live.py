@@ -12,8 +12,8 @@ from torch import nn
 
 import gradwatch
 from gradwatch.commands.findings import local_findings, structure_findings
-from gradwatch.core.structure import live
 from gradwatch.core.local_reader import load_run
+from gradwatch.core.structure import live
 from tests.collector.core.structure.stored import stored
 
 
