@@ -1,5 +1,5 @@
-"""Cost of the collector's structure record (:class:`gradwatch.core.structure.live.Recorder`): time
-per step on the I/O thread, memory kept (with ``trace``: tracemalloc, which slows it), time
+"""Cost of the collector's structure record (:class:`~gradwatch.core.structure.recorder.Recorder`):
+time per step on the I/O thread, memory kept (with ``trace``: tracemalloc, which slows it), time
 to judge the steps at close; synthetic steps of 72 tensors, fed in windows of 50.
 
 Usage: python scripts/bench_structure_record.py 100000 [trace]
@@ -14,7 +14,7 @@ import tracemalloc
 from collections.abc import Iterator
 from types import SimpleNamespace
 
-from gradwatch.core.structure.live import Recorder
+from gradwatch.core.structure.recorder import Recorder
 
 T = 72
 CLIP = [("clip", 0.0, "clip_grad_norm_"), ("grad_modified", 0.0, "")]

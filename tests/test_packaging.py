@@ -51,7 +51,7 @@ def test_wheel_sdist_and_editable_installs_work_in_a_clean_venv(tmp_path: Path) 
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)])
     py, pip = str(venv / "bin" / "python"), [str(venv / "bin" / "python"), "-m", "pip", "-q"]
-    run([*pip, "install", "torch==2.13.0"])
+    run([*pip, "install", "torch==2.13.0", "numpy>=1.24"])  # the base dependencies
     dist = tmp_path / "dist"
     run([*pip, "wheel", "--no-deps", "-w", str(dist), str(ROOT)])
     (wheel,) = dist.glob("gradwatch-*.whl")

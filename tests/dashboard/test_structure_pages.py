@@ -13,7 +13,7 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 
 from gradwatch_dashboard.api_client import Api
-from tests.dashboard.browser import drawn, text
+from tests.dashboard.browser import console, drawn, text
 from tests.dashboard.conftest import serve
 from tests.dashboard.test_browser import open_page, page_problems
 from tests.server.structure_runs import CLIP_UNTIL, record
@@ -37,6 +37,8 @@ def test_the_run_page_shows_the_clipping_that_stopped_at_its_step(
     browser: webdriver.Chrome, structure_url: str
 ) -> None:
     run = ids_by_name(structure_url)["clip-dropped"]
+    browser.get("about:blank")  # the page an earlier module left open (its server is gone)
+    console(browser)  # and what it logged: only this page's problems are judged
     words = open_page(browser, f"{structure_url}/runs/{run}", "run-structure-list")
     drawn(browser, 5)
     item = browser.find_element(

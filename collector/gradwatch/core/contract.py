@@ -129,7 +129,7 @@ class EndMeta(TypedDict):
     internal_errors: int
     io: dict[str, Any]  # the writer's counters
     #: "stored": the run's structure findings were computed by the collector at close and
-    #: stored with its findings (gradwatch.core.structure.live); readers derive them otherwise
+    #: stored with its findings (gradwatch.core.structure.recorder); readers derive them otherwise
     structure: NotRequired[str]
 
 

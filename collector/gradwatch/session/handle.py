@@ -21,7 +21,7 @@ from gradwatch.checks.engine import CheckEngine
 from gradwatch.checks.findings import Finding, FindingSink, finding
 from gradwatch.core.contract import EndMeta
 from gradwatch.core.errors import IntegrityError
-from gradwatch.core.structure.live import STORED, Recorder
+from gradwatch.core.structure.recorder import STORED, Recorder
 from gradwatch.core.wire import Record
 from gradwatch.hooks import backward as backward_tap
 from gradwatch.hooks import lossguard
@@ -332,7 +332,7 @@ class Run:
 
     def _structure_findings(self) -> None:
         """At close: store where the run's structure changed for good and the safeguards
-        it dropped (:mod:`gradwatch.core.structure.live`), as findings of the run."""
+        it dropped (:mod:`gradwatch.core.structure.recorder`), as findings of the run."""
         recorders = self._structure
         if recorders is None or not all(r.within_bounds() for r in recorders):
             return  # the readers derive them, with their own bounds

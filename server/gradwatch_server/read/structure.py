@@ -3,7 +3,7 @@ steps (:mod:`gradwatch.core.structure`: the same rules and sentences as ``gradwa
 
 A run's timeline (structure changes, dropped safeguards) is stored with its findings by
 the collector that recorded it when its END record says so (``structure: "stored"``,
-:mod:`gradwatch.core.structure.live`); those are returned as stored. For a run without it (an
+:mod:`gradwatch.core.structure.recorder`); those are returned as stored. For a run without it (an
 earlier collector, a run that never closed) and for the group invariants, nothing is
 stored: the per-step lifecycle events (a STEPS chunk's meta), which
 tensors received a gradient (its ``has_grad`` blob) and the learning rates (``lr``) are
@@ -34,7 +34,7 @@ from sqlalchemy import and_, select
 from sqlmodel import Session, col
 
 from gradwatch.core.structure.group import Invariants, Member, check, element_text, learn
-from gradwatch.core.structure.live import MARKER, STORED
+from gradwatch.core.structure.recorder import MARKER, STORED
 from gradwatch.core.structure.signature import STATE_KINDS, StepShape, apply_state, lifecycle
 from gradwatch.core.structure.timeline import CHECK, SAFEGUARD, changes, names_text
 from gradwatch_server.groupkey import group_key

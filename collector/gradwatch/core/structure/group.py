@@ -53,7 +53,7 @@ class Member:
     #: another (a loop over schedulers or settings) are parts of one program, not replicates
     process: tuple[str, int] | None = None
     #: the collector stored the run's structure changes with its findings (END says so:
-    #: gradwatch.core.structure.live); readers derive them only for runs without this
+    #: gradwatch.core.structure.recorder); readers derive them only for runs without this
     stored: bool = False
 
 
@@ -314,7 +314,7 @@ def group_findings(
 
 def derived_changes(subject: Member) -> list[dict[str, Any]]:
     """The structure changes and dropped safeguards of ``subject``, derived from its steps
-    (what the collector stores at close, :mod:`gradwatch.core.structure.live`)."""
+    (what the collector stores at close, :mod:`gradwatch.core.structure.recorder`)."""
     from gradwatch.core.structure.timeline import changes
 
     out: list[dict[str, Any]] = []

@@ -1,4 +1,4 @@
-"""The collector's structure record (gradwatch.core.structure.live) on real training runs: steps
+"""The collector's structure record (gradwatch.core.structure.recorder) on real training runs: steps
 alike are kept as one entry, periodic patterns as one entry a step but no finding, and a
 run past the record's bounds stores nothing and leaves the readers to derive it."""
 
@@ -13,7 +13,7 @@ from torch import nn
 import gradwatch
 from gradwatch.commands.findings import local_findings, structure_findings
 from gradwatch.core.local_reader import load_run
-from gradwatch.core.structure import live
+from gradwatch.core.structure import recorder
 from tests.collector.core.structure.stored import stored
 
 
@@ -35,9 +35,9 @@ def _train(steps: int, *, clip_until: int = 0, alternate: bool = False) -> gradw
 
 def test_steps_alike_are_one_entry_and_a_change_starts_another(data_dir: Path) -> None:
     run = _train(120, clip_until=60)
-    recorder = run._structure[0]  # type: ignore[index]
+    rec = run._structure[0]  # type: ignore[index]
     # step 1 (its forward is not captured: no autocast state yet), steps 2-59 clipped, 60-120
-    assert (recorder.steps, recorder.entries) == (120, 3)
+    assert (rec.steps, rec.entries) == (120, 3)
     found = stored(data_dir / "runs" / run.id)
     assert [(f["check"], f["step"]) for f in found] == [("structure-safeguard", 60)]
     assert load_run(data_dir / "runs" / run.id).end["structure"] == "stored"  # type: ignore[index]
@@ -45,15 +45,15 @@ def test_steps_alike_are_one_entry_and_a_change_starts_another(data_dir: Path) -
 
 def test_alternating_heads_are_an_entry_a_step_and_no_finding(data_dir: Path) -> None:
     run = _train(80, alternate=True)
-    recorder = run._structure[0]  # type: ignore[index]
-    assert (recorder.steps, recorder.entries) == (80, 80)
+    rec = run._structure[0]  # type: ignore[index]
+    assert (rec.steps, rec.entries) == (80, 80)
     assert stored(data_dir / "runs" / run.id) == []
 
 
 def test_a_run_past_the_records_bounds_stores_nothing_and_is_derived_when_read(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(live, "MAX_SIGNATURES", 2)  # 2 heads x clipped or not: 4
+    monkeypatch.setattr(recorder, "MAX_SIGNATURES", 2)  # 2 heads x clipped or not: 4
     run = _train(80, clip_until=40, alternate=True)
     assert run._structure[0].given_up  # type: ignore[index]
     run_dir = data_dir / "runs" / run.id
