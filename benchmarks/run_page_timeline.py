@@ -9,12 +9,14 @@ injected into every page records, on the page's own clock (ms from the navigatio
 browser's resource timing gives when the reply with the figures (the largest
 ``/_dash-layout`` or ``/_dash-update-component`` answer) arrived, and CDP's
 ``Performance.getMetrics`` the renderer's main-thread task, script, layout and style time
-per load. Figures that do not depend on the machine's load are reported too: the bytes of
-the reply with the figures, the server process's CPU time per page load (``/proc``, from
-the navigation until the page is drawn: the HTML, the layout with its figures, the
-callbacks meanwhile), and the main thread's time above. The report gives, per phase, the
-first load (Plotly compiled without V8's code cache), the median over the loads after the
-first two, and the loads in order. ``--server-only`` skips the browser: it asks for the
+per load. Figures that depend less on the machine's load are reported too: the bytes of
+the reply with the figures, and the CPU time (``/proc``) of the server process and of
+Chromium's processes by kind (renderer, GPU, browser, utility) from the navigation until
+the page is drawn (for the server: the HTML, the layout with its figures, the callbacks
+meanwhile). The report gives, per phase, the first load (Plotly compiled without V8's code
+cache), the median over the loads after the first two, and the loads in order;
+``--browsers B`` repeats the loads in B fresh browsers (the first load's figures are then
+the median of their first loads). ``--server-only`` skips the browser: it asks for the
 page's HTML and its layout (``/_dash-layout`` with the page as ``Referer``, as the browser
 does) ``--reps`` times and reports the layout's bytes and the server's CPU time per page,
 the first (nothing cached) apart.
@@ -23,6 +25,7 @@ Usage::
 
     python benchmarks/run_page_timeline.py                 # 100,000 steps, 10 loads
     python benchmarks/run_page_timeline.py --reps 4 --out /tmp/t.json
+    python benchmarks/run_page_timeline.py --reps 3 --browsers 4   # 4 cold first loads
     python benchmarks/run_page_timeline.py --server-only --reps 20 --out /tmp/s.json
 """
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -65,26 +69,6 @@ document.addEventListener('DOMContentLoaded',
             return drawing;
         };
     }
-    // dcc.Graph resizes every graph after its first drawing (``Plots.resize``: 100 ms later
-    // a relayout, unless the figure sets width and height): the synchronous work of
-    // ``Plots.supplyDefaults`` (most of a relayout that keeps the size) while it is pending
-    const resize = P.Plots.resize, defaults = P.Plots.supplyDefaults;
-    P.Plots.resize = function (gd, ...rest) {
-        if (gd) { gd.__gwResizing = (gd.__gwResizing || 0) + 1; }
-        const done = resize.call(this, gd, ...rest);
-        const end = () => { if (gd) { gd.__gwResizing -= 1; } };
-        Promise.resolve(done).then(end, end);
-        return done;
-    };
-    P.Plots.supplyDefaults = function (gd, ...rest) {
-        const t0 = performance.now();
-        const out = defaults.call(this, gd, ...rest);
-        if (gd && gd.__gwResizing) {
-            const id = gd.parentElement ? gd.parentElement.id : '';
-            window.__gwMarks.push(['relayout', id, t0, performance.now() - t0]);
-        }
-        return out;
-    };
 });
 """
 DATA_AT = """
@@ -105,7 +89,7 @@ def phases(
     metrics: dict[str, float],
     reply_bytes: int | None = None,
     server_cpu_s: float | None = None,
-    browser_cpu_s: float | None = None,
+    browser_cpu_s: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """One load's phases in ms (and the reply's bytes, when given)."""
     out: dict[str, float] = {}
@@ -115,16 +99,11 @@ def phases(
             out["DOMContentLoaded"] = at
         elif kind == "plotly":
             out["Plotly defined"] = at
-        elif kind in ("draw", "relayout"):
-            if kind == "draw":
-                first_draw = at if first_draw is None else min(first_draw, at)
-            key = f"{kind} {graph}"
+        elif kind == "draw":
+            first_draw = at if first_draw is None else min(first_draw, at)
+            key = f"draw {graph}"
             out[key] = out.get(key, 0.0) + took
     out["drawing, all graphs (sync)"] = sum(v for k, v in out.items() if k.startswith("draw "))
-    if any(k.startswith("relayout ") for k in out):
-        out["resize relayouts, all graphs (sync)"] = sum(
-            v for k, v in out.items() if k.startswith("relayout ")
-        )
     if data_at is not None:
         out["figures' reply arrived"] = data_at
         if first_draw is not None:
@@ -139,7 +118,9 @@ def phases(
     if server_cpu_s is not None:
         out["server CPU during the load"] = 1000 * server_cpu_s
     if browser_cpu_s is not None:
-        out["browser CPU during the load"] = 1000 * browser_cpu_s
+        out["browser CPU during the load"] = 1000 * sum(browser_cpu_s.values())
+        for kind, seconds in sorted(browser_cpu_s.items()):
+            out[f"of which {kind}"] = 1000 * seconds
     out["page drawn (READY)"] = total_ms
     return out
 
@@ -150,7 +131,7 @@ def measure(
     """``phases`` of ``reps`` fresh loads of the run page, after one visit of ``/``; with
     ``cpu`` (the server's CPU seconds so far), the server's CPU time of each load."""
     driver = chromium()
-    browser = dashboard._Watched(driver.service.process.pid)  # Chromium's processes
+    browser = driver.service.process.pid  # chromedriver: Chromium's processes are its own
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": dashboard.DRAWINGS})
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": MARKS})
     try:
@@ -162,7 +143,7 @@ def measure(
             driver.execute_cdp_cmd("Performance.enable", {})  # its counters start at 0
             time.sleep(0.3)  # the previous page's last requests answered
             cpu0 = cpu() if cpu else 0.0
-            browser0 = browser.cpu()
+            browser0 = cpu_by_kind(browser)
             t0 = time.perf_counter()
             driver.get(f"{url}/runs/{run}")
             while not driver.execute_script(dashboard.READY):
@@ -171,8 +152,9 @@ def measure(
                 time.sleep(0.02)
             total = 1000 * (time.perf_counter() - t0)
             server_cpu = cpu() - cpu0 if cpu else None
-            time.sleep(0.3)  # the resize relayouts dcc.Graph asks for 100 ms after drawing
-            browser_cpu = browser.cpu() - browser0
+            time.sleep(0.3)  # and the relayout dcc.Graph asks for 100 ms after each drawing
+            browser1 = cpu_by_kind(browser)
+            browser_cpu = {k: v - browser0.get(k, 0.0) for k, v in browser1.items()}
             got = driver.execute_cdp_cmd("Performance.getMetrics", {})["metrics"]
             driver.execute_cdp_cmd("Performance.disable", {})
             metrics = {m["name"]: m["value"] for m in got}
@@ -183,6 +165,24 @@ def measure(
         return loads
     finally:
         driver.quit()
+
+
+def cpu_by_kind(root: int) -> dict[str, float]:
+    """CPU seconds so far of ``root``'s descendants by Chromium process kind (``--type=``:
+    renderer, gpu-process, utility; the browser process is ``browser``)."""
+    out: dict[str, float] = {}
+    for pid in dashboard._Watched(root).pids():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").split()
+        except OSError:
+            continue
+        if pid == root or not argv or b"chrom" not in argv[0]:  # Chromium sets its title:
+            continue  # its arguments are one string there
+        kind = next((a[7:].decode() for a in argv if a.startswith(b"--type=")), "browser")
+        ticks = int(fields[11]) + int(fields[12])
+        out[kind] = out.get(kind, 0.0) + ticks / os.sysconf("SC_CLK_TCK")
+    return out
 
 
 def server_only(url: str, run: str, reps: int, cpu: Callable[[], float]) -> list[dict[str, float]]:
@@ -242,6 +242,9 @@ def main() -> None:
     p.add_argument("--tensors", type=int, default=300)
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--server-only", action="store_true", help="no browser: the layout's cost")
+    p.add_argument(
+        "--browsers", type=int, default=1, help="fresh browsers, each loading the page --reps times"
+    )
     p.add_argument("--out", default=str(ROOT / "results" / "run_page_timeline.json"))
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -257,7 +260,11 @@ def main() -> None:
             if args.server_only:
                 loads = server_only(server.url, run, args.reps, server.cpu)
             else:
-                loads = measure(server.url, run, args.reps, server.cpu)
+                loads, firsts = [], []
+                for _ in range(args.browsers):
+                    got = measure(server.url, run, args.reps, server.cpu)
+                    loads += got if not loads else got[1:]
+                    firsts.append(got[0])
         finally:
             server.stop()
     if args.server_only:
@@ -281,7 +288,12 @@ def main() -> None:
     keys = [k for k in loads[-1] if all(k in load for load in counted)]
     report: dict[str, Any] = {
         **dashboard.report_head("run_page_timeline.py", args),
-        "first_ms": {k: round(v, 1) for k, v in loads[0].items()},
+        "first_ms": {
+            k: round(statistics.median(f[k] for f in firsts), 1)
+            for k in firsts[0]
+            if all(k in f for f in firsts)
+        },
+        "first_loads": [round(f["page drawn (READY)"]) for f in firsts],
         "median_ms": {k: round(statistics.median(d[k] for d in counted), 1) for k in keys},
         "loads": [round(d["page drawn (READY)"]) for d in loads],
         "per_load_ms": [{k: round(v, 1) for k, v in d.items()} for d in loads],

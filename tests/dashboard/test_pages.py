@@ -243,8 +243,8 @@ def test_an_unchanged_runs_page_is_drawn_again_from_what_was_kept(
     assert api.requests == 1  # the run's detail, unchanged: nothing else read or built
     assert again[0] is first[0] and again[-1] == first[-1]
     assert [g.figure for g in again[1:6]] == [g.figure for g in first[1:6]]
-    ahead.ask(api, run_id, None)  # the page read ahead (its HTML asked for) is kept too
     before = api.requests
+    ahead.ask(api, run_id, None)  # the page read ahead (its HTML asked for) is kept too
     assert run.draw(api, key, "initial", outputs, ahead)[0] is first[0]
     assert api.requests == before + 1
     # another token or focus is another page; a changed detail draws the page afresh
