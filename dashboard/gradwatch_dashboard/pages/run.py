@@ -487,8 +487,9 @@ def sent(parts: dict[str, Any]) -> dict[str, Any]:
     for i in OUTPUTS:
         if i not in GRAPHS:
             for g in graphs_in(parts[i]):
-                if isinstance(g.figure, go.Figure):
-                    g.figure = g.figure.to_dict()
+                figure = getattr(g, "figure", None)  # a prop Dash sets on the instance
+                if isinstance(figure, go.Figure):
+                    g.figure = figure.to_dict()  # type: ignore[attr-defined]
     return parts | {i: parts[i].to_dict() for i in GRAPHS}
 
 
