@@ -92,6 +92,12 @@ def test_run_page_of_the_nan_onset(
     assert len(plotly_requests) == 1, plotly_requests
     assert f"/{package}/" in plotly_requests[0]
     assert f"{path.rsplit('/', 1)[-1].split('.')[0]}.v" in plotly_requests[0]
+    # the layout was asked for once, from the page's head (EARLY_LAYOUT), and Dash took it
+    layouts = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(r => r.name)"
+        ".filter(n => n.endsWith('/_dash-layout'))"
+    )
+    assert len(layouts) == 1, layouts
     # Dash's polyfill left the browser's own typed arrays and promises (its JavaScript
     # versions are what Plotly would decode and draw with), and kept what it adds
     scripted = browser.execute_script(NOT_NATIVE)

@@ -210,7 +210,7 @@ def test_the_first_drawing_takes_the_page_read_ahead_once(
     assert read == once.requests  # the drawing asked for nothing more
     assert texts(got[0]) == texts(fresh[0]) and got[-1] == fresh[-1]
     for drawn, again in zip(got[1:6], fresh[1:6], strict=True):
-        assert drawn.figure.to_plotly_json() == again.figure.to_plotly_json()
+        assert drawn.figure == again.figure  # as sent: dicts with base64 typed arrays
     run.draw(api, key, "initial", outputs, ahead)  # taken once: the next drawing reads
     assert api.requests > read
     # a redraw (a poll's token) reads afresh even with a page read ahead
@@ -230,6 +230,34 @@ def test_the_first_drawing_takes_the_page_read_ahead_once(
     assert api.requests > before
 
 
+def test_an_unchanged_runs_page_is_drawn_again_from_what_was_kept(
+    demo_url: str, demo_ids: dict[str, str]
+) -> None:
+    outputs = [ids.RUN_HEADER, *run.GRAPHS, ids.RUN_FINDINGS, ids.RUN_FINGERPRINT]
+    run_id = demo_ids["nan-onset"]
+    key = {"run": run_id, "focus": None}
+    ahead = run.Ahead()
+    first = run.draw(Counting(demo_url), key, "initial", outputs, ahead)
+    api = Counting(demo_url)
+    again = run.draw(api, key, "initial", outputs, ahead)
+    assert api.requests == 1  # the run's detail, unchanged: nothing else read or built
+    assert again[0] is first[0] and again[-1] == first[-1]
+    assert [g.figure for g in again[1:6]] == [g.figure for g in first[1:6]]
+    before = api.requests
+    ahead.ask(api, run_id, None)  # the page read ahead (its HTML asked for) is kept too
+    assert run.draw(api, key, "initial", outputs, ahead)[0] is first[0]
+    assert api.requests == before + 1
+    # another token or focus is another page; a changed detail draws the page afresh
+    other = Counting(demo_url, token="someone-else")
+    assert run.draw(other, key, "initial", outputs, ahead)[0] is not first[0]
+    at = (demo_url, None, run_id, None)
+    detail = Api(demo_url).get(f"/runs/{run_id}")
+    ahead.kept.put(at, {**detail, "frames": detail["frames"] - 1}, {})  # drawn before a frame
+    before = api.requests
+    redrawn = run.draw(api, key, "initial", outputs, ahead)
+    assert api.requests > before + 1 and texts(redrawn[0]) == texts(first[0])
+
+
 def test_the_router_lays_the_run_page_out_drawn(demo_url: str, demo_ids: dict[str, str]) -> None:
     # in a dashboard request the router's reply is the drawn page: no second round trip
     app = create_dash()
@@ -243,7 +271,7 @@ def test_the_router_lays_the_run_page_out_drawn(demo_url: str, demo_ids: dict[st
     drawn = slots[ids.RUN_VERSION].data
     assert drawn["token"] == run.INITIAL and drawn["version"][0] == DEMO_STEPS
     for graph_id in run.GRAPHS:
-        assert slots[f"{graph_id}-graph"].figure.data  # every chart comes with its traces
+        assert slots[f"{graph_id}-graph"].figure["data"]  # every chart comes with its traces
     assert "First NaN/Inf at step" in " ".join(texts(slots[ids.RUN_HEADER]))
     # a run that is not there: the page says so, and polling has nothing to redraw
     with app.server.test_request_context("/runs/nope", environ_overrides=server):
@@ -332,6 +360,9 @@ def test_every_page_loads_plotly_up_front_from_an_address_cached_for_a_year(
         assert len(body) > 10_000
     with urllib.request.urlopen(demo_url + srcs[0]) as reply:
         assert reply.read() == plotly_js.read_bytes()
+    # the layout is asked for from the head, before any script is loaded
+    early = page.index("/_dash-layout")
+    assert early < page.index("<script defer") and early < page.index("<script src")
 
 
 def test_compare_view_of_the_replicate_group(demo_api: Api, demo_ids: dict[str, str]) -> None:

@@ -15,10 +15,12 @@ import datetime as dt
 import re
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypedDict
 
 import numpy as np
+import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from gradwatch.core.contract import status_words
@@ -93,15 +95,18 @@ def layout(run_id: str, step: str | None = None, **_params: str) -> html.Div:
     )
 
 
-def fetch(api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
-    """Everything the page shows, requested concurrently; raises ``ApiError``."""
+def fetch(
+    api: Api, run_id: str, focus: int | None, detail: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Everything the page shows, requested concurrently (``detail``: the run's, when it
+    was just read); raises ``ApiError``."""
     # the findings with the run, not after it: the lifecycle window opens at the first
     # lifecycle finding, and a live page should not wait one more round trip for that
     with ThreadPoolExecutor(4) as pool:
         shaped = pool.submit(structure_panel.fetch, api, run_id)
         asked = pool.submit(api.get, f"/runs/{run_id}/findings", limit=1000)
         logged = pool.submit(api.get, f"/runs/{run_id}/scalars")
-        detail = api.get(f"/runs/{run_id}")
+        detail = detail if detail is not None else api.get(f"/runs/{run_id}")
         findings = asked.result()
         keys = [str(k) for k in logged.result()["data"]][:MAX_SCALARS]
     findings["names"] = referenced(api, findings["data"])
@@ -412,6 +417,92 @@ def evidence(
     return [part for link in links for part in (link, " · ")][:-1]
 
 
+KEPT = 16  # drawn pages kept for their next load (the latest)
+
+
+class Kept:
+    """The latest ``KEPT`` drawn pages, by server, token, run and focused step, each with the
+    run's detail (``GET /runs/{id}``) it was drawn from. The next load of such a page reads
+    the run's detail only, and when that is the same it is drawn from here, without reading
+    the run's data or building its figures again. The detail is the run's version: every
+    frame stored raises its ``frames`` (and ``steps``, ``last_seen``), every finding its
+    counts, an end record its status; a status that changes with time (running, then
+    stalled) changes it too. So a finished run's page is read once, and a live run's page
+    is drawn afresh whenever the run posted since. (What is not the run's own stays as
+    drawn: the name of a replicate a drift finding refers to.)"""
+
+    def __init__(self, size: int = KEPT) -> None:
+        self._lock = threading.Lock()
+        self._size = size
+        self._pages: OrderedDict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any]]] = (
+            OrderedDict()
+        )
+
+    def holds(self, key: tuple[Any, ...]) -> bool:
+        """Whether a page is kept under ``key`` (of any detail)."""
+        with self._lock:
+            return key in self._pages
+
+    def get(self, key: tuple[Any, ...], detail: dict[str, Any]) -> dict[str, Any] | None:
+        """The page kept under ``key`` if it was drawn from ``detail``, else ``None``."""
+        with self._lock:
+            kept = self._pages.get(key)
+            if kept is None or kept[0] != detail:
+                return None
+            self._pages.move_to_end(key)
+            return kept[1]
+
+    def put(self, key: tuple[Any, ...], detail: dict[str, Any], parts: dict[str, Any]) -> None:
+        """Keep ``parts``, drawn from ``detail``, under ``key`` (in place of what was)."""
+        with self._lock:
+            self._pages[key] = (detail, parts)
+            self._pages.move_to_end(key)
+            while len(self._pages) > self._size:
+                self._pages.popitem(last=False)
+
+
+def build(api: Api, run_id: str, focus: int | None, kept: Kept | None = None) -> dict[str, Any]:
+    """``view(fetch(...))`` with every figure in the form sent to the browser (``sent``):
+    from ``kept`` when the run's detail is the one its kept page was drawn from, else read,
+    drawn and kept; raises ``ApiError``."""
+    key = (api.base_url, api.token, run_id, focus)
+    detail = None
+    if kept is not None and kept.holds(key):
+        detail = api.get(f"/runs/{run_id}")
+        parts = kept.get(key, detail)
+        if parts is not None:
+            return parts
+    data = fetch(api, run_id, focus, detail)
+    parts = sent(view(data))
+    if kept is not None:
+        kept.put(key, data["detail"], parts)
+    return parts
+
+
+def sent(parts: dict[str, Any]) -> dict[str, Any]:
+    """``parts`` with every figure as the dict Dash sends (``Figure.to_dict``: its arrays
+    as base64 typed arrays), made once: a kept page is sent without copying and converting
+    its figures again. The graphs inside the other parts (the user's metrics, the
+    structure timeline), built for this drawing only, get theirs in place."""
+    for i in OUTPUTS:
+        if i not in GRAPHS:
+            for g in graphs_in(parts[i]):
+                figure = getattr(g, "figure", None)  # a prop Dash sets on the instance
+                if isinstance(figure, go.Figure):
+                    g.figure = figure.to_dict()  # type: ignore[attr-defined]
+    return parts | {i: parts[i].to_dict() for i in GRAPHS}
+
+
+def graphs_in(part: Any) -> list[dcc.Graph]:
+    """The ``dcc.Graph`` components in ``part`` (a component, a list of them, or text)."""
+    if isinstance(part, list | tuple):
+        return [g for p in part for g in graphs_in(p)]
+    if isinstance(part, dcc.Graph):
+        return [part]
+    children = getattr(part, "children", None)
+    return graphs_in(children) if children is not None else []
+
+
 AHEAD_S = 10.0  # a page's data asked for ahead are used for its first drawing this long
 AHEAD_MAX = 8  # pages asked for ahead at once (others are drawn as they ask)
 AHEAD_KEY = "gradwatch-run-ahead"
@@ -429,6 +520,7 @@ class Ahead:
         self._lock = threading.Lock()
         self._pages: dict[tuple[Any, ...], tuple[float, Future[dict[str, Any]]]] = {}
         self._pool = ThreadPoolExecutor(2, thread_name_prefix="gradwatch-run-ahead")
+        self.kept = Kept()  # the latest pages drawn, for loads of unchanged runs
 
     def ask(self, api: Api, run_id: str, focus: int | None) -> None:
         """Start reading the page of ``run_id`` (nothing if it is already being read)."""
@@ -438,7 +530,7 @@ class Ahead:
                 del self._pages[old]
             if key in self._pages or len(self._pages) >= AHEAD_MAX:
                 return
-            self._pages[key] = (now, self._pool.submit(lambda: view(fetch(api, run_id, focus))))
+            self._pages[key] = (now, self._pool.submit(build, api, run_id, focus, self.kept))
 
     def take(self, api: Api, run_id: str, focus: int | None) -> dict[str, Any]:
         """The page's parts: those asked for ahead when there are, else read now; raises
@@ -447,7 +539,7 @@ class Ahead:
             asked = self._pages.pop((api.base_url, api.token, run_id, focus), None)
         if asked is not None and time.monotonic() - asked[0] <= AHEAD_S:
             return asked[1].result()
-        return view(fetch(api, run_id, focus))
+        return build(api, run_id, focus, self.kept)
 
 
 def first_drawing(key: RunKey) -> dict[str, Any] | None:
@@ -558,7 +650,7 @@ def drawing(api: Api, key: RunKey, pending: Any, ahead: Ahead | None = None) -> 
         if ahead is not None and pending == INITIAL:
             parts = ahead.take(api, run_id, focus)
         else:
-            parts = view(fetch(api, run_id, focus))
+            parts = build(api, run_id, focus, ahead.kept if ahead is not None else None)
     except ApiError as e:
         missing = empty_state(f"Cannot show run {run_id}: {e.detail}", id="run-missing")
         return {i: None for i in OUTPUTS} | {
