@@ -68,6 +68,16 @@ class WatchedModels(Protocol):
         ...
 
 
+class StepRows(Protocol[W_contra]):
+    """Where an optimizer watch hands its windows of rows
+    (:class:`gradwatch.hooks.pipeline.StepPipeline`: structure, row checks and records, on
+    the I/O thread)."""
+
+    def emit(self, watch: W_contra, reader: Reader[StepMeta]) -> None:
+        """Queue a window of rows (the transfer is waited for on the I/O thread)."""
+        ...
+
+
 class Guard(Protocol):
     """Wraps a hook so that nothing but a requested ``IntegrityError`` escapes it."""
 
@@ -98,6 +108,8 @@ class HookContext(Protocol[W]):
     @property
     def saver(self) -> PolicySaver: ...
     @property
+    def pipeline(self) -> StepRows[W]: ...
+    @property
     def model_hooks(self) -> WatchedModels: ...
 
     @property
@@ -114,5 +126,3 @@ class HookContext(Protocol[W]):
     def applied_elsewhere(self) -> Callable[[int, W], bool]: ...
     @property
     def after_step(self) -> Callable[[W], None]: ...
-    @property
-    def emit_steps(self) -> Callable[[W, Reader[StepMeta]], None]: ...

@@ -433,7 +433,7 @@ class OptimizerWatch:
             write_row(row, values, loss, batch, zeroed)
             reader = self.transfer.commit(meta)
         if reader is not None:
-            self.run.emit_steps(self, reader)
+            self.run.pipeline.emit(self, reader)
         return values
 
     def learning_rates(self) -> list[float]:

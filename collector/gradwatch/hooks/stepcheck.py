@@ -228,7 +228,7 @@ class StepChecker:
     def finite_window(self, data: torch.Tensor, metas: list[StepMeta]) -> bool:
         """Whether no row of the window holds a non-finite gradient norm, a non-finite
         gradient count or a non-finite loss (a window with one is checked even when the
-        checks are behind: see ``Run._check_rows``)."""
+        checks are behind: see :meth:`gradwatch.hooks.pipeline.StepPipeline.check_rows`)."""
         win = self._window(data, metas)
         return (
             bool(torch.isfinite(win.grad_norm).all())

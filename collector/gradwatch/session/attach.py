@@ -323,7 +323,8 @@ def watch(
     )
     run._sink.optimizer_names = _optimizer_names(optimizers)
     if rank is not None:
-        run._ranks = ddp.RankSync(run._ctx, rank, opts.ddp_every, fast)
+        # its cross-rank checks read each window of rows on the I/O thread, after the checks
+        run._ranks = run._pipeline.ranks = ddp.RankSync(run._ctx, rank, opts.ddp_every, fast)
     if no_ranks:
         run._report_once("ddp", f"cross-rank checks are off: {no_ranks}")
     run._start([start, records.fingerprint_record("fast", fast)], fast)

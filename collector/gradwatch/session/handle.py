@@ -18,10 +18,10 @@ import torch
 
 from gradwatch.checks.amp import ScalerWatch
 from gradwatch.checks.engine import CheckEngine
-from gradwatch.checks.findings import Finding, FindingSink, finding
+from gradwatch.checks.findings import Finding, FindingSink
 from gradwatch.core.contract import EndMeta
 from gradwatch.core.errors import IntegrityError
-from gradwatch.core.structure.recorder import STORED, Recorder
+from gradwatch.core.structure.recorder import STORED
 from gradwatch.core.wire import Record
 from gradwatch.hooks import backward as backward_tap
 from gradwatch.hooks import lossguard
@@ -32,12 +32,11 @@ from gradwatch.hooks.connectivity import GraphWatch
 from gradwatch.hooks.loaders import LoaderWatch
 from gradwatch.hooks.model import ModelHooks
 from gradwatch.hooks.optimizer import OptimizerWatch
+from gradwatch.hooks.pipeline import SCALARS_PER_RECORD, StepPipeline
 from gradwatch.nan.origin import NanOrigin
 from gradwatch.session.options import WatchOptions
 from gradwatch.session.run_context import RunContext
-from gradwatch.stats.transfer import Reader
 from gradwatch.transport import record_builder as records
-from gradwatch.transport.record_builder import StepMeta
 from gradwatch.transport.writer import RunIO
 
 if TYPE_CHECKING:
@@ -48,17 +47,12 @@ R = TypeVar("R")
 
 HEARTBEAT_SECONDS = 5.0
 FINGERPRINT_WAIT = 2.0  # close() waits at most this long for the slow fingerprint
-FINAL_CHECKS_WAIT = 10.0  # close() waits this long for the checks of the last rows
 #: on the CPU, rows go to the writer in windows of at most this many steps or seconds: each
 #: window costs the writer fixed work (the windowed checks' tensor ops, one STEPS record, one
 #: spool write; benchmarks/results/writer_replay.md) on top of its rows, shared by fewer
 #: rows the shorter the window; a SIGKILLed process loses at most a window and a writer
 #: tick (0.2 s): under a second
 CPU_GROUP_STEPS, CPU_GROUP_SECONDS = 256, 0.5
-#: records waiting behind a window of rows beyond which its checks are skipped (when every
-#: value in it is finite): on the CPU a tiny model can step faster than the checks run
-CHECKS_BACKLOG = 8
-_SCALARS_PER_RECORD = 512
 _SHARED_KEPT = 256
 _live: weakref.WeakSet[Run] = weakref.WeakSet()
 
@@ -111,14 +105,11 @@ class Run:
         transfer_every = options.transfer_every or (CPU_GROUP_STEPS if cpu else 10)
         transfer_max_age = CPU_GROUP_SECONDS if cpu and not options.transfer_every else None
         self._names = names
-        self.unchecked_steps = 0  # written while the checks were behind (see _check_rows)
         self.status = "running"
         self._closed = False
         self._forked = False
-        self._closed_checks = False
         self._lock = threading.Lock()
         self._reported: set[str] = set()
-        self._scalars: list[tuple[int, str, float | torch.Tensor]] = []
         self._last_heartbeat = time.monotonic()
         self._ranks: RankSync | None = None  # set by watch() in a multi-rank job
         self._io = RunIO(run_dir, server=options.server, token=options.token)
@@ -144,7 +135,6 @@ class Run:
             report_once=self._report_once,
             applied_elsewhere=self._applied_elsewhere,
             after_step=self._after_step,
-            emit_steps=self._emit_steps,
         )
         #: passes that reached several optimizers -> those optimizers (the latest few)
         self._shared: dict[int, list[OptimizerWatch]] = {}
@@ -154,13 +144,8 @@ class Run:
         self._watches.extend(
             OptimizerWatch(ctx, i, opt, device) for i, opt in enumerate(optimizers)
         )
-        #: each optimizer's step signatures, kept on the I/O thread (structure findings)
-        self._structure = (
-            [Recorder(w.names) for w in self._watches]
-            if self._sink.enabled("structure-change") or self._sink.enabled("structure-safeguard")
-            else None
-        )
-        self._structure_stored = False
+        #: the per-step work on the I/O thread (structure, row checks, records)
+        self._pipeline = ctx.pipeline = StepPipeline(ctx)
         self._graph = GraphWatch(ctx)
         self._model_hooks = ctx.model_hooks = ModelHooks(ctx, models, self._watches)
         self._checks.coverage.runs = self._model_hooks.runs
@@ -206,6 +191,11 @@ class Run:
         return list(self._sink.findings)
 
     @property
+    def unchecked_steps(self) -> int:
+        """Steps written unchecked while the checks were behind training."""
+        return self._pipeline.unchecked_steps
+
+    @property
     def closed(self) -> bool:
         """Whether :meth:`close` has run."""
         return self._closed
@@ -230,34 +220,29 @@ class Run:
         not a number or a one-element tensor is reported once and dropped."""
         if self._closed or self._forked:
             return
+        pipeline = self._pipeline
         for key, value in dict(values).items():
             if isinstance(value, torch.Tensor) and value.numel() == 1:
-                self._scalars.append((self.step, str(key), value.detach().reshape(())))
+                pipeline.scalars.append((self.step, str(key), value.detach().reshape(())))
             elif isinstance(value, int | float):
-                self._scalars.append((self.step, str(key), float(value)))
+                pipeline.scalars.append((self.step, str(key), float(value)))
             else:
                 self._report_once(
                     f"log:{key}",
                     f"run.log({key!r}=...) needs a number or a "
                     f"one-element tensor, got {type(value).__name__}; dropped",
                 )
-        if len(self._scalars) >= _SCALARS_PER_RECORD:
-            self._emit_scalars()
+        if len(pipeline.scalars) >= SCALARS_PER_RECORD:
+            pipeline.emit_scalars()
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Move everything collected so far to the spool (and the server when one is set)."""
         if self._forked:
             return False
-        for watch in self._watches:
-            self._drain(watch)
-        self._emit_scalars()
+        self._pipeline.drain()
+        self._pipeline.emit_scalars()
         self._sink.flush()
         return self._io.flush(timeout)
-
-    def _drain(self, watch: OptimizerWatch) -> None:
-        reader = watch.drain()
-        if reader is not None:
-            self._emit_steps(watch, reader)
 
     def close(
         self, status: str = "finished", *, error: str | None = None, timeout: float = 10.0
@@ -271,7 +256,7 @@ class Run:
         _live.discard(self)
         if self._forked:
             return
-        self._final_checks()
+        self._pipeline.finish()
         if self._ranks is not None:
             self._ranks.close(timeout / 2)
         lossguard.uninstall(self._shape_listener)
@@ -291,7 +276,7 @@ class Run:
             "internal_errors": self._ctx.internal_errors,
             "io": self._io.stats.__dict__.copy(),
         }
-        if self._structure_stored:
+        if self._pipeline.structure_stored:
             end["structure"] = STORED
         self._io.submit(records.end_record(end))
         self._io.close(timeout)
@@ -303,61 +288,6 @@ class Run:
                 f"{lost} records could not be written to {self.dir} "
                 f"({stats.last_error}); the run's data there is incomplete",
             )
-
-    def _final_checks(self) -> None:
-        try:
-            for watch in self._watches:
-                if watch.manual is not None:
-                    watch.manual.check()  # the last update by hand
-            for watch in self._watches:
-                self._drain(watch)
-            self._io.flush(FINAL_CHECKS_WAIT)  # the I/O thread checks the last rows
-            self._closed_checks = True
-            self._checks.close([watch.checker.finish() for watch in self._watches])
-        except Exception as exc:  # never let a check break close()
-            self._ctx.internal_errors += 1
-            self._report_once("final checks", f"internal error in the final checks ({exc})")
-        self._structure_findings()
-
-    def _observe_structure(self, index: int, metas: list[Any]) -> None:
-        """On the I/O thread: add a window of steps to the optimizer's structure."""
-        if self._structure is None:
-            return
-        try:
-            self._structure[index].observe(metas)
-        except Exception as exc:
-            self._ctx.internal_errors += 1
-            self._structure = None  # an incomplete sequence would show changes that are not
-            self._report_once("structure", f"internal error in the structure record ({exc})")
-
-    def _structure_findings(self) -> None:
-        """At close: store where the run's structure changed for good and the safeguards
-        it dropped (:mod:`gradwatch.core.structure.recorder`), as findings of the run."""
-        recorders = self._structure
-        if recorders is None or not all(r.within_bounds() for r in recorders):
-            return  # the readers derive them, with their own bounds
-        try:
-            for o, recorder in enumerate(recorders):
-                label = f" (optimizer {o})" if len(recorders) > 1 else ""
-                for f in recorder.findings(label):
-                    self._sink.clear(f["check"], None, o)  # each change is an event of its own
-                    self._sink.report(
-                        finding(
-                            f["check"],
-                            f["step"],
-                            f["message"],
-                            f["hint"],
-                            severity=f["severity"],
-                            optimizer=o,
-                            details=f["details"],
-                        )
-                    )
-            self._structure_stored = True
-        except IntegrityError:
-            self._structure_stored = True  # policy raise: stored, then raised at close
-        except Exception as exc:
-            self._ctx.internal_errors += 1
-            self._report_once("structure", f"internal error in the structure findings ({exc})")
 
     def __enter__(self) -> Run:
         return self
@@ -477,63 +407,6 @@ class Run:
                     {"t": time.time(), "steps": [w.step for w in self._watches]}
                 )
             )
-
-    def _emit_steps(self, watch: OptimizerWatch, reader: Reader[StepMeta]) -> None:
-        """Queue a STEPS record; the transfer is waited for on the I/O thread."""
-        index, n_tensors = watch.index, len(watch.params)
-
-        def build() -> Record:
-            data, metas = reader()
-            self._observe_structure(index, metas)
-            self._check_rows(watch, data, metas)
-            if self._ranks is not None:
-                self._ranks.observe(watch, data, metas)
-            return records.steps_record(index, n_tensors, data, metas)
-
-        self._io.submit(build)
-        if index == 0 and self._scalars:
-            self._emit_scalars()
-
-    def _check_rows(self, watch: OptimizerWatch, data: torch.Tensor, metas: list[Any]) -> None:
-        """On the I/O thread: a failing check must not cost the record its place on disk.
-
-        When the checks fall behind training (more than ``CHECKS_BACKLOG`` records wait),
-        a window whose values are all finite is written unchecked, so that the backlog
-        drains instead of growing in memory; a window with a NaN or ±Inf is always
-        checked. Said once on stderr and in a NOTICE record."""
-        if self._closed_checks:
-            return
-        if self._io.backlog() > CHECKS_BACKLOG and watch.checker.finite_window(data, metas):
-            self.unchecked_steps += len(metas)
-            if "checks behind" not in self._reported:
-                self._io.submit(
-                    records.notice_record({"notice": "checks-behind", "step": metas[0].step})
-                )
-            self._report_once(
-                "checks behind",
-                f"the integrity checks fell behind training at step {metas[0].step} (more "
-                f"than {CHECKS_BACKLOG} records waiting); steps are still recorded, and while "
-                "behind, windows without NaN/Inf are not checked. Checking every step of a "
-                "model this fast costs more than its step: use watch(every=K) to check every "
-                "K-th step",
-            )
-            return
-        try:
-            watch.checker.check_rows(data, metas, lambda: self._io.backlog() > 0)
-        except IntegrityError:
-            pass  # a raise policy acts in real time; here it is recorded already
-        except Exception as exc:
-            self._ctx.internal_errors += 1
-            self._report_once(
-                "row checks",
-                f"internal error in the checks ({type(exc).__name__}"
-                f": {exc}); training continues, some checks may be incomplete",
-            )
-
-    def _emit_scalars(self) -> None:
-        if self._scalars:
-            entries, self._scalars = self._scalars, []
-            self._io.submit(lambda: records.scalars_record(entries))
 
     def _at_exit(self) -> None:
         self.close("failed" if _uncaught.seen else "finished", error=_uncaught.seen)

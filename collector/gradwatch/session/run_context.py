@@ -3,9 +3,9 @@ the live display see of a :class:`gradwatch.session.handle.Run`, as public membe
 small object (it implements :class:`gradwatch.hooks.context.HookContext`).
 
 The run builds it first (options, names, I/O, sink, checks, its callbacks), hands it to each
-hook object it makes, and fills in the hook objects the others call (watches, model hooks,
-NaN origin, checkpoint saver) as they are made, before any hook is attached. Nothing outside
-``gradwatch.session`` reads a private member of the run.
+hook object it makes, and fills in the hook objects the others call (watches, the step
+pipeline, model hooks, NaN origin, checkpoint saver) as they are made, before any hook is
+attached. Nothing outside ``gradwatch.session`` reads a private member of the run.
 
 Members are plain attributes and the callbacks are the run's bound methods stored as they
 are: a hook reads ``ctx.after_step`` at the same cost as it read ``run._after_step``."""
@@ -24,10 +24,9 @@ if TYPE_CHECKING:
     from gradwatch.hooks.context import Guard
     from gradwatch.hooks.model import ModelHooks
     from gradwatch.hooks.optimizer import OptimizerWatch
+    from gradwatch.hooks.pipeline import StepPipeline
     from gradwatch.nan.origin import NanOrigin
     from gradwatch.session.options import WatchOptions
-    from gradwatch.stats.transfer import Reader
-    from gradwatch.transport.record_builder import StepMeta
     from gradwatch.transport.writer import RunIO
 
 
@@ -42,7 +41,6 @@ class RunContext:
         "background",
         "checks",
         "dir",
-        "emit_steps",
         "guard",
         "id",
         "internal_errors",
@@ -52,6 +50,7 @@ class RunContext:
         "nan_origin",
         "options",
         "passes",
+        "pipeline",
         "report_once",
         "saver",
         "sink",
@@ -77,13 +76,14 @@ class RunContext:
     model_hooks: ModelHooks
     nan_origin: NanOrigin
     saver: CheckpointSaver
+    #: the per-step work on the I/O thread: windows of rows -> structure, checks, records
+    pipeline: StepPipeline
     #: wraps a hook so that nothing but a requested IntegrityError escapes it
     guard: Guard
     report_once: Callable[[str, str], None]  # one line on stderr per key for the run's life
     #: whether backward pass ``n`` also reached another optimizer that has stepped since
     applied_elsewhere: Callable[[int, OptimizerWatch], bool]
     after_step: Callable[[OptimizerWatch], None]  # the end of every optimizer step
-    emit_steps: Callable[[OptimizerWatch, Reader[StepMeta]], None]  # queue a STEPS record
     #: helper threads (the slow fingerprint) that close() waits for, within its timeout
     background: list[threading.Thread]
 
@@ -103,7 +103,6 @@ class RunContext:
         report_once: Callable[[str, str], None],
         applied_elsewhere: Callable[[int, OptimizerWatch], bool],
         after_step: Callable[[OptimizerWatch], None],
-        emit_steps: Callable[[OptimizerWatch, Reader[StepMeta]], None],
     ) -> None:
         self.id = run_id
         self.dir = run_dir
@@ -122,7 +121,6 @@ class RunContext:
         self.report_once = report_once
         self.applied_elsewhere = applied_elsewhere
         self.after_step = after_step
-        self.emit_steps = emit_steps
 
     @property
     def step(self) -> int:

@@ -35,7 +35,7 @@ def _train(steps: int, *, clip_until: int = 0, alternate: bool = False) -> gradw
 
 def test_steps_alike_are_one_entry_and_a_change_starts_another(data_dir: Path) -> None:
     run = _train(120, clip_until=60)
-    rec = run._structure[0]  # type: ignore[index]
+    rec = run.context.pipeline.structure[0]  # type: ignore[index]
     # step 1 (its forward is not captured: no autocast state yet), steps 2-59 clipped, 60-120
     assert (rec.steps, rec.entries) == (120, 3)
     found = stored(data_dir / "runs" / run.id)
@@ -45,7 +45,7 @@ def test_steps_alike_are_one_entry_and_a_change_starts_another(data_dir: Path) -
 
 def test_alternating_heads_are_an_entry_a_step_and_no_finding(data_dir: Path) -> None:
     run = _train(80, alternate=True)
-    rec = run._structure[0]  # type: ignore[index]
+    rec = run.context.pipeline.structure[0]  # type: ignore[index]
     assert (rec.steps, rec.entries) == (80, 80)
     assert stored(data_dir / "runs" / run.id) == []
 
@@ -55,7 +55,7 @@ def test_a_run_past_the_records_bounds_stores_nothing_and_is_derived_when_read(
 ) -> None:
     monkeypatch.setattr(recorder, "MAX_SIGNATURES", 2)  # 2 heads x clipped or not: 4
     run = _train(80, clip_until=40, alternate=True)
-    assert run._structure[0].given_up  # type: ignore[index]
+    assert run.context.pipeline.structure[0].given_up  # type: ignore[index]
     run_dir = data_dir / "runs" / run.id
     assert "structure" not in (load_run(run_dir).end or {})
     assert [f for f in local_findings(run_dir) if f["check"].startswith("structure")] == []

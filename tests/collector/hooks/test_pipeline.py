@@ -1,6 +1,7 @@
-"""Run: when the integrity checks fall behind training, finite windows are written
-unchecked (said once, in a NOTICE record and on stderr) and windows holding a NaN are still
-checked; every step stays in the spool either way."""
+"""The step pipeline (gradwatch.hooks.pipeline): when the integrity checks fall behind
+training, finite windows are written unchecked (said once, in a NOTICE record and on
+stderr) and windows holding a NaN are still checked; every step stays in the spool either
+way."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import gradwatch
 from gradwatch.core.local_reader import load_run
 from gradwatch.core.spool import read_spool
 from gradwatch.core.wire import Kind
-from gradwatch.session import handle as run_module
+from gradwatch.hooks import pipeline
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +48,7 @@ def _notices(run: gradwatch.Run) -> list[dict[str, object]]:
 def test_finite_windows_are_written_unchecked_when_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(run_module, "CHECKS_BACKLOG", -1)  # every window counts as behind
+    monkeypatch.setattr(pipeline, "CHECKS_BACKLOG", -1)  # every window counts as behind
     run = _train(tmp_path, 40)
     assert run.unchecked_steps == 40
     local = load_run(run.dir)
@@ -62,7 +63,7 @@ def test_finite_windows_are_written_unchecked_when_behind(
 def test_a_window_with_nan_is_checked_even_when_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(run_module, "CHECKS_BACKLOG", -1)
+    monkeypatch.setattr(pipeline, "CHECKS_BACKLOG", -1)
     run = _train(tmp_path, 30, nan_at=17)
     assert any(f.check == "nonfinite-grad" and f.step == 17 for f in run.findings)
     assert run.unchecked_steps < 30
