@@ -1,5 +1,6 @@
-"""Write docs/checks.md from the code's catalogue: ``python scripts/gen_checks_doc.py``
-(``--check`` exits 1 when the committed page differs instead of writing it)."""
+"""Write docs/checks.md from the check registry (gradwatch.core.checks):
+``python scripts/gen_checks_doc.py`` (``--check`` exits 1 when the committed page differs
+instead of writing it)."""
 
 from __future__ import annotations
 

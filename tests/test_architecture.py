@@ -16,9 +16,13 @@ test fails when one is added, and when one is gone (so the list only shrinks).
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
+from gradwatch.core import checkids
+from gradwatch.core.checks import REGISTRY
+from gradwatch.core.lint_catalogue import IDS as LINT_IDS
 from tests.layers import (
     COLLECTOR_LAYERS,
     HTTP_CLIENTS,
@@ -38,6 +42,7 @@ MAX_TOP_LEVEL = 12
 PARALLEL = {
     "gradwatch.commands",
     "gradwatch.checks",
+    "gradwatch.core.checks",
     "gradwatch.lint.rules",
     "gradwatch_server.api.routes",
     "gradwatch_dashboard.pages",
@@ -507,3 +512,182 @@ def test_nothing_outside_the_session_reaches_into_run() -> None:
         for line, member in private_reaches(ast.parse(path.read_text(encoding="utf-8")), members)
     ]
     assert reaches == []
+
+
+# -- the check registry ---------------------------------------------------------------------
+#: the package whose modules declare the check families, one module per family
+FAMILY_PACKAGE = "gradwatch.core.checks"
+#: methods and functions whose first argument (or ``check=`` / ``clear=``) is a check id
+ID_TAKERS = {
+    "finding",
+    "clear",
+    "episode",
+    "settle",
+    "active",
+    "enabled",
+    "on",
+    "wants_action",
+    "emit",
+    "policy",
+}
+#: strings spelled like a check id that name something else: (module, string) -> what it is
+NOT_CHECK_IDS = {
+    ("gradwatch.demo.training", "stale-grad"): "the demo run that shows the bug",
+    ("gradwatch.commands.demo", "stale-grad"): "the demo run that shows the bug",
+}
+_ID_SHAPE = re.compile(r"[a-z]+(-[a-z0-9]+)+")
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """``id()`` of every docstring node (a module's, class's or function's first string)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out
+
+
+def _is_check_field(node: ast.expr) -> bool:
+    """``x.check``, ``x["check"]``, ``x.get("check")``: an expression that holds a check id."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "check"
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "check"
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and bool(node.args)
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value == "check"
+    )
+
+
+def _id_positions(tree: ast.Module) -> list[ast.Constant]:
+    """String literals where a check id goes: the id argument of :data:`ID_TAKERS`, the value
+    of a ``"check"`` key, what a check field is compared with."""
+    out: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+            if name in ID_TAKERS and node.args:
+                out.append(node.args[0])
+            out += [k.value for k in node.keywords if k.arg in {"check", "clear"}]
+        elif isinstance(node, ast.Dict):
+            out += [
+                v
+                for k, v in zip(node.keys, node.values, strict=True)
+                if isinstance(k, ast.Constant) and k.value == "check"
+            ]
+        elif isinstance(node, ast.Compare) and any(
+            _is_check_field(p) for p in (node.left, *node.comparators)
+        ):
+            for part in (node.left, *node.comparators):
+                elts = part.elts if isinstance(part, ast.Tuple | ast.Set | ast.List) else [part]
+                out += elts
+    return [n for n in out if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def check_id_uses(
+    tree: ast.Module, module: str, declared: set[str], lint_ids: set[str]
+) -> list[str]:
+    """``line: what`` of every use of a check id the rules forbid: a string literal of a
+    declared id (use its constant, ``gradwatch.core.checkids``), a literal in a check-id
+    position that no registry declares (a runtime check or a lint rule), and a
+    ``checkids.X`` that is no constant there."""
+    found: list[str] = []
+    docs = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value in declared and id(node) not in docs:
+            if (module, node.value) not in NOT_CHECK_IDS:
+                found.append(f"{node.lineno}: {node.value!r} (use its constant)")
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "checkids"
+            and node.attr.isupper()
+            and not hasattr(checkids, node.attr)
+        ):
+            found.append(f"{node.lineno}: checkids.{node.attr} (not declared)")
+    for node in _id_positions(tree):
+        if _ID_SHAPE.fullmatch(node.value) and node.value not in declared | lint_ids:
+            found.append(f"{node.lineno}: {node.value!r} (not declared)")
+    return sorted(set(found))
+
+
+def family_declarations(tree: ast.Module) -> tuple[set[str], int]:
+    """The check ids a module assigns to constants (``X: Final = "x-y"``), and how many
+    ``Check(...)`` / ``Family(...)`` calls it makes."""
+    ids: set[str] = set()
+    calls = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign | ast.Assign) and isinstance(node.value, ast.Constant):
+            value = node.value.value
+            if isinstance(value, str) and _ID_SHAPE.fullmatch(value):
+                ids.add(value)
+        elif isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+            calls += name in {"Check", "Family"}
+    return ids, calls
+
+
+def test_the_check_id_rule_fails_on_a_violation() -> None:
+    code = ast.parse(
+        '"""Docstring: sink.finding("stale-grad") is fine here."""\n'
+        "def f(sink, f):\n"
+        '    sink.finding("stale-grad", 1)\n'  # a declared id spelled out
+        '    sink.enabled("stale-grd")\n'  # an id no registry declares
+        '    if f.get("check") == "loss-detatched": pass\n'  # compared with a check field
+        "    checkids.STALE_GRD\n"  # no such constant
+        "    sink.finding(checkids.STALE_GRAD, 1); sink.on('loss-detached')\n"  # fine
+    )
+    assert check_id_uses(code, "m", {"stale-grad"}, {"loss-detached"}) == [
+        "3: 'stale-grad' (use its constant)",
+        "4: 'stale-grd' (not declared)",
+        "5: 'loss-detatched' (not declared)",
+        "6: checkids.STALE_GRD (not declared)",
+    ]
+
+
+def test_check_ids_are_the_registrys_constants() -> None:
+    """Code names a check by its registry constant, never by a string, and every id it uses
+    is declared (a runtime check of the registry, or a rule of the lint catalogue)."""
+    declared = set(REGISTRY.by_id)
+    lint_ids = set(LINT_IDS)
+    found = [
+        f"{name}:{where}"
+        for name, path in sorted(_sources().items())
+        if not name.startswith(FAMILY_PACKAGE + ".")
+        for where in check_id_uses(
+            ast.parse(path.read_text(encoding="utf-8")), name, declared, lint_ids
+        )
+    ]
+    assert found == []
+
+
+def test_the_family_rule_fails_on_a_check_declared_elsewhere() -> None:
+    ids, calls = family_declarations(
+        ast.parse('X: Final = "x-y"\nF = Family(__name__, "S", (Check(X, "info", "read"),))')
+    )
+    assert (ids, calls) == ({"x-y"}, 2)
+
+
+def test_each_family_declares_its_checks_in_its_own_module() -> None:
+    """Every check is declared, with its id constant, by its family's module (and only
+    there): a ``Check``/``Family`` outside ``gradwatch.core.checks`` fails, as does a family
+    whose constants and checks differ, or a module of the package that is no family."""
+    sources = _sources()
+    families = {f.module: f for f in REGISTRY.families}
+    modules = sorted(n for n in sources if n.startswith(FAMILY_PACKAGE + "."))
+    assert modules == sorted(families)  # every family module is registered, and only those
+    for name, path in sorted(sources.items()):
+        ids, calls = family_declarations(ast.parse(path.read_text(encoding="utf-8")))
+        family = families.get(name)
+        if family is None:
+            outside = name not in {"gradwatch.core.registry", FAMILY_PACKAGE}
+            assert not (outside and calls), f"{name} declares checks outside their family"
+            continue
+        assert ids == {c.id for c in family.checks}, name
+        assert all(REGISTRY.family_of[c.id] == name for c in family.checks)

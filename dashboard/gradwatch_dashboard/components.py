@@ -7,6 +7,7 @@ from typing import Any
 
 from dash import dcc, html
 
+from gradwatch.core import checkids
 from gradwatch.core.contract import status_words
 from gradwatch.core.incidents import View, evidence, views
 from gradwatch_dashboard.values import fmt
@@ -178,7 +179,7 @@ def _extra(run_id: str, f: dict[str, Any]) -> list[Any]:
         else:
             out.append(html.Div("not seen at runtime (yet)", className="gw-muted"))
     reference = (f.get("details") or {}).get("reference")
-    if f.get("check") == "repro-drift" and reference:
+    if f.get("check") == checkids.REPRO_DRIFT and reference:
         href = f"/compare?runs={reference},{run_id}"
         out.append(dcc.Link("compare with its replicate", href=href, className="gw-compare-link"))
     if f.get("hint") and f.get("role") != "consequence":  # a consequence's fix is its cause's

@@ -16,6 +16,7 @@ from typing import Any
 import plotly.graph_objects as go
 from dash import dcc, html
 
+from gradwatch.core import checkids
 from gradwatch_dashboard.api_client import Api, ApiError
 from gradwatch_dashboard.components import badge, empty_state, graph, table
 from gradwatch_dashboard.figures import base, label
@@ -49,7 +50,7 @@ def fetch(api: Api, run_id: str) -> dict[str, Any]:
 
 def lane(finding: dict[str, Any]) -> str:
     """The lane of one structure finding."""
-    if finding.get("check") == "group-invariant":
+    if finding.get("check") == checkids.GROUP_INVARIANT:
         return LANES["group"]
     element = str((finding.get("details") or {}).get("element") or "state")
     return LANES.get(element, LANES["state"])

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from gradwatch.checks.findings import FindingSink, finding
+from gradwatch.core import checkids
 from gradwatch.core.contract import Severity
 
 CONSECUTIVE_WARN = 3
@@ -77,13 +78,13 @@ class ScalerWatch:
         return bool(flags) and any(float(v) > 0 for v in flags)
 
     def _before_update(self) -> None:
-        if not self.sink.enabled("amp-overflow"):
+        if not self.sink.enabled(checkids.AMP_OVERFLOW):
             return
         skipped = self._found_inf()
         self.recent.append(skipped)
         self.consecutive = self.consecutive + 1 if skipped else 0
         if not skipped:
-            self.sink.clear("amp-overflow")
+            self.sink.clear(checkids.AMP_OVERFLOW)
             return
         self.skipped += 1
         scale = float(self.scaler.get_scale())
@@ -95,7 +96,7 @@ class ScalerWatch:
         step = self.step() + 1
         self.sink.report(
             finding(
-                "amp-overflow",
+                checkids.AMP_OVERFLOW,
                 step,
                 "the GradScaler skipped this step (inf/NaN gradients; "
                 f"{self.consecutive} in a row, "
@@ -116,5 +117,5 @@ class ScalerWatch:
                 },
             )
         )
-        self.sink.clear("amp-overflow")  # every skip is its own finding
+        self.sink.clear(checkids.AMP_OVERFLOW)  # every skip is its own finding
         self.sink.flush()

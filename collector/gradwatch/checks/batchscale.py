@@ -32,6 +32,7 @@ from typing import Any
 from gradwatch.checks.findings import Finding
 from gradwatch.checks.fmt import num, times
 from gradwatch.checks.loss import median
+from gradwatch.core import checkids
 
 MIN_HISTORY = 20
 WINDOW = 100
@@ -39,7 +40,13 @@ DECADES = 1.0
 MADS = 8.0
 #: the findings an outlier batch explains when they are found at its step
 SYMPTOMS = frozenset(
-    {"exploding-grad", "nonfinite-loss", "nonfinite-grad", "nonfinite-param", "update-ratio"}
+    {
+        checkids.EXPLODING_GRAD,
+        checkids.NONFINITE_LOSS,
+        checkids.NONFINITE_GRAD,
+        checkids.NONFINITE_PARAM,
+        checkids.UPDATE_RATIO,
+    }
 )
 _KEPT = 16  # outlier steps remembered per optimizer (findings of a window come soon after)
 _REFRESH = 10  # batches between recomputations of the median and deviation

@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 
 from gradwatch.checks.findings import FindingSink, finding
 from gradwatch.checks.fmt import num
+from gradwatch.core import checkids
 
-ID = "loss-at-chance"
+ID = checkids.LOSS_AT_CHANCE
 WARMUP = 100  # collected steps before the window starts
 WINDOW = 200  # collected steps the loss must stay at ln C
 CHUNK = 10  # losses per mean (mini-batch noise averages out within one)

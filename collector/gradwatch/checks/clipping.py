@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from gradwatch.checks.findings import Action, FindingSink, finding
 from gradwatch.checks.view import Event, StepView
+from gradwatch.core import checkids
 
-ID = "clip-before-backward"
+ID = checkids.CLIP_BEFORE_BACKWARD
 #: steps that clipped before backward (in the run) before the finding is reported
 CLIP_STEPS = 2
 

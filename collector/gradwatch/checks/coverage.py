@@ -14,6 +14,7 @@ from gradwatch.checks.findings import Action, FindingSink, finding, listing
 from gradwatch.checks.fmt import counted
 from gradwatch.checks.twins import Copy
 from gradwatch.checks.view import StepView, held_for
+from gradwatch.core import checkids
 
 PERSIST_STEPS = 3  # param-no-grad and param-not-updated must hold this many steps in a row
 #: optimizer steps a never-used parameter (its module did not run in a training forward)
@@ -79,13 +80,13 @@ class CoverageChecks:
         key = self._not_in_optimizer
         if not names:
             if key is not None:
-                self.sink.clear("param-not-in-optimizer", key)
+                self.sink.clear(checkids.PARAM_NOT_IN_OPTIMIZER, key)
             self._not_in_optimizer = None
             return
         key = self._not_in_optimizer = key or names[0]
         self.sink.report(
             finding(
-                "param-not-in-optimizer",
+                checkids.PARAM_NOT_IN_OPTIMIZER,
                 step,
                 f"{_these(names, verb='is')} in no optimizer, so "
                 f"{'it never trains' if len(names) == 1 else 'they never train'} (a layer "
@@ -104,7 +105,7 @@ class CoverageChecks:
         frozen by design (:func:`gradwatch.checks.twins.adapters_only`)."""
         self.sink.report(
             finding(
-                "param-not-in-optimizer",
+                checkids.PARAM_NOT_IN_OPTIMIZER,
                 step,
                 f"{_these(names, verb='is')} in no optimizer while the optimizer holds "
                 f"exactly the {counted(adapters, 'tensor')} of the registered "
@@ -125,7 +126,7 @@ class CoverageChecks:
             name = type(copy.module).__name__
             self.sink.report(
                 finding(
-                    "param-not-in-optimizer",
+                    checkids.PARAM_NOT_IN_OPTIMIZER,
                     step,
                     f"`{copy.path}` ({name}) is in no optimizer, and the loss does not reach "
                     f"it: a copy of `{copy.original}`, which trains — a target network or an "
@@ -161,7 +162,7 @@ class CoverageChecks:
             frozen_for = v.step - since
             self.sink.report(
                 finding(
-                    "frozen-param-in-optimizer",
+                    checkids.FROZEN_PARAM_IN_OPTIMIZER,
                     v.step,
                     f"{_these(names, verb='has')} requires_grad=False but "
                     f"{'sits' if len(names) == 1 else 'sit'} in optimizer {v.optimizer}"
@@ -191,7 +192,7 @@ class CoverageChecks:
             optimizer in self._no_grad
             or optimizer in self._all_zero
             or optimizer in self._ever
-            or ("param-no-grad", optimizer) in self._calm
+            or (checkids.PARAM_NO_GRAD, optimizer) in self._calm
         )
 
     def all_had_grad(self, optimizer: int) -> None:
@@ -203,7 +204,9 @@ class CoverageChecks:
 
     def not_updated_streak(self, optimizer: int) -> bool:
         """Whether a ``param-not-updated`` streak or episode of ``optimizer`` is running."""
-        return optimizer in self._not_updated or ("param-not-updated", optimizer) in self._calm
+        return (
+            optimizer in self._not_updated or (checkids.PARAM_NOT_UPDATED, optimizer) in self._calm
+        )
 
     def _episode(self, check: str, optimizer: int, names: list[str]) -> str | None:
         """:meth:`FindingSink.episode` with hysteresis: an open episode ends only after
@@ -236,7 +239,7 @@ class CoverageChecks:
         streak = self._no_grad.get(o)
         if streak is None and all(v.has_grad) and bool((v.grad_norm != 0).all()):
             self.all_had_grad(o)
-            self._episode("param-no-grad", o, [])
+            self._episode(checkids.PARAM_NO_GRAD, o, [])
             return []  # the common case: every tensor got a gradient
         if self._all_zero_now(v):
             return self._all_zero_report(v)
@@ -266,14 +269,14 @@ class CoverageChecks:
                 store.pop(o, None)
         self._unused_report(v, streak, ran)
         bad = _in_order(torch.nonzero(ran >= PERSIST_STEPS).flatten().tolist(), v.order)
-        key = self._episode("param-no-grad", o, [v.names[i] for i in bad])
+        key = self._episode(checkids.PARAM_NO_GRAD, o, [v.names[i] for i in bad])
         if key is None:
             return []
         zero = [i for i in bad if v.has_grad[i]]
         return [
             self.sink.report(
                 finding(
-                    "param-no-grad",
+                    checkids.PARAM_NO_GRAD,
                     v.step,
                     *_no_grad_text(
                         [v.names[i] for i in bad], int(ran[bad[0]]), len(zero), len(bad)
@@ -337,7 +340,7 @@ class CoverageChecks:
         one = len(names) == 1
         self.sink.report(
             finding(
-                "param-no-grad",
+                checkids.PARAM_NO_GRAD,
                 v.step,
                 f"{_these(names)} an exactly zero gradient while the rest of "
                 f"{'its' if one else 'their'} module trains: the loss does not depend on "
@@ -386,7 +389,7 @@ class CoverageChecks:
         who = "this trainable parameter" if one else f"{len(names)} trainable parameters"
         self.sink.report(
             finding(
-                "param-no-grad",
+                checkids.PARAM_NO_GRAD,
                 v.step,
                 f"{who}{'' if one else f' ({listing(names)})'} "
                 f"{'has' if one else 'have'} had no gradient for {UNUSED_STEPS} steps and "
@@ -426,7 +429,7 @@ class CoverageChecks:
         return [
             self.sink.report(
                 finding(
-                    "param-no-grad",
+                    checkids.PARAM_NO_GRAD,
                     v.step,
                     f"every gradient of optimizer {o} has been exactly zero for {held} "
                     "steps; the parameters do not change — a clip value of 0 or a mask that "
@@ -449,7 +452,7 @@ class CoverageChecks:
         frozen = not all(v.requires_grad)
         if (
             v.optimizer not in self._not_updated
-            and ("param-not-updated", v.optimizer) not in self._calm
+            and (checkids.PARAM_NOT_UPDATED, v.optimizer) not in self._calm
             and not frozen
             and not bool((v.update_norm == 0).any())
         ):
@@ -467,16 +470,16 @@ class CoverageChecks:
             self._not_updated[v.optimizer] = streak
         else:
             self._not_updated.pop(v.optimizer, None)
-        if self.sink.enabled("param-not-updated"):
+        if self.sink.enabled(checkids.PARAM_NOT_UPDATED):
             self._not_updated_report(v, streak, below)
         changed = ~v.trainable_t & (v.update_norm > 0)
-        if frozen and self.sink.enabled("frozen-param-changed") and bool(changed.any()):
+        if frozen and self.sink.enabled(checkids.FROZEN_PARAM_CHANGED) and bool(changed.any()):
             moved = _in_order(torch.nonzero(changed).flatten().tolist(), v.order)
             names = [v.names[i] for i in moved]
-            key = self.sink.episode("frozen-param-changed", v.optimizer, names)
+            key = self.sink.episode(checkids.FROZEN_PARAM_CHANGED, v.optimizer, names)
             self.sink.report(
                 finding(
-                    "frozen-param-changed",
+                    checkids.FROZEN_PARAM_CHANGED,
                     v.step,
                     f"{_these(names)} requires_grad=False but the optimizer changed "
                     f"{'it' if len(names) == 1 else 'them'} (weight decay or momentum acting "
@@ -557,20 +560,20 @@ class CoverageChecks:
         # few steps to be a collapse (a schedule ending with the run) explains them
         if stuck and self.stalled is not None and self.stalled(v, stuck):
             return
-        if below is not None and not self.sink.active("lr-collapse", v.optimizer):
+        if below is not None and not self.sink.active(checkids.LR_COLLAPSE, v.optimizer):
             # no collapse: a rate that fell until the updates round away (the last steps of
             # a schedule sized to the run) is no stuck tensor; under a collapse they are
             # its consequence, and said so
             stuck = [i for i in stuck if not bool(below[i])]
         names = [v.names[i] for i in stuck]
-        key = self._episode("param-not-updated", v.optimizer, names)
+        key = self._episode(checkids.PARAM_NOT_UPDATED, v.optimizer, names)
         if key is None:
             return
         i = stuck[0]
         lr = v.lr[v.group_of[i]] if v.group_of else None
         self.sink.report(
             finding(
-                "param-not-updated",
+                checkids.PARAM_NOT_UPDATED,
                 v.step,
                 f"{_these(names, verb='had')} a non-zero gradient but did not change for "
                 f"{int(streak[i])} steps.",
@@ -600,11 +603,11 @@ class CoverageChecks:
         if not edited:
             return
         names = [v.names[i] for i in edited]
-        key = self.sink.episode("param-mutated-outside-step", v.optimizer, names)
+        key = self.sink.episode(checkids.PARAM_MUTATED_OUTSIDE_STEP, v.optimizer, names)
         first = edited[0]
         self.sink.report(
             finding(
-                "param-mutated-outside-step",
+                checkids.PARAM_MUTATED_OUTSIDE_STEP,
                 v.step,
                 f"{_these(names, verb='changed')} between two optimizer steps without a step "
                 "(an in-place .data edit?).",

@@ -23,6 +23,7 @@ from typing import Any
 
 from gradwatch.checks.findings import Finding, finding
 from gradwatch.checks.fmt import counted
+from gradwatch.core import checkids
 
 SPREAD = 10.0
 SPREAD_FLOOR = 1e-6  # below this on every rank, a ratio says nothing
@@ -62,7 +63,7 @@ def param_desync(step: int, names: Sequence[str], summaries: Sequence[Summary]) 
     first_rank = min(differ)
     tensors = differ[first_rank]
     return finding(
-        "ddp-param-desync",
+        checkids.DDP_PARAM_DESYNC,
         step,
         f"after step {step} the parameters of {counted(len(differ), 'rank')} differ from rank 0's, "
         f"first {_where(summaries[first_rank])} in {counted(len(tensors), 'tensor')} such as "
@@ -99,7 +100,7 @@ def rank_spread(window: int, summaries: Sequence[Summary]) -> Finding | None:
         if ratio > SPREAD:
             first, last = summaries[0].get("first_step"), summaries[0].get("last_step")
             return finding(
-                "ddp-rank-spread",
+                checkids.DDP_RANK_SPREAD,
                 last,
                 f"the {label} of steps {first}-{last} is {ratio:.3g}× larger on "
                 f"{_where(summaries[hi])} than on {_where(summaries[lo])}.",
@@ -130,7 +131,7 @@ def first_nonfinite(upto: int, reports: Sequence[Summary]) -> Finding | None:
         else ""
     )
     return finding(
-        "ddp-nonfinite-rank",
+        checkids.DDP_NONFINITE_RANK,
         int(first["step"]),
         f"{_where(first)} was the first to go non-finite: {what}{tensor} at step "
         f"{first['step']}{spread}.",

@@ -36,37 +36,40 @@ from gradwatch.checks.lr import LrChecks
 from gradwatch.checks.numerics import NumericsChecks
 from gradwatch.checks.repeated import RepeatedBatch
 from gradwatch.checks.view import StepView, Window
+from gradwatch.core import checkids
+from gradwatch.core.checks import lr as lr_family
 from gradwatch.fingerprint.take import nondeterminism_risks
 
 if TYPE_CHECKING:
     from gradwatch.checks.view import WatchedOptimizer
 
 VALUE_CHECKS = (
-    "nonfinite-loss",
-    "nonfinite-grad",
-    "exploding-grad",
-    "param-no-grad",
+    checkids.NONFINITE_LOSS,
+    checkids.NONFINITE_GRAD,
+    checkids.EXPLODING_GRAD,
+    checkids.PARAM_NO_GRAD,
 )
 #: the checks :meth:`CheckEngine.pre_step` runs on every step (not the periodic ones) whose
 #: holding condition the full path must clear when it ends
-_REAL_TIME = frozenset({*LIFECYCLE_IDS, "eval-mode-training", "clip-before-backward"}) - (
-    LIFECYCLE_KEPT
-)
+_REAL_TIME = frozenset(
+    {*LIFECYCLE_IDS, checkids.EVAL_MODE_TRAINING, checkids.CLIP_BEFORE_BACKWARD}
+) - (LIFECYCLE_KEPT)
 #: the checks that run on each collected row (:meth:`CheckEngine.values` and ``post_step``)
 ROW_CHECKS = (
     *VALUE_CHECKS,
-    "vanishing-grad",  # after the update: its evidence is that the weights stand still
-    "nonfinite-param",
-    "update-ratio",
-    "param-not-updated",
-    "frozen-param-changed",
-    "loss-diverging",
-    "loss-plateau",
-    "lr-jump",
-    "lr-collapse",
-    "lr-too-large",
+    checkids.VANISHING_GRAD,  # after the update: its evidence is that the weights stand still
+    checkids.NONFINITE_PARAM,
+    checkids.UPDATE_RATIO,
+    checkids.PARAM_NOT_UPDATED,
+    checkids.FROZEN_PARAM_CHANGED,
+    checkids.LOSS_DIVERGING,
+    checkids.LOSS_PLATEAU,
+    checkids.LR_JUMP,
+    checkids.LR_COLLAPSE,
+    checkids.LR_TOO_LARGE,
 )
-LR_CHECKS = ("lr-jump", "lr-collapse", "lr-too-large")
+#: the learning-rate family's checks (the registry's), observed together on each row
+LR_CHECKS = tuple(c.id for c in lr_family.FAMILY.checks)
 COVERAGE_EVERY = 50  # steps between re-checks of optimizer coverage and frozen tensors
 
 
@@ -122,12 +125,12 @@ class CheckEngine:
     # -- at start ---------------------------------------------------------------------------
     def at_start(self, fingerprint: dict[str, Any], watches: Sequence[WatchedOptimizer]) -> None:
         """Checks that need only the fingerprint and the model/optimizer layout."""
-        if self.on("nondeterminism-risk"):
+        if self.on(checkids.NONDETERMINISM_RISK):
             risks = nondeterminism_risks(fingerprint)
             if risks:
                 self.sink.report(
                     finding(
-                        "nondeterminism-risk",
+                        checkids.NONDETERMINISM_RISK,
                         0,
                         f"{len(risks)} settings make repeated runs differ, e.g. {risks[0]['why']}",
                         risks[0]["fix"],
@@ -141,7 +144,7 @@ class CheckEngine:
 
     def check_coverage(self, watches: Sequence[WatchedOptimizer], step: int) -> None:
         """``param-not-in-optimizer`` over every watched model."""
-        if not self.on("param-not-in-optimizer"):
+        if not self.on(checkids.PARAM_NOT_IN_OPTIMIZER):
             return
         held = {id(p) for w in watches for g in w.optimizer.param_groups for p in g["params"]}
         missing: list[str] = []
@@ -182,9 +185,9 @@ class CheckEngine:
         pending = w.pending
         if not self.lifecycle.quiet(pending.n_backward, w.since_clear, pending.events, closure):
             return False
-        if self.on("clip-before-backward") and not self.clips.quiet(w.index, pending.events):
+        if self.on(checkids.CLIP_BEFORE_BACKWARD) and not self.clips.quiet(w.index, pending.events):
             return False
-        if self.on("eval-mode-training"):
+        if self.on(checkids.EVAL_MODE_TRAINING):
             for key in w.model_keys:
                 if not loss_checks.all_training(self.models[key], self.modes[key]):
                     return False
@@ -198,23 +201,23 @@ class CheckEngine:
             actions += [
                 a
                 for a, c in zip(self.lifecycle.pre_step(v), LIFECYCLE_IDS, strict=True)
-                if self.on(c) or c == "step-without-backward"
+                if self.on(c) or c == checkids.STEP_WITHOUT_BACKWARD
             ]
-        if self.on("clip-before-backward"):
+        if self.on(checkids.CLIP_BEFORE_BACKWARD):
             actions.append(self.clips.pre_step(v))
-        if self.on("eval-mode-training"):
+        if self.on(checkids.EVAL_MODE_TRAINING):
             for key in w.model_keys:
                 actions.append(
                     loss_checks.eval_mode(self.sink, v.step, self.models[key], self.modes[key])
                 )
             # one finding while any watched model trains in eval(): a GAN whose generator
             # is in eval() reports once, not again after each step of its discriminator
-            if self.sink.active("eval-mode-training") and all(
+            if self.sink.active(checkids.EVAL_MODE_TRAINING) and all(
                 loss_checks.all_training(self.models[k], self.modes[k]) for k in self.models
             ):
-                self.sink.clear("eval-mode-training")
+                self.sink.clear(checkids.EVAL_MODE_TRAINING)
         if v.step % COVERAGE_EVERY == 1:
-            if self.on("frozen-param-in-optimizer"):
+            if self.on(checkids.FROZEN_PARAM_IN_OPTIMIZER):
                 self.coverage.frozen(v)
             if v.optimizer == 0:  # layers replaced after watch(): a fresh look now and then
                 self.check_coverage(self.watches, v.step)
@@ -235,28 +238,28 @@ class CheckEngine:
     def values(self, v: StepView) -> list[Action]:
         """Checks of the pre-step device values (real time, or one window late)."""
         actions: list[Action] = []
-        if self.on("nonfinite-loss"):
+        if self.on(checkids.NONFINITE_LOSS):
             actions.append(self.numerics.loss(v))
         if v.loss is not None and not math.isfinite(v.loss):
             self.lr.diverged(v.optimizer, v.step, f"the loss became {v.loss}")
-        if self.on("nonfinite-grad") or self.on("exploding-grad"):
+        if self.on(checkids.NONFINITE_GRAD) or self.on(checkids.EXPLODING_GRAD):
             actions += self.numerics.grads(v)
-        if self.on("param-no-grad"):
+        if self.on(checkids.PARAM_NO_GRAD):
             actions += self.coverage.no_grad(v)
         return actions
 
     def post_step(self, v: StepView) -> None:
         """After the update: parameters, update sizes, the loss curve."""
         if v.param_norm is not None and v.update_norm is not None and v.grad_norm is not None:
-            if self.on("nonfinite-param"):
+            if self.on(checkids.NONFINITE_PARAM):
                 self.numerics.params(v)
-            if self.on("update-ratio"):
+            if self.on(checkids.UPDATE_RATIO):
                 self.numerics.update_ratio(v)
-            if self.on("vanishing-grad"):
+            if self.on(checkids.VANISHING_GRAD):
                 self.numerics.vanishing(v)
-            if self.on("param-not-updated") or self.on("frozen-param-changed"):
+            if self.on(checkids.PARAM_NOT_UPDATED) or self.on(checkids.FROZEN_PARAM_CHANGED):
                 self.coverage.after_update(v)
-        if self.on("loss-diverging") or self.on("loss-plateau"):
+        if self.on(checkids.LOSS_DIVERGING) or self.on(checkids.LOSS_PLATEAU):
             self.losses.observe(v)
         self.sink.flush()
 
@@ -274,26 +277,29 @@ class CheckEngine:
             return [False] * rows
         quiet = torch.tensor(win.plain, dtype=torch.bool)
         if not values_done:
-            if self.on("nonfinite-loss"):
+            if self.on(checkids.NONFINITE_LOSS):
                 finite = [x is None or math.isfinite(x) for x in win.loss]
                 quiet &= torch.tensor(finite, dtype=torch.bool)
-            if self.on("nonfinite-grad"):
+            if self.on(checkids.NONFINITE_GRAD):
                 quiet &= (win.nonfinite == 0).all(dim=1)
-            exploding, vanishing = self.on("exploding-grad"), self.on("vanishing-grad")
-            if exploding or vanishing or self.on("nonfinite-grad"):
+            exploding, vanishing = (
+                self.on(checkids.EXPLODING_GRAD),
+                self.on(checkids.VANISHING_GRAD),
+            )
+            if exploding or vanishing or self.on(checkids.NONFINITE_GRAD):
                 order = w.forward_order or list(range(len(w.params)))
                 grads = self.numerics.quiet_rows(w.index, win, order, exploding, vanishing)
                 if grads is None:
                     return [False] * rows
                 quiet &= grads
-            if self.on("param-no-grad"):  # a tensor the loss does not depend on is zero
+            if self.on(checkids.PARAM_NO_GRAD):  # a tensor the loss does not depend on is zero
                 expected = self.coverage.invariant(w.index, win.grad_norm.shape[1])
                 quiet &= ((win.grad_norm != 0) | expected).all(dim=1)
-        if self.on("nonfinite-param"):
+        if self.on(checkids.NONFINITE_PARAM):
             quiet &= torch.isfinite(win.param_norm).all(dim=1)
-        if self.on("param-not-updated") or self.on("frozen-param-changed"):
+        if self.on(checkids.PARAM_NOT_UPDATED) or self.on(checkids.FROZEN_PARAM_CHANGED):
             quiet &= (win.update_norm != 0).all(dim=1)
-        if self.on("update-ratio") and not self.numerics.has_history(w.index):
+        if self.on(checkids.UPDATE_RATIO) and not self.numerics.has_history(w.index):
             return [False] * rows
         result: list[bool] = quiet.tolist()
         return result
@@ -302,14 +308,14 @@ class CheckEngine:
         """Whether every per-row history of ``w`` is in the state that quiet rows keep."""
         o = w.index
         if not values_done:
-            numerics = self.on("nonfinite-grad") or self.on("exploding-grad")
-            vanishing = self.on("vanishing-grad")
-            exploding = self.on("exploding-grad")
+            numerics = self.on(checkids.NONFINITE_GRAD) or self.on(checkids.EXPLODING_GRAD)
+            vanishing = self.on(checkids.VANISHING_GRAD)
+            exploding = self.on(checkids.EXPLODING_GRAD)
             if (numerics or vanishing) and not self.numerics.rows_idle(o, vanishing, exploding):
                 return False
-            if self.on("param-no-grad") and self.coverage.no_grad_streak(o):
+            if self.on(checkids.PARAM_NO_GRAD) and self.coverage.no_grad_streak(o):
                 return False
-        updated = self.on("param-not-updated") or self.on("frozen-param-changed")
+        updated = self.on(checkids.PARAM_NOT_UPDATED) or self.on(checkids.FROZEN_PARAM_CHANGED)
         return not (updated and self.coverage.not_updated_streak(o))
 
     def take_rows(
@@ -320,25 +326,25 @@ class CheckEngine:
         reference path."""
         o = w.index
         stop = end
-        if not values_done and self.on("exploding-grad"):
+        if not values_done and self.on(checkids.EXPLODING_GRAD):
             stop = start + self.numerics.exploding_rows(o, win, start, end)
             if stop == start:
                 return 0
         if any(self.on(c) for c in LR_CHECKS):
             self.lr.observe_rows(o, win.steps[start:stop], win.lr[start:stop])
         if not values_done:  # what the reference does on a row with nothing to report
-            if self.on("nonfinite-loss"):
-                self.sink.clear("nonfinite-loss", None, o)
-            for check in ("nonfinite-grad", "exploding-grad", "param-no-grad"):
+            if self.on(checkids.NONFINITE_LOSS):
+                self.sink.clear(checkids.NONFINITE_LOSS, None, o)
+            for check in (checkids.NONFINITE_GRAD, checkids.EXPLODING_GRAD, checkids.PARAM_NO_GRAD):
                 if self.on(check):
                     self.sink.settle(check, o, set())
-            if self.on("param-no-grad"):
+            if self.on(checkids.PARAM_NO_GRAD):
                 self.coverage.all_had_grad(o)
-        if self.on("param-not-updated"):  # every tensor moved on these rows
+        if self.on(checkids.PARAM_NOT_UPDATED):  # every tensor moved on these rows
             self.coverage.moved(o, win.update_norm[stop - 1], win.lr[stop - 1])
-        if self.on("update-ratio"):
+        if self.on(checkids.UPDATE_RATIO):
             self.numerics.update_ratio_rows(o, win, start, stop, w.names, w.group_of)
-        if self.on("loss-diverging") or self.on("loss-plateau"):
+        if self.on(checkids.LOSS_DIVERGING) or self.on(checkids.LOSS_PLATEAU):
             moved = loss_checks.motion_rows(win, start, stop)
             for r in range(start, stop):
                 self.losses.observe_loss(o, win.steps[r], win.loss[r], moved[r - start])
@@ -357,19 +363,19 @@ class CheckEngine:
         """``repeated-batch`` and ``loss-at-chance`` on a window of collected rows (each
         row's batch checksum, whether one was taken, each forward's apart when a step had
         several, and the run's step counter at each)."""
-        if self.on("repeated-batch"):
+        if self.on(checkids.REPEATED_BATCH):
             self.repeats.observe_rows(w.index, win.steps, checksums, taken, inputs, clocks)
-        if self.on("loss-at-chance"):
+        if self.on(checkids.LOSS_AT_CHANCE):
             updated: list[bool] = (win.update_norm != 0).any(dim=1).tolist()
             self.chance.observe_rows(w.index, win.steps, win.loss, updated)
 
     def loss_shape(self, step: int, fn: str, a: torch.Size, b: torch.Size, out: torch.Size) -> None:
         """``loss-shape-mismatch`` (called from the loss function wrapper)."""
-        if not self.on("loss-shape-mismatch"):
+        if not self.on(checkids.LOSS_SHAPE_MISMATCH):
             return
         action = self.sink.report(
             finding(
-                "loss-shape-mismatch",
+                checkids.LOSS_SHAPE_MISMATCH,
                 step,
                 f"{fn} got input {list(a)} and target {list(b)}, which broadcast to {list(out)}: "
                 "the loss compares every prediction with every target.",
@@ -387,7 +393,7 @@ class CheckEngine:
 
     def close(self, views: list[StepView]) -> None:
         """End of run: frozen tensors that never trained become warnings."""
-        if self.on("frozen-param-in-optimizer"):
+        if self.on(checkids.FROZEN_PARAM_IN_OPTIMIZER):
             for v in views:
                 self.coverage.frozen(v, final=True)
         self.sink.flush()

@@ -53,6 +53,7 @@ from gradwatch.checks.findings import Action, FindingSink, finding
 from gradwatch.checks.fmt import num, times
 from gradwatch.checks.numstate import WINDOW, State
 from gradwatch.checks.view import StepView, held_for_rows
+from gradwatch.core import checkids
 
 MIN_HISTORY = 20
 MEDIAN_EVERY = 10  # the rolling median is recomputed every this many steps
@@ -283,7 +284,7 @@ def report(sink: FindingSink, v: StepView, state: State, reason: Reason, total: 
     }[kind]
     return sink.report(
         finding(
-            "exploding-grad",
+            checkids.EXPLODING_GRAD,
             v.step,
             f"the gradient norm jumped to {num(total)}, {what}"
             + (f"; the tensors that jumped: {listed}{more}." if listed else "."),

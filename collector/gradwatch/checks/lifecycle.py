@@ -12,11 +12,19 @@ from __future__ import annotations
 
 from gradwatch.checks.findings import Action, FindingSink, finding
 from gradwatch.checks.view import Event, StepView
+from gradwatch.core import checkids
 
 #: the check ids of :meth:`LifecycleChecks.pre_step`'s actions, in order
-IDS = ("stale-grad", "grad-zeroed-before-step", "step-without-backward", "accumulation-wiped")
+IDS = (
+    checkids.STALE_GRAD,
+    checkids.GRAD_ZEROED_BEFORE_STEP,
+    checkids.STEP_WITHOUT_BACKWARD,
+    checkids.ACCUMULATION_WIPED,
+)
 #: the ids whose finding lasts the rest of the run once found (never cleared)
-KEPT = frozenset({"stale-grad", "grad-zeroed-before-step", "step-without-backward"})
+KEPT = frozenset(
+    {checkids.STALE_GRAD, checkids.GRAD_ZEROED_BEFORE_STEP, checkids.STEP_WITHOUT_BACKWARD}
+)
 
 
 def _last(events: list[Event], kind: str) -> int:
@@ -90,7 +98,7 @@ class LifecycleChecks:
         if self._is_stale(v.n_backward, v.since_clear):
             return self.sink.report(
                 finding(
-                    "stale-grad",
+                    checkids.STALE_GRAD,
                     v.step,
                     f"this step applies gradients summed over {v.since_clear} backward passes, "
                     f"but only {v.n_backward} happened since the previous step"
@@ -114,7 +122,7 @@ class LifecycleChecks:
         if cleared:
             return self.sink.report(
                 finding(
-                    "grad-zeroed-before-step",
+                    checkids.GRAD_ZEROED_BEFORE_STEP,
                     v.step,
                     f"gradients were cleared ({cleared[0][2]}) after the last backward and before "
                     "step(), so this step applies no gradient.",
@@ -140,7 +148,7 @@ class LifecycleChecks:
         if v.n_backward == 0 and not v.has_closure:
             return self.sink.report(
                 finding(
-                    "step-without-backward",
+                    checkids.STEP_WITHOUT_BACKWARD,
                     v.step,
                     "step() was called with no backward pass since the previous step, so it "
                     "re-applies old gradients or none.",
@@ -156,11 +164,11 @@ class LifecycleChecks:
         """backward() ran, but reached no parameter of this optimizer: the loss is not
         connected to the model (``param-no-grad``, not ``step-without-backward``). Kept
         apart from the per-tensor episodes (``optimizer`` None), which would end it."""
-        self.sink.clear("step-without-backward", None, v.optimizer)
+        self.sink.clear(checkids.STEP_WITHOUT_BACKWARD, None, v.optimizer)
         self._cut.add(v.optimizer)
         return self.sink.report(
             finding(
-                "param-no-grad",
+                checkids.PARAM_NO_GRAD,
                 v.step,
                 f"backward() ran {len(cut)} time(s) since the previous step but reached no "
                 f"parameter of optimizer {v.optimizer}: the loss is not connected to the model "
@@ -181,7 +189,7 @@ class LifecycleChecks:
         none): one finding per run, on the same key as a wholly cut loss."""
         return self.sink.report(
             finding(
-                "param-no-grad",
+                checkids.PARAM_NO_GRAD,
                 v.step,
                 f"backward() ran {leaf} time(s) since the previous step on a loss that reaches "
                 f"no parameter ({LEAF_CUT}); the step applies only the other "
@@ -205,7 +213,7 @@ class LifecycleChecks:
             n = v.n_backward
             return self.sink.report(
                 finding(
-                    "accumulation-wiped",
+                    checkids.ACCUMULATION_WIPED,
                     v.step,
                     f"gradients of {wiped} of the {n} backward passes since the previous step "
                     "were cleared before any step used them, so each step applies only the "
@@ -217,5 +225,5 @@ class LifecycleChecks:
                     details={"discarded_backward": wiped, "backward_since_step": n},
                 )
             )
-        self.sink.clear("accumulation-wiped", None, v.optimizer)
+        self.sink.clear(checkids.ACCUMULATION_WIPED, None, v.optimizer)
         return "none"

@@ -12,6 +12,7 @@ from torch import nn
 from gradwatch.checks.findings import Action, FindingSink, finding, listing
 from gradwatch.checks.fmt import counted, num, times
 from gradwatch.checks.view import StepView, Window
+from gradwatch.core import checkids
 
 SMOOTH = 10  # losses per median when comparing with the running minimum
 DIVERGE_MIN_STEPS = 20
@@ -145,7 +146,7 @@ class LossChecks:
             self._calm[o] = self._calm[o] + 1 if smoothed < CALM_FACTOR * best else 0
             if self._calm[o] >= CALM_STEPS:
                 del self._calm[o]
-                self.sink.clear("loss-diverging", None, o)
+                self.sink.clear(checkids.LOSS_DIVERGING, None, o)
 
     def _ran_away(self, o: int) -> tuple[float, float] | None:
         """(the weight norm at the first of the last ``DIVERGE_PERSIST`` losses, the sum of
@@ -198,7 +199,7 @@ class LossChecks:
             details["weight_norm"], details["travelled"] = runaway
         self.sink.report(
             finding(
-                "loss-diverging",
+                checkids.LOSS_DIVERGING,
                 step,
                 f"the loss (median of the last {SMOOTH}: {num(smoothed, 3)}) is {what}",
                 "lower the learning rate, check the scheduler, or look for a data shift.",
@@ -219,7 +220,7 @@ class LossChecks:
             self._flat.add(o)
             self.sink.report(
                 finding(
-                    "loss-plateau",
+                    checkids.LOSS_PLATEAU,
                     step,
                     f"the loss has not moved for {PLATEAU_STEPS} steps (range {num(spread)}).",
                     "check that parameters receive gradients and the learning rate is not 0, or "
@@ -230,7 +231,7 @@ class LossChecks:
             )
         elif o in self._flat and spread >= 100 * PLATEAU_RANGE * size:
             self._flat.discard(o)
-            self.sink.clear("loss-plateau", None, o)
+            self.sink.clear(checkids.LOSS_PLATEAU, None, o)
 
 
 def median(values: Iterable[float]) -> float:
@@ -296,7 +297,7 @@ def eval_mode(
         batch = all(isinstance(m, nn.modules.batchnorm._BatchNorm) for _, m in in_eval)
         return sink.report(
             finding(
-                "eval-mode-training",
+                checkids.EVAL_MODE_TRAINING,
                 step,
                 f"{'BatchNorm' if batch else 'normalisation'} "
                 f"{'layer' if len(names) == 1 else 'layers'} {listing(names)} "
@@ -313,7 +314,7 @@ def eval_mode(
         dropout = [name for name, m in in_eval if isinstance(m, _DROPOUT)]
         return sink.report(
             finding(
-                "eval-mode-training",
+                checkids.EVAL_MODE_TRAINING,
                 step,
                 (
                     "the model is in eval() mode while it trains, so dropout is off and "

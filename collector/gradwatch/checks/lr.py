@@ -31,6 +31,7 @@ import torch
 from gradwatch.checks import lrscale
 from gradwatch.checks.findings import Finding, FindingSink, finding
 from gradwatch.checks.fmt import counted, num, times
+from gradwatch.core import checkids
 
 if TYPE_CHECKING:
     from gradwatch.checks.view import StepView, WatchedOptimizer
@@ -168,7 +169,7 @@ class LrChecks:
             self._report_jump(o, step, jumps)
         elif o in self._jumped:
             self._jumped.discard(o)
-            self.sink.clear("lr-jump", None, o)
+            self.sink.clear(checkids.LR_JUMP, None, o)
         for g, x in enumerate(lr):
             if math.isfinite(x) and x > 0:
                 state.peak[g] = max(state.peak[g], x)
@@ -236,7 +237,7 @@ class LrChecks:
         by = f" (scheduler: {scheduler})" if scheduler else ""
         self.sink.report(
             finding(
-                "lr-jump",
+                checkids.LR_JUMP,
                 step,
                 f"the learning rate jumped at this step: {what}{by}, "
                 f"{times(after / before)} its largest value before.",
@@ -272,7 +273,7 @@ class LrChecks:
         if not held:
             if state.collapsed and not any(low):
                 state.collapsed = False
-                self.sink.clear("lr-collapse", None, o)
+                self.sink.clear(checkids.LR_COLLAPSE, None, o)
             return
         if not state.collapsed:
             self._report_collapse(o, step, lr, state, held, None)
@@ -318,7 +319,7 @@ class LrChecks:
         )
         self.sink.report(
             finding(
-                "lr-collapse",
+                checkids.LR_COLLAPSE,
                 step,
                 f"the learning rate of group {g} collapsed{by} to {num(lr[g])}"
                 + (

@@ -36,6 +36,7 @@ import torch
 
 from gradwatch.checks.findings import Finding, finding
 from gradwatch.checks.fmt import num, times
+from gradwatch.core import checkids
 
 FACTOR = 3.0
 #: optimizers whose per-element step is about the learning rate (class names, any base)
@@ -159,7 +160,7 @@ def report(
     others = f" (and group(s) {', '.join(str(j) for j in groups[1:])})" if groups[1:] else ""
     if limits.unit:
         return finding(
-            "lr-too-large",
+            checkids.LR_TOO_LARGE,
             step,
             f"the learning rate of group {g}{others} is {what} {num(lr[g])}{by}, "
             f"{times(lr[g])} {limits.optimizer}'s natural rate of 1: {limits.optimizer} "
@@ -180,7 +181,7 @@ def report(
             ),
         )
     return finding(
-        "lr-too-large",
+        checkids.LR_TOO_LARGE,
         step,
         f"the learning rate of group {g}{others} is {what} {num(lr[g])}{by}, "
         f"{times(lr[g] / size)} the typical size of the weights it trains (median RMS "

@@ -21,6 +21,7 @@ from gradwatch.checks.findings import Action, Finding, FindingSink, finding
 from gradwatch.checks.fmt import counted, num
 from gradwatch.checks.numstate import State, ends
 from gradwatch.checks.view import StepView, Window, held_for
+from gradwatch.core import checkids
 
 RMS_VANISH = 1e-7
 STRUCTURAL_ZERO = 1e-4  # RMS below this fraction of the largest one: zero up to rounding
@@ -83,11 +84,11 @@ class NumericsChecks:
         """``nonfinite-loss``."""
         if v.loss is not None and not math.isfinite(v.loss):
             message, details = self._with_origin(
-                "nonfinite-loss", v, f"the loss is {v.loss}.", {"loss": v.loss}
+                checkids.NONFINITE_LOSS, v, f"the loss is {v.loss}.", {"loss": v.loss}
             )
             return self.sink.report(
                 finding(
-                    "nonfinite-loss",
+                    checkids.NONFINITE_LOSS,
                     v.step,
                     message,
                     "look for log(0), division by ~0, an exploding learning rate or bad inputs; "
@@ -96,7 +97,7 @@ class NumericsChecks:
                     details=details,
                 )
             )
-        self.sink.clear("nonfinite-loss", None, v.optimizer)
+        self.sink.clear(checkids.NONFINITE_LOSS, None, v.optimizer)
         return "none"
 
     def grads(self, v: StepView) -> list[Action]:
@@ -104,24 +105,24 @@ class NumericsChecks:
         is the update, runs after it: :meth:`vanishing`)."""
         assert v.grad_norm is not None and v.nonfinite is not None
         actions: list[Action] = []
-        if self.sink.enabled("nonfinite-grad"):
+        if self.sink.enabled(checkids.NONFINITE_GRAD):
             actions += self._nonfinite(v)
         state = self._of(v)
         _note_loss(state, v.loss)
-        if self.sink.enabled("exploding-grad"):
+        if self.sink.enabled(checkids.EXPLODING_GRAD):
             actions += self._exploding(v, state)
         return actions
 
     def _nonfinite(self, v: StepView) -> list[Action]:
         assert v.nonfinite is not None
         if not bool((v.nonfinite > 0).any()):
-            self.sink.settle("nonfinite-grad", v.optimizer, set())
+            self.sink.settle(checkids.NONFINITE_GRAD, v.optimizer, set())
             return []
         bad = [i for i in v.order if v.nonfinite[i] > 0]  # first in forward order
         counts = {v.names[i]: int(v.nonfinite[i]) for i in bad}
-        key = self.sink.episode("nonfinite-grad", v.optimizer, [v.names[bad[0]]])
+        key = self.sink.episode(checkids.NONFINITE_GRAD, v.optimizer, [v.names[bad[0]]])
         message, details = self._with_origin(
-            "nonfinite-grad",
+            checkids.NONFINITE_GRAD,
             v,
             f"{sum(counts.values())} gradient elements are NaN/Inf; the first layer (in "
             f"forward order) where they appear is this one "
@@ -131,7 +132,7 @@ class NumericsChecks:
         return [
             self.sink.report(
                 finding(
-                    "nonfinite-grad",
+                    checkids.NONFINITE_GRAD,
                     v.step,
                     message,
                     "find the operation that produced it (details.origin; "
@@ -164,7 +165,7 @@ class NumericsChecks:
         if state.exploding is not None:
             state.calm = state.calm + 1 if explode.calm(state, value) else 0
             if state.calm >= explode.CALM_STEPS:
-                self.sink.clear("exploding-grad", state.exploding, v.optimizer)
+                self.sink.clear(checkids.EXPLODING_GRAD, state.exploding, v.optimizer)
                 state.exploding, state.calm = None, 0
         return []
 
@@ -208,7 +209,7 @@ class NumericsChecks:
         elif state.vanishing is not None:
             state.vanish_calm = 0 if bool(tiny.any()) else state.vanish_calm + 1
             if state.vanish_calm >= VANISH_STEPS:
-                self.sink.clear("vanishing-grad", state.vanishing, v.optimizer)
+                self.sink.clear(checkids.VANISHING_GRAD, state.vanishing, v.optimizer)
                 state.vanishing, state.vanish_calm = None, 0
 
     def _vanish_finding(
@@ -226,7 +227,7 @@ class NumericsChecks:
             else ""
         )
         return finding(
-            "vanishing-grad",
+            checkids.VANISHING_GRAD,
             v.step,
             f"the gradient is vanishing and the weights stand still in "
             f"{counted(len(held), 'tensor')} for {VANISH_STEPS} steps: "
@@ -366,17 +367,17 @@ class NumericsChecks:
         bad = [i for i in v.order if not math.isfinite(float(v.param_norm[i]))]
         message = f"after this step {len(bad)} parameter tensors hold NaN/Inf, first this one."
         details: dict[str, Any] = {"tensors": [v.names[i] for i in bad]}
-        if not self.sink.active("nonfinite-param", v.optimizer):  # origin at the onset only
+        if not self.sink.active(checkids.NONFINITE_PARAM, v.optimizer):  # origin at the onset only
             state = self._state.get(v.optimizer)
             norms = None if state is None else state.previous_param_norm
             before = None if norms is None or len(norms) <= bad[0] else float(norms[bad[0]])
             message, details = self._with_origin(
-                "nonfinite-param", v, message, details, bad[0], before
+                checkids.NONFINITE_PARAM, v, message, details, bad[0], before
             )
-        key = self.sink.episode("nonfinite-param", v.optimizer, [v.names[bad[0]]])
+        key = self.sink.episode(checkids.NONFINITE_PARAM, v.optimizer, [v.names[bad[0]]])
         self.sink.report(
             finding(
-                "nonfinite-param",
+                checkids.NONFINITE_PARAM,
                 v.step,
                 message,
                 "stop here: the run cannot recover; find the first non-finite gradient or loss "

@@ -22,6 +22,7 @@ from gradwatch.checks.findings import Finding, FindingSink, finding
 from gradwatch.checks.fmt import times
 from gradwatch.checks.numstate import State
 from gradwatch.checks.view import held_for
+from gradwatch.core import checkids
 from gradwatch.core.contract import Severity
 
 #: update-ratio levels: name, ratio above which a step counts, steps to hold, severity
@@ -77,7 +78,7 @@ def row(
             state.ratio_open[key] = (opened[0], calm)
             if calm >= CALM_STEPS:
                 del state.ratio_open[key]
-                sink.clear("update-ratio", opened[0], o)
+                sink.clear(checkids.UPDATE_RATIO, opened[0], o)
 
 
 def _finding(
@@ -99,7 +100,7 @@ def _finding(
     )
     more = f" and {len(held) - LISTED} more" if len(held) > LISTED else ""
     return finding(
-        "update-ratio",
+        checkids.UPDATE_RATIO,
         step,
         f"for {int(streak[i])} steps each update has been larger than the weights it "
         f"changes: {listed}{more}; healthy updates are a small fraction of the weights.",

@@ -42,8 +42,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gradwatch.checks.findings import FindingSink, finding
+from gradwatch.core import checkids
 
-ID = "repeated-batch"
+ID = checkids.REPEATED_BATCH
 #: collected steps in a row with one batch checksum before the loaders are asked
 REPEAT_STEPS = 5
 KEPT_ITERATORS = 256  # iterator records kept per run (the latest ones)

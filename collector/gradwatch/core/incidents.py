@@ -4,7 +4,9 @@ A finding is either the ``cause`` of its incident or a ``consequence`` of an ear
 finding's cause. :func:`group` is a pure function of the findings (dicts in the wire form
 of :meth:`gradwatch.checks.findings.Finding.to_meta`) used by the collector while a run goes
 (:class:`Grouper`, in arrival order) and by every reader of stored findings (CLI, server,
-dashboard), in step order. The rules are ordered: the first rule whose cause is open and
+dashboard), in step order. The rules are the checks' own (each declares its
+:class:`~gradwatch.core.registry.Cause` in its family's module of :mod:`gradwatch.core.checks`),
+ordered by precedence: the first rule whose cause is open and
 whose window holds the new finding's step claims it. An incident's id is derived from its
 cause alone, so the same findings regrouped get the same ids.
 
@@ -21,98 +23,34 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from gradwatch.core.checks import REGISTRY
+from gradwatch.core.registry import UNBOUNDED as UNBOUNDED
+from gradwatch.core.registry import Registry
+from gradwatch.core.registry import Rule as Rule
+
 Role = Literal["cause", "consequence"]
-UNBOUNDED: Final = 1 << 62
-#: steps after a structure change within which it is a candidate cause (five times the
-#: window over which gradwatch.core.structure.timeline judges a change)
-STRUCTURE_WINDOW: Final = 100
-
-_NONFINITE: Final = frozenset(
-    {"nonfinite-loss", "nonfinite-grad", "nonfinite-param", "ddp-nonfinite-rank"}
-)
-_SYMPTOMS: Final = _NONFINITE | {
-    "exploding-grad",
-    "loss-diverging",
-    "update-ratio",
-    "amp-overflow",
-    "ddp-rank-spread",
-}
-_STALLED: Final = frozenset(
-    {"loss-plateau", "param-not-updated", "update-ratio", "vanishing-grad", "loss-diverging"}
-)
-#: a stall without numeric trouble: gradients that fade, weights that stand still
-_FADED: Final = frozenset({"vanishing-grad", "param-not-updated", "loss-plateau"})
-#: what a learning rate far too large does besides diverging: ReLU units pushed into their
-#: dead region pass back exactly zero gradient (``param-no-grad`` names both causes)
-_LR_HARM: Final = frozenset({"vanishing-grad", "param-no-grad"})
-#: a loss that no longer carries the inputs' information: stuck at the level of predicting
-#: the targets' marginal, with gradients that say nothing about the inputs
-_NO_INFO: Final = frozenset({"loss-at-chance", "loss-plateau", "param-no-grad"})
 
 
-@dataclass(frozen=True)
-class Rule:
-    """Findings of ``cause`` (or of ``kind``, see :func:`kind_of`) explain findings of
-    ``consequences`` whose step lies in ``[cause step - lead, cause step + window]``
-    (``lead``: a learning rate is read when its step runs, while the gradients it spoiled
-    can be seen one step earlier in the other checks' counting)."""
+class RuleBook:
+    """The incident rules of a registry (each check's :class:`~gradwatch.core.registry.Cause`,
+    ordered by precedence: an earlier rule wins when two open causes could claim a finding),
+    with their lookups. :data:`BOOK` is the registry's; a test may build one from a registry
+    with a throwaway family."""
 
-    kind: str
-    consequences: frozenset[str]
-    window: int
-    label: str
-    lead: int = 0
+    def __init__(self, registry: Registry) -> None:
+        self.rules: tuple[Rule, ...] = registry.rules
+        self.by_kind: dict[str, Rule] = {r.kind: r for r in self.rules}
+        self.rank: dict[str, int] = {r.kind: i for i, r in enumerate(self.rules)}
+        #: the checks of a non-finite value: findings of the ``nonfinite`` cause kind
+        self.nonfinite: frozenset[str] = registry.showing("nonfinite")
 
 
+BOOK: Final = RuleBook(REGISTRY)
 #: Ordered: an earlier rule wins when two open causes could claim a finding.
-RULES: Final[tuple[Rule, ...]] = (
-    # a rate too large at the step it jumped is the jump seen by the size check: one cause
-    Rule("lr-jump", _SYMPTOMS | _LR_HARM | {"lr-too-large"}, 50, "learning-rate jump", lead=1),
-    Rule("lr-collapse", _STALLED, UNBOUNDED, "learning-rate collapse", lead=1),
-    Rule(
-        "lr-too-large",
-        _SYMPTOMS | _STALLED | _LR_HARM,
-        UNBOUNDED,
-        "learning rate too large",
-        lead=1,
-    ),
-    Rule("input-batch", _SYMPTOMS, 20, "input batch"),
-    Rule("nan-origin", _SYMPTOMS, 20, "operation found by NaN provenance"),
-    Rule("stale-grad", _SYMPTOMS | _STALLED, UNBOUNDED, "stale gradients"),
-    Rule("grad-zeroed-before-step", _STALLED | _SYMPTOMS, UNBOUNDED, "gradients cleared"),
-    Rule("accumulation-wiped", _STALLED | _SYMPTOMS, UNBOUNDED, "discarded gradients"),
-    Rule("clip-before-backward", _SYMPTOMS, UNBOUNDED, "clipping before backward()"),
-    # one batch over and over is fitted to zero loss: its gradients fade and the steps stop
-    Rule("repeated-batch", _STALLED | {"loss-plateau"}, UNBOUNDED, "repeated input batch"),
-    # a loss that pairs every prediction with every target is minimised by one constant
-    # output: it stalls at the level of predicting the mean, with nothing left to learn
-    Rule("loss-shape-mismatch", _STALLED | _NO_INFO, UNBOUNDED, "loss shape mismatch"),
-    Rule(
-        "param-mutated-outside-step",
-        _SYMPTOMS | {"frozen-param-changed", "param-not-updated"},
-        20,
-        "parameter changed outside step()",
-    ),
-    Rule("ddp-param-desync", frozenset({"ddp-rank-spread", "repro-drift"}), UNBOUNDED, "desync"),
-    # a change of the run's structure (gradwatch.core.structure, derived when a run is read) is
-    # a candidate cause of the symptoms after it: a dropped safeguard for the rest of the
-    # run, any other change for STRUCTURE_WINDOW steps
-    Rule("structure-safeguard", _SYMPTOMS | _STALLED, UNBOUNDED, "safeguard dropped"),
-    Rule("group-invariant", _SYMPTOMS | _STALLED, UNBOUNDED, "differs from its replicates"),
-    Rule("structure-change", _SYMPTOMS | _STALLED, STRUCTURE_WINDOW, "structure change"),
-    # no cause upstream was recorded: the first numeric symptom stands for the others
-    Rule("nonfinite", _NONFINITE | {"exploding-grad", "loss-diverging", "update-ratio"}, 20, "NaN"),
-    Rule("exploding-grad", _SYMPTOMS, 20, "exploding gradients"),
-    # eval() freezes normalisation at its running statistics: the activations' scale is no
-    # longer held through depth, so gradients fade and training stalls (last: any other
-    # cause that could explain a symptom names it first)
-    Rule("eval-mode-training", _FADED, UNBOUNDED, "model in eval mode"),
-)
-_RULE: Final = {r.kind: r for r in RULES}
-_RANK: Final = {r.kind: i for i, r in enumerate(RULES)}
+RULES: Final[tuple[Rule, ...]] = BOOK.rules
 
 
-def kind_of(finding: Mapping[str, Any]) -> str | None:
+def kind_of(finding: Mapping[str, Any], book: RuleBook = BOOK) -> str | None:
     """The root-cause kind a finding can stand for, or None when it is only a symptom.
 
     A non-finite finding whose NaN provenance traced the value to the input batch is an
@@ -126,9 +64,9 @@ def kind_of(finding: Mapping[str, Any]) -> str | None:
         return "input-batch"
     if isinstance(origin, Mapping) and origin.get("found"):
         return "input-batch" if origin.get("phase") == "input" else "nan-origin"
-    if check in _NONFINITE:
+    if check in book.nonfinite:
         return "nonfinite"
-    return check if check in _RULE else None
+    return check if check in book.by_kind else None
 
 
 def incident_id(finding: Mapping[str, Any]) -> str:
@@ -160,22 +98,23 @@ class Grouper:
     """Assigns incidents one finding at a time (the collector's live use). Only causes that
     can explain later findings are kept, so a long run's many findings cost little."""
 
-    def __init__(self) -> None:
+    def __init__(self, book: RuleBook = BOOK) -> None:
+        self.book = book
         self.incidents: dict[str, Incident] = {}
         self._open: list[Incident] = []
 
     def add(self, finding: Mapping[str, Any]) -> tuple[str, Role]:
         """The incident and role of ``finding`` given every finding added before it."""
         owner = self._owner(finding) or self.incidents.get(incident_id(finding))
-        kind, step = kind_of(finding), _step(finding)
+        kind, step = kind_of(finding, self.book), _step(finding)
         if owner is not None:  # a consequence, or the same onset on another tensor
             owner.consequences += 1
-            if kind in _RULE and step is not None and (kind, step) not in owner.spans:
+            if kind in self.book.by_kind and step is not None and (kind, step) not in owner.spans:
                 owner.spans.append((kind, step))  # it explains what its member would
             return owner.id, "consequence"
         incident = Incident(incident_id(finding), kind, step)
         self.incidents[incident.id] = incident
-        if kind in _RULE and step is not None:
+        if kind in self.book.by_kind and step is not None:
             incident.spans.append((kind, step))
             self._open.append(incident)
         return incident.id, "cause"
@@ -189,42 +128,44 @@ class Grouper:
         best: tuple[int, Incident] | None = None
         for incident in self._open:
             for kind, at in incident.spans:
-                rule = _RULE[kind]
+                rule = self.book.by_kind[kind]
                 if check not in rule.consequences:
                     continue
                 if not at - rule.lead <= step <= at + rule.window:
                     continue
-                if best is None or _RANK[kind] < best[0]:
-                    best = (_RANK[kind], incident)
+                rank = self.book.rank[kind]
+                if best is None or rank < best[0]:
+                    best = (rank, incident)
         return best[1] if best else None
 
 
-def _order(findings: Sequence[Mapping[str, Any]]) -> list[int]:
+def _order(findings: Sequence[Mapping[str, Any]], book: RuleBook) -> list[int]:
     """Step order; at one step, causes of earlier rules first, then arrival order."""
 
     def key(i: int) -> tuple[int, int, int]:
         step = _step(findings[i])
-        kind = kind_of(findings[i])
-        rule = _RULE.get(kind or "")
+        kind = kind_of(findings[i], book)
+        rule = book.by_kind.get(kind or "")
         at = UNBOUNDED if step is None else step - (rule.lead if rule else 0)
-        return (at, _RANK.get(kind or "", len(RULES)), i)
+        return (at, book.rank.get(kind or "", len(book.rules)), i)
 
     return sorted(range(len(findings)), key=key)
 
 
-def group(findings: Sequence[Mapping[str, Any]]) -> list[tuple[str, Role]]:
+def group(findings: Sequence[Mapping[str, Any]], book: RuleBook = BOOK) -> list[tuple[str, Role]]:
     """``(incident, role)`` of every finding, in the input's order."""
-    grouper = Grouper()
+    grouper = Grouper(book)
     out: list[tuple[str, Role]] = [("", "cause")] * len(findings)
-    for i in _order(findings):
+    for i in _order(findings, book):
         out[i] = grouper.add(findings[i])
     return out
 
 
-def annotate(findings: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def annotate(findings: Iterable[Mapping[str, Any]], book: RuleBook = BOOK) -> list[dict[str, Any]]:
     """Copies of ``findings`` with ``incident`` and ``role`` set by :func:`group`."""
     items = list(findings)
-    return [{**f, "incident": i, "role": r} for f, (i, r) in zip(items, group(items), strict=True)]
+    grouped = group(items, book)
+    return [{**f, "incident": i, "role": r} for f, (i, r) in zip(items, grouped, strict=True)]
 
 
 _SEVERITY_RANK: Final = {"info": 0, "warning": 1, "error": 2}
@@ -313,10 +254,10 @@ def _then(consequences: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(parts)
 
 
-def views(findings: Sequence[Mapping[str, Any]]) -> list[View]:
+def views(findings: Sequence[Mapping[str, Any]], book: RuleBook = BOOK) -> list[View]:
     """The incidents of ``findings`` (grouped afresh), in the order of their causes' steps."""
-    annotated = annotate(findings)
-    order = {i: k for k, i in enumerate(_order(annotated))}
+    annotated = annotate(findings, book)
+    order = {i: k for k, i in enumerate(_order(annotated, book))}
     causes = sorted(
         (i for i, f in enumerate(annotated) if f["role"] == "cause"), key=order.__getitem__
     )

@@ -3,17 +3,21 @@ runtime checks that confirm it.
 
 A rule that finds, before the run, the bug a runtime check finds during it carries the
 runtime check's id (``stale-grad``, ``grad-zeroed-before-step``, ``param-not-in-optimizer``,
-``eval-mode-training``); the other rules have ids of their own. Like the runtime ids,
-these are a public interface: never rename one.
+``eval-mode-training``: the constant of the check registry); the other rules have ids of
+their own. Which runtime checks confirm a rule is declared by the checks (their
+``confirms``, :mod:`gradwatch.core.registry`) and read here from the registry. Like the
+runtime ids, these are a public interface: never rename one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from gradwatch.core import checkids
 from gradwatch.core.catalogue import CHECKS
+from gradwatch.core.checks import REGISTRY
 from gradwatch.core.contract import Severity
 
 
@@ -22,7 +26,8 @@ class Rule:
     """One lint rule.
 
     ``confirmed_by`` lists the runtime check ids whose finding, in a run of the linted
-    script, confirms a finding of this rule (see :func:`confirms`).
+    script, confirms a finding of this rule (see :func:`confirms`): filled in from the
+    registry, where each check names the rules it confirms.
     """
 
     id: str
@@ -32,29 +37,26 @@ class Rule:
     confirmed_by: tuple[str, ...] = ()
 
 
-RULES: Final[tuple[Rule, ...]] = (
+_DECLARED: Final[tuple[Rule, ...]] = (
     Rule(
-        "stale-grad",
+        checkids.STALE_GRAD,
         "error",
         "an optimizer steps in a loop that never clears its gradients",
         "call optimizer.zero_grad() once per optimizer step in the same loop (before "
         "backward, or right after step())",
-        ("stale-grad",),
     ),
     Rule(
-        "grad-zeroed-before-step",
+        checkids.GRAD_ZEROED_BEFORE_STEP,
         "error",
         "gradients are cleared between backward() and step()",
         "move zero_grad() before backward() or after step()",
-        ("grad-zeroed-before-step",),
     ),
     Rule(
-        "accumulation-wiped",
+        checkids.ACCUMULATION_WIPED,
         "error",
         "gradient accumulation is undone by a zero_grad() that runs every micro-batch",
         "clear gradients only right after the guarded step() (or under the first-micro-step "
         "guard, before backward)",
-        ("accumulation-wiped",),  # the runtime check of the same id confirms it
     ),
     Rule(
         "accumulation-loss-not-scaled",
@@ -69,19 +71,17 @@ RULES: Final[tuple[Rule, ...]] = (
         "call optimizer.step() after backward() (or update the parameters by hand)",
     ),
     Rule(
-        "param-not-in-optimizer",
+        checkids.PARAM_NOT_IN_OPTIMIZER,
         "error",
         "the optimizer does not hold the parameters the loss trains",
         "build the optimizer from the model that runs forward, after replacing or unfreezing "
         "layers (or add a param group with optimizer.add_param_group)",
-        ("param-not-in-optimizer",),
     ),
     Rule(
-        "eval-mode-training",
+        checkids.EVAL_MODE_TRAINING,
         "error",
         "a model set to eval() is trained again without train()",
         "call model.train() at the start of every training epoch",
-        ("eval-mode-training",),
     ),
     Rule(
         "inference-in-train-mode",
@@ -95,7 +95,6 @@ RULES: Final[tuple[Rule, ...]] = (
         "the tensor backward() is called on is cut from the model's graph",
         "build the loss from the model output itself; keep .item(), .detach(), .data and "
         "torch.tensor(...) for logging",
-        ("param-no-grad",),
     ),
     Rule(
         "detached-in-loss-path",
@@ -103,7 +102,6 @@ RULES: Final[tuple[Rule, ...]] = (
         "part of the loss is cut from a module the optimizer trains",
         "keep .detach() for targets and frozen or teacher networks, .item() / .numpy() / "
         "torch.tensor(...) for logging; feed the loss the tensor itself",
-        ("param-no-grad",),
     ),
     Rule(
         "data-in-loss-path",
@@ -149,8 +147,11 @@ RULES: Final[tuple[Rule, ...]] = (
         "a training script that never seeds torch",
         "call torch.manual_seed(SEED) (or lightning.seed_everything / transformers.set_seed) "
         "before building the model",
-        ("nondeterminism-risk",),
     ),
+)
+
+RULES: Final[tuple[Rule, ...]] = tuple(
+    replace(r, confirmed_by=REGISTRY.confirming(r.id)) for r in _DECLARED
 )
 
 BY_ID: Final[dict[str, Rule]] = {r.id: r for r in RULES}

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradwatch.checks import ddp as checks
 from gradwatch.checks.findings import Finding
+from gradwatch.core import checkids
 from gradwatch.core.errors import IntegrityError
 from gradwatch.transport.record_builder import notice_record
 
@@ -127,7 +128,9 @@ class Comparer(threading.Thread):
         elif kind == "c" and self.comparable:
             self._report(checks.param_desync(int(str(index)), self.names, values))
         elif kind == "w":
-            self._report(checks.rank_spread(int(str(index)), values), clear="ddp-rank-spread")
+            self._report(
+                checks.rank_spread(int(str(index)), values), clear=checkids.DDP_RANK_SPREAD
+            )
             self._nonfinite(int(values[0]["last_step"]))
         elif kind == "end":
             steps = {int(v["step"]) for v in values}
@@ -152,7 +155,7 @@ class Comparer(threading.Thread):
             )
 
     def _nonfinite(self, upto: int) -> None:
-        if self.nonfinite_done or not self.owner.sink.enabled("ddp-nonfinite-rank"):
+        if self.nonfinite_done or not self.owner.sink.enabled(checkids.DDP_NONFINITE_RANK):
             return
         if int(self.store.add(self.key("nf_count"), 0)) == 0:
             return

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from gradwatch.core import checkids
 from gradwatch.stats.batch_checksum import resolve
 
 if TYPE_CHECKING:
@@ -51,7 +52,14 @@ if TYPE_CHECKING:
 
 FORMAT = "gradwatch-checkpoint/1"
 #: checks whose values come from the parameters the previous update left
-LATE_CHECKS = frozenset({"nonfinite-loss", "nonfinite-grad", "exploding-grad", "vanishing-grad"})
+LATE_CHECKS = frozenset(
+    {
+        checkids.NONFINITE_LOSS,
+        checkids.NONFINITE_GRAD,
+        checkids.EXPLODING_GRAD,
+        checkids.VANISHING_GRAD,
+    }
+)
 BAD_UPDATE = 1.0  # ‖θ_after − θ_before‖ / ‖θ_before‖ above which an update broke θ
 
 

@@ -27,6 +27,7 @@ from gradwatch.checks.findings import finding
 from gradwatch.checks.fmt import counted
 from gradwatch.checks.lifecycle import LEAF_CUT
 from gradwatch.checks.twins import same_model
+from gradwatch.core import checkids
 from gradwatch.hooks.forward_order import Graph, forward_order, walk
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ class GraphWatch:
             and id(t) not in names
             and id(t) not in self._reported
         ]
-        if not loose or not self.run.sink.enabled("param-not-in-optimizer"):
+        if not loose or not self.run.sink.enabled(checkids.PARAM_NOT_IN_OPTIMIZER):
             return
         # a watched model's own tensors (a layer replaced after watch()) are the periodic
         # coverage check's, named as the model names them; any optimizer's may train them
@@ -140,7 +141,7 @@ class GraphWatch:
             more = f" and {len(tensors) - 4} more" if len(tensors) > 4 else ""
             self.run.sink.report(
                 finding(
-                    "param-not-in-optimizer",
+                    checkids.PARAM_NOT_IN_OPTIMIZER,
                     step,
                     f"{counted(len(tensors), 'trainable tensor')} ({shapes}{more}) "
                     f"{'reaches' if len(tensors) == 1 else 'reach'} the loss but no watched "
@@ -252,7 +253,7 @@ def _twin_finding(
 ) -> Any:
     name = type(owner).__name__
     return finding(
-        "param-not-in-optimizer",
+        checkids.PARAM_NOT_IN_OPTIMIZER,
         step,
         f"{counted(len(tensors), 'tensor')} of a second {name} (a copy of the trained "
         f"one, in no optimizer) reach the loss: a target network or an EMA copy, updated "

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gradwatch.checks.findings import finding
+from gradwatch.core import checkids
 from gradwatch.core.errors import IntegrityError
 from gradwatch.core.structure.recorder import Recorder
 from gradwatch.transport import record_builder as records
@@ -65,7 +66,8 @@ class StepPipeline:
         #: checks are off, or after an internal error
         self.structure: list[Recorder] | None = (
             [Recorder(w.names) for w in ctx.watches]
-            if self.sink.enabled("structure-change") or self.sink.enabled("structure-safeguard")
+            if self.sink.enabled(checkids.STRUCTURE_CHANGE)
+            or self.sink.enabled(checkids.STRUCTURE_SAFEGUARD)
             else None
         )
         #: whether the structure findings were stored at close (the END record says so)

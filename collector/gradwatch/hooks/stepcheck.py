@@ -13,6 +13,7 @@ import torch
 from gradwatch.checks.engine import CheckEngine
 from gradwatch.checks.findings import Action
 from gradwatch.checks.view import Pending, StepView, Window
+from gradwatch.core import checkids
 from gradwatch.stats.tensors import GRAD, NONFINITE, PARAM, UPDATE, PreStep, StepValues
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ class StepChecker:
         step = w.step + 1
         if step == 1 and pre is not None and not w.stats.grads_only:
             self._initial_norms()
-        if step == 1 and self.engine.on("lr-too-large"):
+        if step == 1 and self.engine.on(checkids.LR_TOO_LARGE):
             self.engine.lr.arm(w, step, w.learning_rates())
         if self.engine.quiet(w, step, closure):
             # the common step: nothing holds, so no StepView is built
@@ -160,14 +161,14 @@ class StepChecker:
         """‖θ‖ before the first update, for the first step's update ratio (every later
         step divides by the previous step's ‖θ‖ after its update) and exploding-grad's
         floor."""
-        if self.engine.on("update-ratio") or self.engine.on("exploding-grad"):
+        if self.engine.on(checkids.UPDATE_RATIO) or self.engine.on(checkids.EXPLODING_GRAD):
             self.engine.numerics.set_initial(self.w.index, self.w.stats.param_norms())
 
     def _mutation(self, v: StepView) -> None:
         last = self._last
         due = last is not None and last[0] == v.step - 1 and v.step % MUTATION_EVERY == 0
         due = due and self.w.manual is None  # by hand, every update happens outside step()
-        if not due or not self.engine.on("param-mutated-outside-step"):
+        if not due or not self.engine.on(checkids.PARAM_MUTATED_OUTSIDE_STEP):
             return
         assert last is not None
         self.engine.coverage.mutated(v, last[1].param_norm, self.w.stats.param_norms())
@@ -200,7 +201,7 @@ class StepChecker:
         from gradwatch.stats.rows import LEADING
 
         summed = [bool(m.batch) for m in metas]  # a checksum was taken (an input tensor)
-        inputs = input_checksums(metas) if self.engine.on("repeated-batch") else None
+        inputs = input_checksums(metas) if self.engine.on(checkids.REPEATED_BATCH) else None
         clocks = [m.clock or m.step for m in metas]
         self.engine.window(self.w, win, data[:, 1:LEADING].tolist(), summed, inputs, clocks)
         quiet = self.engine.quiet_rows(self.w, win, values_done)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from gradwatch.core import checkids
 from gradwatch.hooks import backward as backward_tap
 from gradwatch.nan import opcause
 from gradwatch.nan.replay import Captured, bad, detached, replay, tensors
@@ -178,7 +179,7 @@ class NanOrigin:
         found = self.cache.get((v.optimizer, v.step))
         if found is not None:
             return found
-        if check == "nonfinite-param" and tensor is not None:
+        if check == checkids.NONFINITE_PARAM and tensor is not None:
             return self._update_origin(v, tensor, before)
         w = self.run.watches[v.optimizer]
         if threading.get_ident() == self.thread and v.step == w.step + 1:

@@ -44,6 +44,7 @@ from torch.utils.hooks import RemovableHandle
 
 from gradwatch.checks.findings import finding
 from gradwatch.checks.fmt import counted
+from gradwatch.core import checkids
 from gradwatch.core.errors import ConfigError
 from gradwatch.hooks import backward as backward_tap
 from gradwatch.hooks import classloss, clipgrad, loaders
@@ -231,7 +232,7 @@ def _orphaned(run: Run, roots: list[torch.nn.Module]) -> None:
     again after the optimizer was made, so the optimizer steps tensors nothing uses and the
     model the loop trains never changes."""
     orphans = [o for o in (ref() for ref in _state.orphans) if o is not None]
-    if not orphans or not run._sink.enabled("param-not-in-optimizer"):
+    if not orphans or not run._sink.enabled(checkids.PARAM_NOT_IN_OPTIMIZER):
         return
     trained = [p for r in roots for p in r.parameters() if p.requires_grad]
     held = [p for o in orphans for p in _params(o)]
@@ -240,7 +241,7 @@ def _orphaned(run: Run, roots: list[torch.nn.Module]) -> None:
     kinds = ", ".join(sorted({type(o).__name__ for o in orphans}))
     run._sink.report(
         finding(
-            "param-not-in-optimizer",
+            checkids.PARAM_NOT_IN_OPTIMIZER,
             run.step + 1,
             f"{counted(len(trained), 'tensor')} of {names}, which the loss reaches, are in no "
             f"optimizer, while {kinds} holds {counted(len(held), 'tensor')} of no live module"

@@ -19,6 +19,7 @@ import torch
 from gradwatch.checks.amp import ScalerWatch
 from gradwatch.checks.engine import CheckEngine
 from gradwatch.checks.findings import Finding, FindingSink
+from gradwatch.core import checkids
 from gradwatch.core.contract import EndMeta
 from gradwatch.core.errors import IntegrityError
 from gradwatch.core.structure.recorder import STORED
@@ -162,9 +163,9 @@ class Run:
         #: repeated-batch, clip-before-backward and loss-at-chance: what they watch (clips
         #: always: a clip is an in-place edit that the lifecycle must not take for a clearing)
         self._data_hooks: list[_Attachable] = [ClipWatch(ctx)]
-        if self._sink.enabled("repeated-batch"):
+        if self._sink.enabled(checkids.REPEATED_BATCH):
             self._data_hooks.append(LoaderWatch(lambda: self.step, self._checks.repeats))
-        if self._sink.enabled("loss-at-chance"):
+        if self._sink.enabled(checkids.LOSS_AT_CHANCE):
             self._data_hooks.append(ClassLossWatch(self._checks.chance.kind, self._guard))
         self._scaler_watch = (
             None

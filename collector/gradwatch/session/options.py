@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import torch
 
-from gradwatch.core import paths
+from gradwatch.core import checkids, paths
 from gradwatch.core.catalogue import CHECKPOINT_CHECKS, CHECKS, DEFAULT_POLICY, POLICIES, Policy
 from gradwatch.core.contract import DEFAULT_PROJECT
 from gradwatch.core.errors import ConfigError
@@ -160,11 +160,11 @@ def _nan_origin() -> bool:
 STATS_MODES = ("all", "grad-norms")
 #: checks that read parameter or update norms, which ``stats="grad-norms"`` does not measure
 NEEDS_PARAM_STATS = (
-    "nonfinite-param",
-    "update-ratio",
-    "param-not-updated",
-    "frozen-param-changed",
-    "param-mutated-outside-step",
+    checkids.NONFINITE_PARAM,
+    checkids.UPDATE_RATIO,
+    checkids.PARAM_NOT_UPDATED,
+    checkids.FROZEN_PARAM_CHANGED,
+    checkids.PARAM_MUTATED_OUTSIDE_STEP,
 )
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
+from gradwatch.core import checkids
 from gradwatch.core.contract import status_words
 from gradwatch_dashboard import figures, ids, structure_panel
 from gradwatch_dashboard.api_client import Api, ApiError, from_request
@@ -411,7 +412,7 @@ def evidence(
     ]
     for f in findings:
         reference = (f.get("details") or {}).get("reference")
-        if f["check"] == "repro-drift" and reference:
+        if f["check"] == checkids.REPRO_DRIFT and reference:
             href = f"/compare?runs={reference},{run_id}"
             links.append(dcc.Link("compare with its replicate", href=href))
     return [part for link in links for part in (link, " · ")][:-1]

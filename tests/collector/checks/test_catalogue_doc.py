@@ -1,4 +1,5 @@
-"""docs/checks.md is generated from the code's catalogue and must be committed fresh."""
+"""docs/checks.md is generated from the check registry (gradwatch.core.checks) and must be
+committed fresh."""
 
 from __future__ import annotations
 

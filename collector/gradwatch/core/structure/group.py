@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from gradwatch.core import checkids
 from gradwatch.core.structure.signature import StepShape, shapes
 from gradwatch.core.structure.timeline import names_text
 
 MIN_GOOD: Final = 2
 MAX_LIFECYCLES: Final = 3
 PERSIST: Final = 5
-CHECK: Final = "group-invariant"
+CHECK: Final = checkids.GROUP_INVARIANT
 #: how many of the newest run folders are looked at for the group
 RECENT: Final = 64
 

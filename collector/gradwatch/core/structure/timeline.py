@@ -31,14 +31,15 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
+from gradwatch.core import checkids
 from gradwatch.core.structure.signature import CLIP_WORDS, SCHEDULER, StepShape, words
 
 #: how many steps on each side of a candidate change are compared
 WINDOW: Final = 20
 #: the fewest steps on each side that may show a change
 SETTLE: Final = 5
-CHECK: Final = "structure-change"
-SAFEGUARD: Final = "structure-safeguard"
+CHECK: Final = checkids.STRUCTURE_CHANGE
+SAFEGUARD: Final = checkids.STRUCTURE_SAFEGUARD
 #: tensor names listed in a message before "…"
 SHOWN: Final = 3
 

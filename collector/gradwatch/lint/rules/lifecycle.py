@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+from gradwatch.core import checkids
 from gradwatch.lint.analysis import Analysis, Unit
 from gradwatch.lint.facts import BACKWARD, CALL, STEP, UPDATE, ZERO, Event
 from gradwatch.lint.kinds import OPTIMIZER, Kind, Scope
@@ -116,7 +117,7 @@ def _stale(a: Analysis, unit: Unit, loop: ast.AST, st: Event, ev: list[Event]) -
         else f"every iteration of the loop at line {getattr(loop, 'lineno', '?')}"
     )
     a.emit(
-        "stale-grad",
+        checkids.STALE_GRAD,
         st.node,
         f"{st.target}.step(){where} runs {every}, but nothing there clears {st.target}'s "
         "gradients: each step applies the sum of all earlier gradients.",
@@ -146,7 +147,7 @@ def _zero_between(
         after = [b for b in backwards if zi < at[id(b)] < s and not b.exclusive(st)]
         if before and not after:
             a.emit(
-                "grad-zeroed-before-step",
+                checkids.GRAD_ZEROED_BEFORE_STEP,
                 z.node,
                 f"gradients are cleared after backward() (line {before[-1].line}) and before "
                 f"{st.target}.step() (line {st.line}): that step applies no gradient.",
@@ -195,7 +196,7 @@ def _wiped(
                 f"{st.target}.step() runs after it: only the last micro-batch is applied."
             )
         if message:
-            a.emit("accumulation-wiped", z.node, message, unit, loop=loop)
+            a.emit(checkids.ACCUMULATION_WIPED, z.node, message, unit, loop=loop)
             return
 
 

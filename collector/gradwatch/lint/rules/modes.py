@@ -7,6 +7,7 @@ import ast
 import builtins
 import re
 
+from gradwatch.core import checkids
 from gradwatch.lint.analysis import Analysis, Unit
 from gradwatch.lint.facts import BACKWARD, CALL, EVAL, STEP, TRAIN, Event
 from gradwatch.lint.kinds import AVERAGER, MODULE
@@ -78,7 +79,7 @@ def _stuck_in_eval(a: Analysis, unit: Unit, loop: ast.AST, ev: list[Event]) -> N
             if j in training:
                 where = f" (in {e.via}())" if e.via else ""
                 a.emit(
-                    "eval-mode-training",
+                    checkids.EVAL_MODE_TRAINING,
                     e.node,
                     f"{model}.eval(){where} is followed by training (line {f.line}) with no "
                     f"{model}.train() in between: dropout and batch norm stay in eval mode "

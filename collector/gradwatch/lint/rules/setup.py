@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from gradwatch.core import checkids
 from gradwatch.lint.analysis import Analysis, Unit
 from gradwatch.lint.facts import BACKWARD, CALL, STEP
 from gradwatch.lint.kinds import MODULE, OPTIMIZER, own_nodes
@@ -57,7 +58,7 @@ def _late_changes(a: Analysis, unit: Unit) -> None:
             what = _swap(a, unit, node, b) or _unfreeze(node, b, loopvars)
             if what and not _rebuilt(a, unit, nodes, b, node.lineno):
                 a.emit(
-                    "param-not-in-optimizer",
+                    checkids.PARAM_NOT_IN_OPTIMIZER,
                     node,
                     f"{what} after {b.name} was built (line {b.line}) from "
                     f"{', '.join(b.roots)}: the optimizer never updates those parameters.",
@@ -99,7 +100,7 @@ def _copy_trained(a: Analysis) -> None:
                 continue
             if _runs_instead(a, name, root, original):
                 a.emit(
-                    "param-not-in-optimizer",
+                    checkids.PARAM_NOT_IN_OPTIMIZER,
                     node,
                     f"{name} is built from {root}.parameters(), but the parameters belong to a "
                     f"second copy of the model (`{root}`, a deepcopy of `{original}`), which "
