@@ -12,7 +12,7 @@ step) is a cause of an expected check; **gradwatch** is the build it ran with (t
 commit, ``+dirty`` with uncommitted collector changes), so cases recorded before a check
 changed can be found and run again.
 
-    python benchmarks/corpus/inject.py [--only SUBSTR [--exact]] [--classes a,b] [--out PATH] [--list]
+    python benchmarks/corpus/inject.py [--only NAME [--exact]] [--classes a,b] [--out PATH] [--list]
     python benchmarks/corpus/inject.py --report    # judge the stored cases again, rewrite .md
     python benchmarks/corpus/inject.py --prune     # drop cases of programs no longer listed
 
