@@ -401,8 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     programs = [
         prog
         for prog in spec.all_programs()
-        if not args.only
-        or any(s == prog.name if args.exact else s in prog.name for s in args.only)
+        if not args.only or any(s == prog.name if args.exact else s in prog.name for s in args.only)
     ]
     if not programs:
         p.error("no program matches --only")
