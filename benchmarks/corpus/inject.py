@@ -12,7 +12,7 @@ step) is a cause of an expected check; **gradwatch** is the build it ran with (t
 commit, ``+dirty`` with uncommitted collector changes), so cases recorded before a check
 changed can be found and run again.
 
-    python benchmarks/corpus/inject.py [--only SUBSTR] [--classes a,b] [--out PATH] [--list]
+    python benchmarks/corpus/inject.py [--only NAME [--exact]] [--classes a,b] [--out PATH] [--list]
     python benchmarks/corpus/inject.py --report    # judge the stored cases again, rewrite .md
     python benchmarks/corpus/inject.py --prune     # drop cases of programs no longer listed
 
@@ -373,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--only", action="append", default=[], help="programs whose name contains this")
+    p.add_argument("--exact", action="store_true", help="--only names whole program names")
     p.add_argument("--classes", default="", help="comma-separated bug classes (default: all)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--list", action="store_true", help="which classes apply where; run nothing")
@@ -400,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     programs = [
         prog
         for prog in spec.all_programs()
-        if not args.only or any(s in prog.name for s in args.only)
+        if not args.only or any(s == prog.name if args.exact else s in prog.name for s in args.only)
     ]
     if not programs:
         p.error("no program matches --only")

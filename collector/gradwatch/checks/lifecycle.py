@@ -32,12 +32,18 @@ def _last(events: list[Event], kind: str) -> int:
 
 
 def _cleared_after_backward(events: list[Event]) -> list[Event]:
-    """The gradient clearings after the step's last backward pass (none without one)."""
-    if not events or events[-1][0] == "backward":
+    """The gradient clearings after the step's last backward pass (none without one).
+
+    A pass cut from the model (``backward-cut``: it reached no watched tensor) is a backward
+    pass in the loop's order too: a clear before it is in its right place, and what the step
+    lacks is that pass's gradient, which ``param-no-grad`` names (an InfoGAN generator loss
+    rebuilt from ``.item()``: ``zero_grad(); g_loss.backward(); step()`` clears only what an
+    earlier pass of another optimizer left, already applied there)."""
+    if not events or events[-1][0] in ("backward", "backward-cut"):
         return []  # the common step: backward came last
-    last_backward = _last(events, "backward")
-    if last_backward < 0:
+    if _last(events, "backward") < 0:
         return []
+    last_backward = max(_last(events, "backward"), _last(events, "backward-cut"))
     return [e for e in events[last_backward + 1 :] if e[0] == "zero_grad"]
 
 

@@ -312,3 +312,69 @@ def test_a_loss_term_rebuilt_from_item_beside_terms_that_train_is_one_error() ->
 def test_every_loss_term_connected_twin_is_quiet() -> None:
     models, opts = gan_models()
     assert_quiet(train(models, opts, 20, gan_step(rebuilt=False)))
+
+
+# -- a generator loss rebuilt from its value beside an information loss over both models -----
+def infogan_step(rebuilt: bool) -> Any:
+    """PyTorch-GAN's InfoGAN loop: G's update (its loss ``rebuilt`` from ``.item()`` in the
+    bug), D's, then an information loss stepped by a third optimizer over G's and D's
+    parameters together, so G's ``zero_grad()`` clears what that pass left (already
+    applied by the third optimizer) before G's own backward pass."""
+
+    def step(i: int, models: Any, opts: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        g, d = models["G"], models["D"]
+        opt_g, opt_d, opt_info = opts
+        softplus = nn.functional.softplus
+        opt_g.zero_grad()
+        g_loss = softplus(-d(g(x))).mean()
+        if rebuilt:
+            g_loss = torch.tensor(g_loss.item(), requires_grad=True)
+        g_loss.backward()
+        opt_g.step()
+        opt_d.zero_grad()
+        (softplus(d(g(x).detach())).mean() + softplus(-d(y)).mean()).backward()
+        opt_d.step()
+        opt_info.zero_grad()
+        mse(d(g(x)), y[:, :1]).backward()
+        opt_info.step()
+
+    return step
+
+
+def infogan_models() -> tuple[dict[str, nn.Module], list[torch.optim.Optimizer]]:
+    torch.manual_seed(0)
+    g, d = mlp(), nn.Sequential(nn.Linear(3, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+    both = [*g.parameters(), *d.parameters()]
+    return {"G": g, "D": d}, [sgd(g), sgd(d), torch.optim.SGD(both, lr=0.05)]
+
+
+def test_a_generator_loss_rebuilt_from_item_is_param_no_grad_not_a_clear_before_step() -> None:
+    """G's clear comes before its (cut) backward pass, in its right place: the one cause is
+    the loss that reaches nothing, not gradients cleared between backward and step."""
+    models, opts = infogan_models()
+    run = train(models, opts, 20, infogan_step(rebuilt=True))
+    found = of(run, "param-no-grad")
+    assert [(f.step, f.severity) for f in found] == [(1, "error")], found
+    assert "leaf tensor" in found[0].message
+    assert of(run, "grad-zeroed-before-step") == []
+    assert of(run, "step-without-backward") == []
+
+
+def test_a_generator_loss_connected_beside_an_information_loss_twin_is_quiet() -> None:
+    models, opts = infogan_models()
+    assert_quiet(train(models, opts, 20, infogan_step(rebuilt=False)))
+
+
+def test_a_clear_between_the_last_backward_and_step_is_still_found_after_a_cut_pass() -> None:
+    """A cut pass earlier in the step does not hide a clear after the last pass that did
+    reach the model."""
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        torch.tensor(mse(model(x), y).item(), requires_grad=True).backward()
+        mse(model(x), y).backward()
+        opt.zero_grad()
+        opt.step()
+
+    model = mlp()
+    assert first(train(model, sgd(model), 10, step), "grad-zeroed-before-step").step == 1
