@@ -245,8 +245,15 @@ def replicate_seeds(program: Program, n: int) -> list[int]:
 def merge(
     old: dict[str, Any] | None, new: list[dict[str, Any]], head: dict[str, Any]
 ) -> dict[str, Any]:
-    """``head`` + the records of ``old`` whose names are not in ``new``, + ``new``, by name."""
-    fresh = {r["name"]: r for r in new}
+    """``head`` + the records of ``old`` whose names are not in ``new``, + ``new``, by name.
+    A new record without ``replicates`` keeps the old record's (a replicate group is its
+    own measurement, with its own commit and date; a plain re-run does not redo it)."""
+    before = {r["name"]: r for r in (old or {}).get("programs", [])}
+    fresh: dict[str, dict[str, Any]] = {}
+    for r in new:
+        prior = before.get(r["name"]) or {}
+        keep = "replicates" in prior and "replicates" not in r
+        fresh[r["name"]] = {**r, "replicates": prior["replicates"]} if keep else r
     kept = [r for r in (old or {}).get("programs", []) if r["name"] not in fresh]
     programs = sorted([*kept, *fresh.values()], key=lambda r: r["name"])
     return {**head, "programs": programs}

@@ -127,6 +127,19 @@ def test_a_batch_replaces_its_own_records_and_keeps_the_rest() -> None:
     assert runner.merge(None, [{"name": "x"}], {})["programs"] == [{"name": "x"}]
 
 
+def test_a_plain_rerun_keeps_the_programs_replicate_group() -> None:
+    group = {"seeds": [0, 1, 2], "date": "then"}
+    old = {"programs": [{"name": "a", "v": 1, "replicates": group}, {"name": "b", "v": 1}]}
+    doc = runner.merge(old, [{"name": "a", "v": 2}, {"name": "b", "v": 2}], {})
+    assert doc["programs"] == [
+        {"name": "a", "v": 2, "replicates": group},
+        {"name": "b", "v": 2},
+    ]
+    newer = {"seeds": [0, 1, 2], "date": "now"}
+    doc = runner.merge(old, [{"name": "a", "v": 3, "replicates": newer}], {})
+    assert doc["programs"][0]["replicates"] == newer
+
+
 def test_materialize_extracts_the_pinned_commit_once_and_runs_setup_once(tmp_path: Path) -> None:
     mirrors, commit = make_mirror(tmp_path)
     p = spec.Program(
