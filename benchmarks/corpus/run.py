@@ -394,6 +394,14 @@ def main(argv: list[str] | None = None) -> int:
         help="run each program as a replicate group of N seeds under gradwatch instead",
     )
     ap.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="with --replicates: copy the data folder of a group that drew a warning or error "
+        "to DIR/<program> (to read its runs again)",
+    )
+    ap.add_argument(
         "--prune", action="store_true", help="drop records of programs no longer listed, and stop"
     )
     args = ap.parse_args(argv)
