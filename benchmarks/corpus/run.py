@@ -197,11 +197,16 @@ def group_evidence(run_dirs: list[Path]) -> dict[str, Any]:
 
 
 def run_replicates(
-    program: Program, seeds: list[int], cache: Path, tree: Path | None = None
+    program: Program,
+    seeds: list[int],
+    cache: Path,
+    tree: Path | None = None,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
     """The ``replicates`` field of a program's record: ``seeds`` runs under gradwatch in one
     data folder (one replicate group), then every run's structure findings. ``tree``: the
-    program's materialised tree (default: materialise it)."""
+    program's materialised tree (default: materialise it); ``keep``: where the data folder
+    is copied when the group drew a warning or error (to read its runs again)."""
     tree = tree or materialize(program, tree_dir(program, cache))
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="gw-corpus-group-") as tmp:
@@ -220,6 +225,9 @@ def run_replicates(
                 runs[-1]["stderr_tail"] = _tail(done.stderr, 600)
         findings = [f for d in dirs for f in read_run_findings(data, d)]
         evidence = group_evidence(dirs) if dirs else {"formed": False}
+        alarmed = any(f.get("severity") in ALARM for f in findings)
+        if keep is not None and alarmed:
+            shutil.copytree(data, keep, dirs_exist_ok=True)
     structure = [f for f in findings if is_structure(f)]
     alarms = [f for f in findings if f.get("severity") in ALARM]
     return {
@@ -233,6 +241,11 @@ def run_replicates(
         "gradwatch_commit": gradwatch_commit(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def _slug(name: str) -> str:
+    """A folder name for a program name (`karpathy/nanoGPT:train.py [compile]`)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
 def replicate_seeds(program: Program, n: int) -> list[int]:
@@ -388,6 +401,14 @@ def main(argv: list[str] | None = None) -> int:
         help="run each program as a replicate group of N seeds under gradwatch instead",
     )
     ap.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="with --replicates: copy the data folder of a group that drew a warning or error "
+        "to DIR/<program> (to read its runs again)",
+    )
+    ap.add_argument(
         "--prune", action="store_true", help="drop records of programs no longer listed, and stop"
     )
     args = ap.parse_args(argv)
@@ -416,7 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     def group(p: Program) -> dict[str, Any]:
         seeds = replicate_seeds(p, args.replicates)
         try:
-            reps = run_replicates(p, seeds, args.cache)
+            keep = args.keep / _slug(p.name) if args.keep else None
+            reps = run_replicates(p, seeds, args.cache, keep=keep)
         except Exception as exc:  # materialising or setup failed: say so, run the others
             reps = {"seeds": seeds, "runs": 0, "group": {"formed": False},
                     "group_findings": [], "other_alarms": [],

@@ -237,10 +237,12 @@ for step in range(40):
 def test_replicates_report_what_breaks_the_groups_invariants(tmp_path: Path, frozen: str) -> None:
     (tmp_path / "train.py").write_text(REPLICA)
     p = spec.Program("me/replica", COMMIT, "train.py", env=(("FROZEN_SEED", frozen),))
-    reps = runner.run_replicates(p, [0, 1, 2], tmp_path / "cache", tree=tmp_path)
+    kept = tmp_path / "kept"
+    reps = runner.run_replicates(p, [0, 1, 2], tmp_path / "cache", tree=tmp_path, keep=kept)
     assert reps["runs"] == 3 and all(x["ok"] for x in reps["launches"])
     held = reps["group"]["invariants"]["grads_always"]  # learned from all three runs
     assert reps["group"]["formed"] and held == (3 if frozen else 4)
+    assert (kept / "runs").is_dir() == bool(frozen)  # only an alarmed group's data is kept
     broken = [f for f in reps["group_findings"] if f["check"] == "group-invariant"]
     if not frozen:
         assert reps["group_findings"] == []

@@ -42,12 +42,15 @@ class Deferred:
     forward pre-hook (the tensors are kept until then, as the NaN-origin capture keeps them
     anyway). An input edited in place in the meantime (its version counter moved: a reused
     buffer) yields NaN — unknown — rather than the checksum of other data. Forwards of one
-    step add up, as device checksums do."""
+    step add up, as device checksums do. One forward's checksum can be read several times
+    (a model two optimizers own is in both their steps): the first read computes it and
+    lets the inputs go, later ones get the same value."""
 
-    __slots__ = ("_held", "parts")
+    __slots__ = ("_done", "_held", "parts")
 
     def __init__(self, parts: list[tuple[list[torch.Tensor], list[int]]], held: int = 0) -> None:
         self.parts = parts
+        self._done: tuple[torch.Tensor, torch.Tensor | None] | None = None  # once read
         self._held = held  # bytes of inputs this object keeps alive (see HOLD_BYTES)
 
     @classmethod
@@ -63,8 +66,22 @@ class Deferred:
         return cls([(tensors, [t._version for t in tensors])], size)
 
     def __add__(self, other: Deferred) -> Deferred:
+        mine, theirs = self.parts, other.parts  # read before _done: the I/O thread sets it first
+        if (not mine and self._done is not None) or (not theirs and other._done is not None):
+            return self._read_sum(other)  # one was read already: its inputs are let go
         held, self._held, other._held = self._held + other._held, 0, 0
-        return Deferred(self.parts + other.parts, held)
+        return Deferred(mine + theirs, held)
+
+    def _read_sum(self, other: Deferred) -> Deferred:
+        """``self + other`` read now (forwards that add up: float64)."""
+        (a, a_scale), (b, b_scale) = self.split(), other.split()
+        scales = [s.to(torch.float64) for s in (a_scale, b_scale) if s is not None]
+        out = Deferred([])
+        out._done = (
+            a.to(torch.float64) + b.to(torch.float64),
+            sum(scales[1:], scales[0]) if scales else None,
+        )
+        return out
 
     def resolve(self) -> torch.Tensor:
         """The ``(WIDTH,)`` float64 checksum (NaN when an input changed since its forward)."""
@@ -83,31 +100,38 @@ class Deferred:
         """:meth:`value` in two parts, for a window's rows to be put together in a few ops
         (:func:`gradwatch.stats.rows.checksums`): the checksum without ``Σ|x|`` (its third
         value 0, or NaN where an input holds ±Inf or NaN) and ``Σ|x|`` (``None`` without a
-        floating-point input); their sum is :meth:`value`, bit for bit."""
-        try:
-            parts = self.parts
-            if len(parts) == 1:
-                tensors, versions = parts[0]
-                if _moved(tensors, versions):
-                    return torch.full((WIDTH,), float("nan"), dtype=torch.float64), None
-                return _parts_of(tensors)
-            if not parts:
-                return torch.zeros(WIDTH, dtype=torch.float64), None
-            total: torch.Tensor | None = None
-            scale: torch.Tensor | None = None
-            for tensors, versions in parts:
-                if _moved(tensors, versions):
-                    return torch.full((WIDTH,), float("nan"), dtype=torch.float64), None
-                pair, part = _parts_of(tensors)
-                pair = pair.to(torch.float64)
-                total = pair if total is None else total + pair
-                if part is not None:
-                    part = part.to(torch.float64)
-                    scale = part if scale is None else scale + part
-            assert total is not None
-            return total, scale
-        finally:
-            self._release()
+        floating-point input); their sum is :meth:`value`, bit for bit. Fresh tensors on
+        every call (callers add in place); the inputs are let go after the first."""
+        if self._done is None:
+            try:
+                self._done = self._split()
+            finally:
+                self._release()
+        pair, scale = self._done
+        return pair.clone(), None if scale is None else scale.clone()
+
+    def _split(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        parts = self.parts
+        if len(parts) == 1:
+            tensors, versions = parts[0]
+            if _moved(tensors, versions):
+                return torch.full((WIDTH,), float("nan"), dtype=torch.float64), None
+            return _parts_of(tensors)
+        if not parts:
+            return torch.zeros(WIDTH, dtype=torch.float64), None
+        total: torch.Tensor | None = None
+        scale: torch.Tensor | None = None
+        for tensors, versions in parts:
+            if _moved(tensors, versions):
+                return torch.full((WIDTH,), float("nan"), dtype=torch.float64), None
+            pair, part = _parts_of(tensors)
+            pair = pair.to(torch.float64)
+            total = pair if total is None else total + pair
+            if part is not None:
+                part = part.to(torch.float64)
+                scale = part if scale is None else scale + part
+        assert total is not None
+        return total, scale
 
     def _release(self) -> None:
         global _held_bytes

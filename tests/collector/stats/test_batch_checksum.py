@@ -159,3 +159,50 @@ def test_a_deferred_checksum_split_in_two_adds_up_to_its_value() -> None:
     whole = b.value()
     assert pair.dtype == whole.dtype == torch.float32
     assert torch.equal(pair[:2], whole[:2]) and torch.equal(scale, whole[2])
+
+
+def test_a_deferred_checksum_read_twice_gives_its_value_twice() -> None:
+    """One forward's checksum is in the steps of every optimizer that owns the model: the
+    second read is the value, not the zeros of inputs already let go."""
+    x = torch.randn(8, 5)
+    deferred = Deferred.of([x])
+    assert deferred is not None
+    first = deferred.resolve()
+    assert torch.equal(deferred.resolve(), first)
+    assert torch.equal(first, checksum_of([x]).double())
+    other = Deferred.of([torch.randn(8, 5)])
+    assert other is not None
+    assert torch.equal((deferred + other).resolve(), first + other.resolve())
+
+
+class _ActorCritic(nn.Module):
+    """One module, two heads, each trained by its own optimizer (Lightning's PPO)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.actor = nn.Linear(4, 2)
+        self.critic = nn.Linear(4, 1)
+
+
+def test_a_model_two_optimizers_own_records_each_steps_own_batch_for_both() -> None:
+    """Both optimizers' steps see the heads' forwards of the batch drawn at that step: no
+    step of either reads as the empty checksum (the heads run as submodules of a root that
+    does not run in training, as in Lightning's PPO)."""
+    torch.manual_seed(0)
+    model = _ActorCritic()
+    actor_opt = torch.optim.Adam(model.actor.parameters(), lr=1e-3)
+    critic_opt = torch.optim.Adam(model.critic.parameters(), lr=1e-3)
+    with gradwatch.watch(model, [actor_opt, critic_opt]) as run:
+        for _ in range(12):
+            state = torch.randn(16, 4)
+            model.actor(state).logsumexp(1).mean().backward()
+            actor_opt.step()
+            actor_opt.zero_grad()
+            model.critic(state).pow(2).mean().backward()
+            critic_opt.step()
+            critic_opt.zero_grad()
+    empty = batch_hash([0.0, 0.0], ["float32[16, 4]"])
+    for o in (0, 1):
+        hashes = [s["batch_hash"] for s in steps(run.dir, o)]
+        assert len(hashes) == 12 and empty not in hashes, (o, hashes)
+        assert len(set(hashes)) == 12  # a new batch each step
