@@ -284,3 +284,14 @@ def test_validation_in_train_mode_names_the_layers_the_model_has(
     assert f.rule == "inference-in-train-mode"
     assert says in f.message
     assert not not_said or not_said not in f.message
+
+
+def test_validation_in_train_mode_of_a_model_from_another_file_claims_no_layers() -> None:
+    """The model's class is imported (its layers are not visible): the message says what
+    train mode would change, not that the model has dropout (the VQ-VAE of the corpus)."""
+    code = VALIDATE_IN_TRAIN_MODE.replace(
+        "class Net(nn.Module):", "from modules import Net\n\n\nclass Unused(nn.Module):"
+    ).replace("self.extra = LAYER", "self.extra = nn.Identity()")
+    [f] = lint_code(code)
+    assert f.rule == "inference-in-train-mode"
+    assert "any dropout stays active and any batch norm updates" in f.message

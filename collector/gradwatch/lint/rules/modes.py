@@ -243,4 +243,8 @@ def _train_mode_effect(layers: set[str]) -> str:
         )
     if layers and all(_DROPOUT.search(x) for x in layers):
         return "dropout stays active, so validation results are noisy and too pessimistic"
-    return "dropout stays active and batch norm updates its statistics on validation data"
+    if layers:
+        return "dropout stays active and batch norm updates its statistics on validation data"
+    # the model's layers are not visible here (its class is in another file): say what
+    # train mode would change without claiming the model has those layers
+    return "any dropout stays active and any batch norm updates its statistics on validation data"
