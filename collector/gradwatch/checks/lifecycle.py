@@ -48,7 +48,12 @@ def _cleared_after_backward(events: list[Event]) -> list[Event]:
 
 
 def _wiped(events: list[Event]) -> int:
-    """Backward passes whose gradients were cleared before any step applied them."""
+    """Backward passes whose gradients were cleared before any step applied them; none when
+    the step applies gradients the program wrote by hand (``grad_written``: gradient
+    surgery harvests each pass's gradients before the next clear, then writes their
+    combination)."""
+    if any(e[0] == "grad_written" for e in events):
+        return 0
     return sum(int(e[2]) for e in events if e[0] == "wiped")
 
 

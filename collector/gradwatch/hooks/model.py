@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from gradwatch.hooks.inputgrad import for_input
 from gradwatch.hooks.module_runs import ModuleRuns
 from gradwatch.hooks.outermost import Probe, in_backward
 from gradwatch.hooks.structure_probe import DEVICE_EVERY, autocast_state
@@ -155,13 +156,18 @@ class ModelHooks:
         clock = time.perf_counter
         # every optimizer on the CPU: the I/O thread takes the checksum (batch.Deferred)
         defer = all(w.stats.on_host for w in self.run.watches)
-        manual = [w.manual for w in self.owners[key] if w.manual is not None]
+        owners = self.owners[key]
+        manual = [w.manual for w in owners if w.manual is not None]
+        params = self._tensor_ids(key)
 
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             for driver in manual:  # parameters updated by hand since the last backward?
                 driver.check()
             if not is_grad_enabled():  # evaluation or inference: not a training forward
                 return None
+            if for_input(args, kwargs, params):  # a pass for delta.grad (inputgrad)
+                for watch in owners:
+                    watch.for_input = True
             checksum, sig = inspect(args, kwargs, defer=defer) if want_checksum else (None, [])
             started[key] = (clock(), checksum, sig)
             if nan.on:
@@ -170,6 +176,14 @@ class ModelHooks:
 
         return hook
 
+    def _tensor_ids(self, key: str) -> set[int]:
+        """Ids of model ``key``'s parameters and of every tensor its optimizers hold: an
+        input that requires a gradient and reaches none of them is a pass for that input
+        (:mod:`gradwatch.hooks.inputgrad`)."""
+        ids = {id(p) for p in self.models[key].parameters()}
+        ids.update(id(p) for w in self.owners[key] for p in w.params)
+        return ids
+
     def _sub_pre_hook(self, key: str, sub: str) -> Any:
         """The capture pre-hook of submodule ``sub`` of a model whose root does not run:
         the batch is the inputs that enter from outside the trained computation."""
@@ -177,14 +191,19 @@ class ModelHooks:
         nan = self.run.nan_origin
         started = self._started
         defer = all(w.stats.on_host for w in self.run.watches)
-        manual = [w.manual for w in self.owners[key] if w.manual is not None]
+        owners = self.owners[key]
+        manual = [w.manual for w in owners if w.manual is not None]
         point = f"{key}/{sub}"  # no module name holds a slash
+        params = self._tensor_ids(key)
 
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             for driver in manual:
                 driver.check()
             if not torch.is_grad_enabled() or key in started or in_backward():
                 return None  # not training, inside the root's capture, or a recomputation
+            if for_input(args, kwargs, params):
+                for watch in owners:
+                    watch.for_input = True
             checksum, sig = (
                 batch.inspect(args, kwargs, defer=defer, leaves_only=True)
                 if want_checksum

@@ -73,6 +73,10 @@ class OptimizerWatch:
         # applied: a clear finds there the passes it discards (accumulation-wiped)
         self.unapplied: list[int] = []
         self.discarded = 0  # of those, cleared without a step: a wipe once backward follows
+        #: a training forward since the last backward pass asked for its input's gradient
+        #: (gradwatch.hooks.inputgrad); the passes that followed one: made for that input
+        self.for_input = False
+        self.input_passes: set[int] = set()
         self.versions_at_backward: tuple[int, int] = (-1, -1)  # see parameter_versions()
         self.stepped_at = 0  # the run's pass count at this optimizer's last step
         self.in_step = False  # inside step(): a closure's clears are the optimizer's own
@@ -213,10 +217,17 @@ class OptimizerWatch:
         pass follows before a step, that is a ``wiped`` event (accumulation-wiped); when a
         step follows, grad-zeroed-before-step says it."""
         unapplied, self.unapplied = self.unapplied, []
+        for_input, self.input_passes = self.input_passes, set()
         if self.parameter_versions() != self.versions_at_backward:
             return  # the parameters were changed by hand since: the gradients were used
         if unapplied and not self.in_step:
-            self.discarded += sum(1 for n in unapplied if not self.run.applied_elsewhere(n, self))
+            # a pass made for its input's gradient (an adversarial perturbation) discards
+            # nothing the program meant to apply
+            self.discarded += sum(
+                1
+                for n in unapplied
+                if n not in for_input and not self.run.applied_elsewhere(n, self)
+            )
 
     def parameter_versions(self) -> tuple[int, int]:
         """In-place version counters of the first and last parameter: when they moved between
@@ -227,6 +238,7 @@ class OptimizerWatch:
     def note_applied(self) -> None:
         """The gradients were used (a step, or a GradScaler's decision to skip one)."""
         self.unapplied = []
+        self.input_passes = set()
         self.discarded = 0
         self.stepped_at = self.run.passes
 
@@ -261,6 +273,7 @@ class OptimizerWatch:
             self._count_backward(root, took, by_hand)
             self.versions_at_backward = self.parameter_versions()
             self.run.model_hooks.reached(self.index)
+        self.for_input = False
         return reached
 
     def _count_backward(self, root: torch.Tensor | None, took: float, by_hand: str) -> None:
@@ -271,6 +284,8 @@ class OptimizerWatch:
             self.since_clear = 0
             pending.loss = None
         self.unapplied.append(self.run.passes)
+        if self.for_input:
+            self.input_passes.add(self.run.passes)
         if self.discarded:
             pending.add(("wiped", self._now(), str(self.discarded)))
             self.discarded = 0
@@ -292,23 +307,29 @@ class OptimizerWatch:
         return root if root.dtype in (torch.float32, torch.float64) else root.float()
 
     def _manual_clearing(self) -> None:
-        """Between the last backward and ``step``: gradients replaced or set to None by
-        hand (the update then applies nothing), or edited in place (clipping, ``zero_()``)."""
-        cleared = modified = 0
+        """Between the last backward and ``step``: gradients set to None by hand (the update
+        then applies nothing), replaced by other tensors (``p.grad = g``: gradients the
+        program composed itself, as gradient surgery such as PCGrad merges the per-task
+        gradients it harvested), or edited in place (clipping, ``zero_()``)."""
+        cleared = written = modified = 0
         for p, seen in zip(self.params, self._grads, strict=True):
             if seen is None:
                 continue
             grad = p.grad
-            if grad is None or seen[0]() is not grad:
+            if grad is None:
                 cleared += 1
+            elif seen[0]() is not grad:
+                written += 1
             elif grad._version != seen[1]:
                 modified += 1
         if cleared:
             self.since_clear = 0
             self.pending.add(("zero_grad", self._now(), f"by hand: {cleared} tensors"))
+        if written:
+            self.pending.add(("grad_written", self._now(), f"{written} tensors"))
         if modified:
             self.pending.add(("grad_modified", self._now(), f"{modified} tensors"))
-        if cleared or modified:
+        if cleared or written or modified:
             self._grads_stale = True
 
     # -- the step ---------------------------------------------------------------------------

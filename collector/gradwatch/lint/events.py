@@ -204,7 +204,9 @@ class EventCollector:
             targets = [s.target]
         for t in targets:
             if isinstance(t, ast.Attribute) and t.attr == "grad" and isinstance(s, ast.Assign):
-                out.append(self._ev(ZERO, ctx, s, target=ctx.loopvars.get(text(t.value) or "")))
+                if clears(s.value):  # `p.grad = None` clears; `p.grad = g` writes (surgery)
+                    target = ctx.loopvars.get(text(t.value) or "")
+                    out.append(self._ev(ZERO, ctx, s, target=target))
             elif isinstance(s, ast.AugAssign) and _manual(t, ctx):
                 out.append(self._ev(UPDATE, ctx, s))
         for child in ast.iter_child_nodes(s):
@@ -488,3 +490,30 @@ def _grad_owner(node: ast.expr) -> str | None:
 def _manual(node: ast.expr, ctx: Ctx) -> bool:
     dotted = text(node) or ""
     return dotted.endswith(".data") or dotted in ctx.loopvars
+
+
+#: calls whose value is a tensor of zeros (a gradient set to one is cleared)
+_ZEROS = frozenset({"zeros", "zeros_like", "new_zeros"})
+
+
+def clears(value: ast.expr) -> bool:
+    """Whether ``p.grad = value`` clears the gradient (``None``, a tensor of zeros) rather
+    than writing one (a merged or projected gradient: PCGrad's gradient surgery)."""
+    if isinstance(value, ast.Constant) and value.value is None:
+        return True
+    if isinstance(value, ast.Call):
+        f = value.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        return name in _ZEROS
+    return False
+
+
+def writes_gradients(node: ast.AST) -> bool:
+    """Whether the code under ``node`` writes a gradient by hand (``p.grad = g`` with ``g``
+    not None or zeros): the program composes the gradients its step applies itself."""
+    return any(
+        isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in n.targets)
+        and not clears(n.value)
+        for n in ast.walk(node)
+    )

@@ -295,3 +295,55 @@ def test_validation_in_train_mode_of_a_model_from_another_file_claims_no_layers(
     [f] = lint_code(code)
     assert f.rule == "inference-in-train-mode"
     assert "any dropout stays active and any batch norm updates" in f.message
+
+
+ATTACK_LOOP = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Linear(4, 2)
+opt = torch.optim.SGD({params}, lr=0.1)
+for x, y in [(torch.randn(3, 4), torch.tensor([0, 1, 0]))] * 4:
+    delta = torch.zeros_like(x)
+    for _ in range(3):
+        {mark}
+        loss = nn.functional.cross_entropy(model(x + delta), y)
+        opt.zero_grad()
+        loss.backward()
+        delta = (delta + 0.1 * delta.grad.sign()).detach()
+    loss = nn.functional.cross_entropy(model(x + delta), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize(
+    "mark", ["delta.requires_grad = True", "delta.requires_grad_()", "delta.requires_grad_(True)"]
+)
+def test_passes_for_an_input_gradient_are_not_wiped_micro_batches(mark: str) -> None:
+    # the attack loop's backward passes are for delta.grad: clearing the model's
+    # gradients there discards no micro-batch
+    code = ATTACK_LOOP.format(params="model.parameters()", mark=mark)
+    assert [f.rule for f in lint_code(code)] == []
+
+
+def test_a_tensor_given_to_the_optimizer_is_a_parameter_not_an_input() -> None:
+    # a trained tensor made with requires_grad=True and read as w.grad (logging): zero_grad
+    # inside the micro-batch loop wipes the micro-batches
+    code = """
+import torch
+torch.manual_seed(0)
+w = torch.zeros(4, requires_grad=True)
+opt = torch.optim.SGD([w], lr=0.1)
+for step in range(10):
+    for micro in range(4):
+        opt.zero_grad()
+        ((torch.randn(8, 4) @ w).pow(2).mean() / 4).backward()
+        print(w.grad.norm())
+    opt.step()
+"""
+    assert [f.rule for f in lint_code(code)] == ["accumulation-wiped"]
+    # and the attack loop with no tensor marked as wanting a gradient is a wipe too
+    plain = ATTACK_LOOP.format(params="model.parameters()", mark="pass")
+    assert [f.rule for f in lint_code(plain)] == ["accumulation-wiped"]

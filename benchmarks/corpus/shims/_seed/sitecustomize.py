@@ -6,8 +6,10 @@ and received a gradient changed value before the next backward pass (or the end)
 programs that update parameters by hand (``p.data -= lr * p.grad``: MAML, Reptile, manual
 SGD) do; at exit, write a sha256 of all their final values (the optimizers' parameters, then
 the hand-updated ones) to ``$GW_CORPUS_DIGEST`` (JSON). Both modes (with and without
-gradwatch) run exactly this, so equal digests mean gradwatch left training alone. Then the
-sitecustomize this file shadows, if any, runs."""
+gradwatch) run exactly this, so equal digests mean gradwatch left training alone. Two
+opt-in stand-ins for what a program lacks on this machine: ``$GW_CORPUS_MAX_STEPS`` (a step
+cap) and ``$GW_CORPUS_CUDA_AS_CPU`` (``.cuda()`` as a no-op). Then the sitecustomize this
+file shadows, if any, runs."""
 
 import atexit
 import hashlib
@@ -23,6 +25,9 @@ import weakref
 
 _SEED = os.environ.get("GW_CORPUS_SEED")
 _DIGEST = os.environ.get("GW_CORPUS_DIGEST")
+#: ``$GW_CORPUS_MAX_STEPS``: a step cap for a program that has no option for one: the
+#: process exits (status 0, digest written) right after the first optimizer's N-th step
+_MAX_STEPS = int(os.environ.get("GW_CORPUS_MAX_STEPS") or 0)
 _PID = os.getpid()
 _optimizers = []  # (class name, [param tensors]) of every optimizer, in creation order
 _steps = []  # steps per optimizer, same order
@@ -129,6 +134,8 @@ def _watch_optimizers():
         index = getattr(optimizer, "_gw_corpus_index", None)
         if index is not None and index < len(_steps):
             _steps[index] += 1
+            if _MAX_STEPS and index == 0 and _steps[0] >= _MAX_STEPS:
+                raise SystemExit(0)  # the step cap: the program has no option for one
 
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -175,6 +182,22 @@ def _watch_backward():
     torch.autograd.backward = backward
 
 
+def _cuda_as_cpu():
+    """``$GW_CORPUS_CUDA_AS_CPU=1``: a program written for one GPU (``model.cuda()``,
+    ``x.cuda()`` with no device check) runs unmodified on the CPU: both calls return their
+    object as it is."""
+    import torch
+
+    def tensor_cuda(self, *args, **kwargs):
+        return self
+
+    def module_cuda(self, *args, **kwargs):
+        return self
+
+    torch.Tensor.cuda = tensor_cuda
+    torch.nn.Module.cuda = module_cuda
+
+
 _FIRST = not getattr(sys, "_gw_corpus_site", False)  # a second import of this file: no-op
 _argv = getattr(sys, "orig_argv", [])
 _GRADWATCH_CLI = any(  # `python -m gradwatch run ...` itself is not the training
@@ -188,6 +211,8 @@ if _FIRST and not _GRADWATCH_CLI and (_SEED is not None or _DIGEST):
     except ImportError:
         pass
     else:
+        if os.environ.get("GW_CORPUS_CUDA_AS_CPU") == "1":
+            _cuda_as_cpu()
         if _SEED is not None:
             _seed_all(int(_SEED))
         if _DIGEST:

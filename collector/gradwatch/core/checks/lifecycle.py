@@ -41,7 +41,10 @@ FAMILY: Final = Family(
            "applies nothing.",
            "a clearing event after the step's last backward pass; one finding per optimizer and "
            "run",
-           "`zero_grad()` before `backward()` or right after `step()`",
+           "`zero_grad()` before `backward()` or right after `step()`; gradients written by "
+           "hand before the step (`p.grad = g` with a tensor: gradient surgery such as PCGrad "
+           "writes the combination of the per-task gradients it harvested; a written gradient "
+           "of zeros is `param-no-grad`'s all-zero case)",
            cause=Cause("gradients cleared", 70, frozenset({"stalled", "symptom"})),
            confirms=(GRAD_ZEROED_BEFORE_STEP,)),
         Check(STEP_WITHOUT_BACKWARD, "warning", "before-update",
@@ -69,7 +72,11 @@ FAMILY: Final = Family(
            "(GANs); iterations a GradScaler skipped; correct accumulation; gradients used by "
            "hand before the clear (the parameters changed in place since the backward pass: "
            "sharpness-aware minimisation's first pass, also as a wrapper optimizer whose "
-           "`zero_grad` clears the inner optimizer's gradients; a manual update)",
+           "`zero_grad` clears the inner optimizer's gradients; a manual update); passes made "
+           "for an input's gradient (a training forward whose input requires a gradient and "
+           "reaches a tensor in no model or optimizer within a few autograd nodes: FGSM/PGD "
+           "adversarial training, saliency maps); steps that apply gradients written by hand "
+           "(`p.grad = g`: gradient surgery harvests each pass's gradients before clearing)",
            cause=Cause("discarded gradients", 80, frozenset({"stalled", "symptom"})),
            confirms=(ACCUMULATION_WIPED,)),
     ),

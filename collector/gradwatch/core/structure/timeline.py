@@ -337,6 +337,36 @@ def _state_text(element: str, old: str | None, new: str | None) -> str:
     return f"param group {group[1:]}'s {key} is {new} instead of {old}"
 
 
+def _grouped(items: list[tuple[str, str]], now: StepShape, before: StepShape) -> list[str]:
+    """The texts of one step's changes, a param group that appeared or went said once with
+    its hyperparameters (``param group 1 is new (momentum 0, weight_decay 0)``) instead of
+    once per hyperparameter."""
+    texts: list[str] = []
+    whole: dict[str, tuple[str, list[str]]] = {}  # group -> (new/gone, "key value" items)
+    for element, text in items:
+        group, _, key = element.removeprefix("hp:").partition(".")
+        if element.startswith("hp:") and (now.value(element) is None) != (
+            before.value(element) is None
+        ):
+            kind = "gone" if now.value(element) is None else "new"
+            value = before.value(element) if kind == "gone" else now.value(element)
+            if group not in whole:
+                whole[group] = (kind, [])
+                texts.append(group)  # its place in the sentence
+            whole[group][1].append(f"{key} {value}")
+            continue
+        texts.append(text)
+    out = []
+    for t in texts:
+        if t in whole:
+            kind, pairs = whole[t]
+            what = "is new" if kind == "new" else "is gone"
+            out.append(f"param group {t[1:]} {what} ({', '.join(pairs)})")
+        else:
+            out.append(t)
+    return out
+
+
 def state_changes(shapes: Sequence[StepShape], label: str = "") -> list[dict[str, Any]]:
     """Changes of the hyperparameters, dtypes, autocast, schedulers and GradScaler, one
     finding per step (every element that changed at it named)."""
@@ -354,7 +384,7 @@ def state_changes(shapes: Sequence[StepShape], label: str = "") -> list[dict[str
     out = []
     for index, items in sorted(by_step.items()):
         step = shapes[index].step
-        text = "; ".join(t for _, t in items)
+        text = "; ".join(_grouped(items, shapes[index], shapes[index - 1]))
         out.append(
             _finding(
                 step,

@@ -11,6 +11,7 @@ import ast
 
 from gradwatch.core import checkids
 from gradwatch.lint.analysis import Analysis, Unit
+from gradwatch.lint.events import writes_gradients
 from gradwatch.lint.facts import BACKWARD, CALL, STEP, UPDATE, ZERO, Event
 from gradwatch.lint.kinds import OPTIMIZER, Kind, Scope
 from gradwatch.lint.source import text
@@ -157,6 +158,67 @@ def _zero_between(
             return
 
 
+#: optimizer classes of torch.optim, as their constructors read (a tensor passed to one is
+#: a parameter, not an input)
+_OPTIMIZERS = frozenset(
+    {"SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop", "Adagrad",
+     "Adadelta", "SparseAdam", "LBFGS", "ASGD", "Adafactor", "Muon"}
+)  # fmt: skip
+
+
+def input_gradient_read(unit_node: ast.AST, loop: ast.AST) -> str | None:
+    """The name of a tensor whose gradient ``loop`` reads (``delta.grad``) and that the code
+    marks as wanting one (``delta.requires_grad = True``, ``delta.requires_grad_()``,
+    ``torch.zeros(..., requires_grad=True)``) without giving it to an optimizer: an input
+    perturbation or saliency map. Backward passes for it are not micro-batches."""
+    wanted: set[str] = set()
+    given: set[str] = set()
+    for node in ast.walk(unit_node):
+        if isinstance(node, ast.Assign):
+            wanted.update(
+                t.value.id
+                for t in node.targets
+                if isinstance(t, ast.Attribute)
+                and t.attr == "requires_grad"
+                and isinstance(t.value, ast.Name)
+            )
+            value = node.value
+            if isinstance(value, ast.Call) and any(
+                k.arg == "requires_grad" and not _false(k.value) for k in value.keywords
+            ):
+                wanted.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.Call):
+            f = node.func
+            if (
+                isinstance(f, ast.Attribute)
+                and f.attr == "requires_grad_"
+                and isinstance(f.value, ast.Name)
+            ):
+                wanted.add(f.value.id)
+            name = (
+                f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            )
+            if name in _OPTIMIZERS:
+                given.update(
+                    n.id for arg in node.args for n in ast.walk(arg) if isinstance(n, ast.Name)
+                )
+    free = wanted - given
+    for node in ast.walk(loop):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "grad"
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in free
+        ):
+            return node.value.id
+    return None
+
+
+def _false(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
 def _wiped(
     a: Analysis,
     unit: Unit,
@@ -166,6 +228,10 @@ def _wiped(
     backwards: list[Event],
     ev: list[Event],
 ) -> None:
+    if input_gradient_read(unit.node, loop) is not None:
+        return  # the cleared passes are made for an input's gradient (adversarial training)
+    if writes_gradients(loop):
+        return  # the loop composes the gradients it applies (gradient surgery): it read them
     at = {id(e): i for i, e in enumerate(ev)}
     tests = _tests(st) if accumulates(st, zeros, backwards, ev) else set[str]()
     first_backward = min(at[id(b)] for b in backwards)

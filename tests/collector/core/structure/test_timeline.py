@@ -104,3 +104,22 @@ def test_member_reads_the_layout_and_one_shape_per_step(data_dir: Path) -> None:
     assert [s.step for s in m.shapes[0]] == list(range(1, 13))
     assert {s.lifecycle for s in m.shapes[0][1:]} == {"zero_grad backward step"}
     assert changes(m.shapes[0], m.layout[0]) == []
+
+
+def test_a_param_group_added_mid_run_is_said_once_with_its_hyperparameters() -> None:
+    from gradwatch.core.structure.signature import StepShape
+    from gradwatch.core.structure.timeline import state_changes
+
+    one = (("hp:g0.momentum", "0.9"),)
+    two = (*one, ("hp:g1.momentum", "0"), ("hp:g1.weight_decay", "0"))
+    shapes = [StepShape(s, "zero_grad backward step", (True,), one if s <= 150 else two)
+              for s in range(1, 301)]  # fmt: skip
+    [found] = state_changes(shapes)
+    assert found["step"] == 151
+    assert found["message"] == (
+        "From step 151, param group 1 is new (momentum 0, weight_decay 0)."
+    )
+    back = [StepShape(s, "zero_grad backward step", (True,), two if s <= 150 else one)
+            for s in range(1, 301)]  # fmt: skip
+    [gone] = state_changes(back)
+    assert gone["message"] == "From step 151, param group 1 is gone (momentum 0, weight_decay 0)."
