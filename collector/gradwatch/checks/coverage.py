@@ -590,15 +590,23 @@ class CoverageChecks:
             )
         )
 
-    def mutated(self, v: StepView, previous: torch.Tensor | None, now: torch.Tensor) -> None:
-        """``param-mutated-outside-step``: the norm of θ changed between two steps."""
+    def mutated(
+        self,
+        v: StepView,
+        previous: torch.Tensor | None,
+        now: torch.Tensor,
+        stepped: set[int] = frozenset(),  # type: ignore[assignment]
+    ) -> None:
+        """``param-mutated-outside-step``: the norm of θ changed between two steps
+        (``stepped``: tensors another optimizer holding them stepped since: not edits)."""
         if previous is None or previous.shape != now.shape or torch.equal(previous, now):
             return  # torch.equal: one op and no copy in the common case (nothing changed)
         changed = (previous != now) & torch.isfinite(previous) & torch.isfinite(now)
         edited = [
             i
             for i in _in_order(torch.nonzero(changed).flatten().tolist(), v.order)
-            if not any(fnmatch(v.names[i], pattern) for pattern in self.allow_mutation)
+            if i not in stepped
+            and not any(fnmatch(v.names[i], pattern) for pattern in self.allow_mutation)
         ]
         if not edited:
             return

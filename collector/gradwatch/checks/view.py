@@ -155,3 +155,9 @@ class WatchedOptimizer(Protocol):
         ...
 
     def learning_rates(self) -> list[float]: ...
+
+    def stepped_by_others(self) -> set[int]:
+        """Indices of its tensors that another watched optimizer also holds and has
+        stepped since this one's last step (InfoGAN's information optimizer over the
+        generator's and discriminator's weights)."""
+        ...

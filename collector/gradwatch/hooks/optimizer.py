@@ -80,6 +80,9 @@ class OptimizerWatch:
         self.versions_at_backward: tuple[int, int] = (-1, -1)  # see parameter_versions()
         self.stepped_at = 0  # the run's pass count at this optimizer's last step
         self.in_step = False  # inside step(): a closure's clears are the optimizer's own
+        #: the other watched optimizers that hold some of these tensors, with their indices
+        #: here (see stepped_by_others; found at the first look)
+        self._shared: list[tuple[OptimizerWatch, list[int]]] | None = None
         self._grads_untouched = grads_untouched_by_step(optimizer)
         self._grads_stale = False  # gradients edited by hand since the last look
         self.stats = StepStats(
@@ -234,6 +237,23 @@ class OptimizerWatch:
         a backward pass and a clear with no step, the gradients were applied by hand (a
         sharpness-aware first pass perturbs the weights with them, a manual update steps)."""
         return (self.params[0]._version, self.params[-1]._version) if self.params else (0, 0)
+
+    def stepped_by_others(self) -> set[int]:
+        """Indices of this optimizer's tensors that another watched optimizer also holds
+        and has stepped since this one's last step: their change is that step's."""
+        if self._shared is None:
+            mine = {id(p): i for i, p in enumerate(self.params)}
+            self._shared = [
+                (w, [mine[id(p)] for p in w.params if id(p) in mine])
+                for w in self.run.watches
+                if w is not self
+            ]
+            self._shared = [(w, idx) for w, idx in self._shared if idx]
+        out: set[int] = set()
+        for other, idx in self._shared:
+            if other.stepped_at >= self.stepped_at and other.step > 0:
+                out.update(idx)
+        return out
 
     def note_applied(self) -> None:
         """The gradients were used (a step, or a GradScaler's decision to skip one)."""

@@ -171,7 +171,10 @@ class StepChecker:
         if not due or not self.engine.on(checkids.PARAM_MUTATED_OUTSIDE_STEP):
             return
         assert last is not None
-        self.engine.coverage.mutated(v, last[1].param_norm, self.w.stats.param_norms())
+        coverage = self.engine.coverage
+        coverage.mutated(
+            v, last[1].param_norm, self.w.stats.param_norms(), self.w.stepped_by_others()
+        )
 
     def post_step(self, values: StepValues | None) -> None:
         """After the update (``values``: this step's statistics, ``None`` if not collected).

@@ -663,6 +663,39 @@ def test_param_mutated_outside_step_correct_twin_is_quiet() -> None:
     assert_quiet(run)
 
 
+def _overlapping(edit_at: int | None, info_every: int) -> gradwatch.Run:
+    """Two optimizers over overlapping tensors (InfoGAN's: one over the body, one over the
+    body and a head); ``edit_at``: a step after which the body is edited by hand."""
+    body, head = mlp(0), nn.Linear(D_OUT, D_OUT)
+    opt_body = sgd(body)
+    opt_info = torch.optim.SGD([*body.parameters(), *head.parameters()], lr=0.05)
+    run = gradwatch.watch({"body": body, "head": head}, [opt_body, opt_info])
+    try:
+        for i in range(40):
+            x, y = batch(i)
+            opt_body.zero_grad()
+            mse(body(x), y).backward()
+            opt_body.step()
+            if i % info_every == 0:
+                opt_info.zero_grad()
+                mse(head(body(x)), y).backward()
+                opt_info.step()
+            if i == edit_at:
+                with torch.no_grad():
+                    body[0].weight.mul_(0.5)
+    finally:
+        run.close()
+    return run
+
+
+def test_param_mutated_outside_step_not_said_of_another_optimizers_step() -> None:
+    # the body's tensors change between two steps of opt_body: opt_info stepped them
+    assert of(_overlapping(None, 1), "param-mutated-outside-step") == []
+    # an edit by hand after a step where the other optimizer did not step is still one
+    found = of(_overlapping(18, 7), "param-mutated-outside-step")
+    assert [(f.param, f.step) for f in found] == [("body.0.weight", 20)]
+
+
 def test_findings_name_an_optimizer_by_the_scripts_variable() -> None:
     """Two optimizers (a GAN's): the variable names found once at watch() replace
     ``optimizer N`` in the findings' words."""
