@@ -52,7 +52,12 @@ class ModuleRuns:
         self._of: dict[tuple[int, int], _Followed] = {}
         #: per optimizer: the modules still followed for its tensors
         self._live: dict[int, list[_Followed]] = {}
-        where = {id(p): (o, i) for o, w in enumerate(watches) for i, p in enumerate(w.params)}
+        # a tensor two optimizers hold (InfoGAN's information optimizer over the
+        # discriminator's) is followed for each of them
+        where: dict[int, list[tuple[int, int]]] = {}
+        for o, w in enumerate(watches):
+            for i, p in enumerate(w.params):
+                where.setdefault(id(p), []).append((o, i))
         self._modules: list[tuple[nn.Module, _Followed]] = []
         for model in models.values():
             compiled = getattr(model, "_compiled_call_impl", None) is not None
@@ -60,9 +65,10 @@ class ModuleRuns:
                 continue
             for module in model.modules():
                 keys = {
-                    where[id(p)]
+                    key
                     for p in module._parameters.values()
                     if p is not None and p.requires_grad and id(p) in where
+                    for key in where[id(p)]
                 }
                 keys -= self._of.keys()  # a module shared by two models: followed once
                 if keys:

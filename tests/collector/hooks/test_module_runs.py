@@ -53,3 +53,27 @@ def test_only_modules_of_never_trained_parameters_stay_followed() -> None:
     finally:
         run.close()
     assert not any(f.handle for f in runs._of.values())  # every hook off at close
+
+
+def test_a_tensor_two_optimizers_hold_is_followed_for_each() -> None:
+    # InfoGAN's shape: two optimizers hold b (its output detached: never a gradient); each
+    # follows it, and a forward counts for the step each optimizer takes next
+    model = Net()
+    opt_all = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt_ab = torch.optim.SGD([*model.a.parameters(), *model.b.parameters()], lr=0.01)
+    run = gradwatch.watch(model, [opt_all, opt_ab])
+    try:
+        for i in range(4):
+            x, y = batch(i)
+            for opt in (opt_all, opt_ab):  # b runs in every second forward: opt_ab's
+                opt.zero_grad()
+                mse(model(x), y).backward()
+                opt.step()
+        runs = run.context.model_hooks.runs
+        b0 = run.context.watches[0].names.index("b.weight")
+        b1 = run.context.watches[1].names.index("b.weight")
+        assert [runs.ran(1, b1, s) for s in range(1, 5)] == [True] * 4
+        # opt_all's next step is s + 1 when opt_ab's forward runs b
+        assert [runs.ran(0, b0, s) for s in range(1, 5)] == [False, True, True, True]
+    finally:
+        run.close()
