@@ -222,16 +222,24 @@ def run_case(program: Any, bug_class: str, base_tree: Path) -> dict[str, Any]:
         run = launcher.launch(program, tree, seed=seed, gradwatch=True, data_dir=data)
         findings = read_findings(data)  # the latest job's: the mutant's
         seconds = time.perf_counter() - t0
-    failed = run.returncode != 0
+        verdict = judge(m.expected, findings, m.severity)
+        failed = run.returncode != 0
+        loud = False
+        if failed and not verdict["caught"]:
+            # a mutant that stops with an exception is no silent bug, if it does so without
+            # gradwatch too (torch itself said it): not counted (see summary)
+            bare = launcher.launch(program, tree, seed=seed, gradwatch=False, data_dir=data)
+            loud = bare.returncode != 0
     return {
         **row,
         "applicable": True,
         "file": str(changed.relative_to(tree)),
         "mutation": m.description,
         "at_step": 1 if m.replicate else at_step,
-        **judge(m.expected, findings, m.severity),
+        **verdict,
         "returncode": run.returncode,
         "error": error_line(run.stderr) if failed else None,
+        "loud": loud,
         "optimizer_steps": run.steps,
         "seconds": round(seconds, 1),
     }
@@ -251,7 +259,10 @@ def error_line(stderr: str) -> str | None:
 
 
 def summary(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    ran = [c for c in cases if c.get("applicable", True)]
+    """The rates over the pairs that ran: applicable, and not *loud* (the mutant stopped
+    with an exception with and without gradwatch: torch reports that bug itself)."""
+    applicable = [c for c in cases if c.get("applicable", True)]
+    ran = [c for c in applicable if not c.get("loud")]
     built = [c for c in ran if not missing_checks(c["bug_class"])]
     caught = [c for c in ran if c["caught"]]
     clean = [c for c in caught if c["incidents"] <= 2 and c["root_first"]]
@@ -266,6 +277,7 @@ def summary(cases: list[dict[str, Any]]) -> dict[str, Any]:
         # the same over the classes whose expected checks this build has
         "pairs_with_checks": len(built),
         "caught_with_checks": sum(c["caught"] for c in built),
+        "loud": len(applicable) - len(ran),
     }
 
 
@@ -285,7 +297,8 @@ def _invocations(command: str) -> str:
 def markdown(
     meta: dict[str, Any], cases: list[dict[str, Any]], skipped: list[dict[str, Any]]
 ) -> str:
-    ran = [c for c in cases if c.get("applicable", True)]
+    loud = [c for c in cases if c.get("applicable", True) and c.get("loud")]
+    ran = [c for c in cases if c.get("applicable", True) and not c.get("loud")]
     s = summary(cases)
     lines = [
         "# Bug injection into the corpus",
@@ -297,7 +310,8 @@ def markdown(
         f"{s['programs']} programs; caught by an expected check: {s['caught']} "
         f"({100 * (s['catch_rate'] or 0):.0f} %); of them with at most 2 warning/error "
         f"incidents and the root cause first: {s['caught_clean']}. "
-        f"{len(skipped)} pairs were not applicable (not counted). Over the classes whose "
+        f"{len(skipped)} pairs were not applicable and {len(loud)} loud (the mutant stopped "
+        "with an exception with and without gradwatch), not counted. Over the classes whose "
         f"expected checks this build has: {s['caught_with_checks']} of "
         f"{s['pairs_with_checks']} caught.",
         "",
@@ -335,6 +349,11 @@ def markdown(
     for c in noisy:
         said = "; ".join(f"{a['check']}@{a['step']}({a.get('role')})" for a in c["alarms"])
         lines.append(f"- {c['program']} / `{c['bug_class']}`: {c['incidents']} incidents: {said}")
+    lines += ["", "## Loud (not counted)", ""]
+    if not loud:
+        lines.append("None.")
+    for c in loud:
+        lines.append(f"- {c['program']} / `{c['bug_class']}`: {c.get('error')}")
     lines += ["", "## Not applicable", ""]
     by_prog: dict[str, list[str]] = {}
     for c in skipped:

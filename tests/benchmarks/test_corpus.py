@@ -267,3 +267,78 @@ def test_prune_drops_the_records_of_programs_no_longer_listed(tmp_path: Path) ->
     assert runner.main(["--prune", "--out", str(out)]) == 0
     assert [r["name"] for r in json.loads(out.read_text())["programs"]] == [listed]
     assert "gone/x:y.py" not in out.with_suffix(".md").read_text()
+
+
+CUDA_SCRIPT = """\
+import torch
+model = torch.nn.Linear(3, 2).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(50):
+    opt.zero_grad()
+    model(torch.randn(4, 3).cuda()).pow(2).mean().backward()
+    opt.step()
+print("finished")
+"""
+
+
+@pytest.mark.slow  # two python processes importing torch
+def test_the_seed_shims_step_cap_and_cuda_as_cpu(tmp_path: Path) -> None:
+    # a program written for one GPU, with no option for fewer steps: the shim's opt-in
+    # stand-ins run it on the CPU and stop it after N steps, digest written, exit 0
+    (tmp_path / "train.py").write_text(CUDA_SCRIPT)
+    env = (("GW_CORPUS_CUDA_AS_CPU", "1"), ("GW_CORPUS_MAX_STEPS", "7"))
+    p = spec.Program("me/tiny", COMMIT, "train.py", env=env)
+    r = lc.launch(p, tmp_path, seed=0, gradwatch=False, data_dir=tmp_path / "gw")
+    assert r.ok, r.stderr
+    assert r.steps == 7 and "finished" not in r.stdout
+    import torch
+
+    bare = spec.Program("me/tiny", COMMIT, "train.py")  # without them .cuda() fails here
+    if not torch.cuda.is_available():
+        failed = lc.launch(bare, tmp_path, seed=0, gradwatch=False, data_dir=tmp_path / "gw")
+        assert not failed.ok
+
+
+def test_merge_folds_parallel_result_files(tmp_path: Path) -> None:
+    import merge
+
+    def program(name: str, status: str, replicates: bool = False) -> dict[str, object]:
+        rec: dict[str, object] = {
+            "name": name, "project": name.split(":")[0], "commit": COMMIT, "status": status,
+            "steps": 300, "seeds": [0], "outputs_identical": True, "findings": [], "tags": [],
+            "seconds": {"without": 1.0, "with": 1.2},
+        }  # fmt: skip
+        if replicates:
+            rec["replicates"] = {
+                "seeds": [0, 1, 2],
+                "group": {"formed": True},
+                "group_findings": [],
+            }
+        return rec
+
+    head = {"date": "2026-12-07 12:00 UTC", "gradwatch_commit": COMMIT,
+            "machine": runner.machine()}  # fmt: skip
+    old = {**head, "command": "run.py", "programs": [program("a/x:t.py", "ok", True),
+                                                     program("b/y:t.py", "ok")]}  # fmt: skip
+    new = {**head, "command": "run.py --only a", "programs": [program("a/x:t.py", "failed")]}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    out = tmp_path / "corpus.json"
+    doc = merge.merge_corpus(out, [tmp_path / "old.json", tmp_path / "new.json"])
+    a = next(r for r in doc["programs"] if r["name"] == "a/x:t.py")
+    assert a["status"] == "failed" and "replicates" in a  # the group kept, as run.py does
+    assert doc["summary"]["programs"] == 2 and doc["summary"]["ok"] == 1
+    assert doc["command"] == "run.py; then run.py --only a"
+    assert out.with_suffix(".md").is_file()
+
+
+def test_a_loud_mutant_is_not_counted() -> None:
+    import inject
+
+    def case(caught: bool, loud: bool = False) -> dict[str, object]:
+        return {"program": "p", "bug_class": "detach-loss", "caught": caught, "loud": loud,
+                "incidents": 1 if caught else 0, "root_first": caught}  # fmt: skip
+
+    s = inject.summary([case(True), case(False), case(False, loud=True)])
+    assert (s["pairs"], s["caught"], s["loud"]) == (2, 1, 1)
+    assert s["catch_rate"] == 0.5
