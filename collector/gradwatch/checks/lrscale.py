@@ -2,12 +2,15 @@
 optimizer whose step does not scale with the gradient.
 
 Adam and its family (AdamW, NAdam, RAdam, Adamax, SparseAdam, their fused/8-bit variants;
-Lion) divide each gradient element by its own running magnitude, so every weight moves by
-about the learning rate at each step whatever the loss's scale (by exactly the learning
-rate at the first step). A learning rate several times the typical size of the weights
-rewrites them within a few steps, and nothing the gradient checks read shows it: clipping
-hides the gradient's size, the normalisation hides it from the updates, and once the
-weights are overwritten each update is again about their own size.
+Lion) and RMSprop divide each gradient element by its own running magnitude, so every
+weight moves by about the learning rate at each step whatever the loss's scale (Adam by
+exactly the learning rate at the first step; RMSprop by ``1/√(1 − α)`` times it, 10× at its
+default α = 0.99, then by about the rate). Adagrad is not judged: its divisor is the root
+of the *sum* of squared gradients, so its steps shrink as ``lr/√t`` and a rate that would
+be too large for Adam is its usual setting. A learning rate several times the typical size
+of the weights rewrites them within a few steps, and nothing the gradient checks read shows
+it: clipping hides the gradient's size, the normalisation hides it from the updates, and
+once the weights are overwritten each update is again about their own size.
 
 The size of a param group's weights is the median RMS, before the first update, of its
 weight matrices (trainable tensors of two or more dimensions that are not all zero:
@@ -41,11 +44,11 @@ from gradwatch.core import checkids
 FACTOR = 3.0
 #: optimizers whose per-element step is about the learning rate (class names, any base)
 SCALE_FREE = frozenset(
-    {"Adam", "AdamW", "NAdam", "RAdam", "Adamax", "SparseAdam", "Lion", "FusedAdam"}
+    {"Adam", "AdamW", "NAdam", "RAdam", "Adamax", "SparseAdam", "Lion", "FusedAdam", "RMSprop"}
 )
-#: name parts of other libraries' Adam/Lion variants; D-Adaptation and Prodigy take a
-#: learning-rate *multiplier* (1.0 by default) and are excluded
-_LIKE = ("adam", "lion")
+#: name parts of other libraries' Adam/Lion/RMSprop variants; D-Adaptation and Prodigy take
+#: a learning-rate *multiplier* (1.0 by default) and are excluded
+_LIKE = ("adam", "lion", "rmsprop")
 #: optimizers whose learning rate multiplies a step they size themselves (unit: 1)
 MULTIPLIER = frozenset({"Adadelta"})
 _NOT = ("dadapt", "prodigy")
@@ -188,9 +191,9 @@ def report(
         f"{num(size)} over {limits.matrices[g]} weight matrices): {limits.optimizer} moves "
         "every weight by about the learning rate at each step, whatever the gradient, so "
         "training overwrites the initialisation instead of refining it.",
-        "lower the learning rate: Adam-type optimizers usually train from scratch at "
-        "1e-4…1e-3 and fine-tune at 1e-5…5e-5; look for a factor applied twice or a rate "
-        "meant for SGD.",
+        "lower the learning rate: Adam-type optimizers (and RMSprop) usually train from "
+        "scratch at 1e-4…1e-3 and fine-tune at 1e-5…5e-5; look for a factor applied twice or "
+        "a rate meant for SGD.",
         optimizer=o,
         details=group_details(
             g,

@@ -107,7 +107,23 @@ QUIET: dict[str, Any] = {
     "SGD 0.02 momentum": lambda: (wide(), lambda p: torch.optim.SGD(p, lr=0.02, momentum=0.9)),
     "Adadelta 1.0 (its default)": lambda: (wide(), lambda p: torch.optim.Adadelta(p, lr=1.0)),
     "Adadelta 0.1": lambda: (wide(), lambda p: torch.optim.Adadelta(p, lr=0.1)),
+    "RMSprop 1e-2 (its default)": lambda: (wide(), lambda p: torch.optim.RMSprop(p, lr=1e-2)),
+    "RMSprop 5e-5 (a WGAN's)": lambda: (gpt_like(), lambda p: torch.optim.RMSprop(p, lr=5e-5)),
+    "Adagrad 0.1": lambda: (wide(), lambda p: torch.optim.Adagrad(p, lr=0.1)),
 }
+
+
+def test_an_rmsprop_rate_far_above_the_weights_is_found_at_the_first_step() -> None:
+    """torchdiffeq's ODE demo: RMSprop at 1e-3, a factor 1000 too many (its weights drawn
+    with std 0.1): NaN at the third step, with nothing said of the rate before."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 50), nn.Tanh(), nn.Linear(50, 3))
+    for m in model:
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=0.1)
+    (f,) = of(train(model, torch.optim.RMSprop(model.parameters(), lr=1.0), 5), "lr-too-large")
+    assert (f.step, f.details["optimizer_class"]) == (1, "RMSprop")
+    assert f.details["ratio"] == pytest.approx(10, rel=0.1)
 
 
 def test_an_adadelta_rate_far_above_its_natural_one_is_found_at_the_first_step() -> None:
@@ -152,7 +168,8 @@ def test_which_optimizers_take_steps_of_about_the_learning_rate() -> None:
     assert lrscale.scale_free(torch.optim.Adadelta(p)) is None  # lr=1.0 is its default
     assert lrscale.multiplier(torch.optim.Adadelta(p)) == "Adadelta"
     assert lrscale.multiplier(torch.optim.Adam(p)) is None
-    assert lrscale.scale_free(torch.optim.RMSprop(p)) is None
+    assert lrscale.scale_free(torch.optim.RMSprop(p)) == "RMSprop"  # divides by its rms
+    assert lrscale.scale_free(torch.optim.Adagrad(p)) is None  # its steps shrink as lr/√t
 
     class DAdaptAdam(torch.optim.Adam):  # a learning-rate multiplier, 1.0 by default
         pass

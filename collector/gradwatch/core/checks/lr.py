@@ -45,8 +45,9 @@ FAMILY: Final = Family(
            "ReduceLROnPlateau, constant learning rates",
            cause=Cause("learning-rate collapse", 20, frozenset({"stalled"}), lead=1)),
         Check(LR_TOO_LARGE, "warning", "after-update",
-           "Under Adam and its family (AdamW, NAdam, RAdam, Adamax, SparseAdam, Lion) every "
-           "weight moves by about the learning rate at each step, whatever the gradient's scale; "
+           "Under Adam and its family (AdamW, NAdam, RAdam, Adamax, SparseAdam, Lion) and "
+           "RMSprop every weight moves by about the learning rate at each step, whatever the "
+           "gradient's scale; "
            "a param group's rate far above the typical size of its weights overwrites them within "
            "a few steps, which gradient clipping and Adam's normalisation hide from the other "
            "checks. The finding names the group, the rate (or the peak its scheduler was built "
@@ -62,7 +63,8 @@ FAMILY: Final = Family(
            "from-scratch rates (1e-4…1e-2 on usual initialisations), fine-tuning rates, warm-up, "
            "zero-initialised matrices, biases and norm weights (no size to compare with), SGD and "
            "other optimizers whose step scales with the gradient (a large SGD rate on a small net "
-           "is normal), D-Adaptation/Prodigy (their rate is a multiplier); Adadelta at a rate "
+           "is normal), Adagrad (its steps shrink as lr/√t), D-Adaptation/Prodigy (their rate is "
+           "a multiplier); Adadelta at a rate "
             "up to "
            "{lrscale.FACTOR:g}",
            cause=Cause(
