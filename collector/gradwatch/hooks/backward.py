@@ -21,6 +21,9 @@ Listener = Callable[[torch.Tensor | None, float, torch.Tensor | None], None]
 
 _lock = threading.Lock()
 _listeners: list[Listener] = []
+#: called with no argument right before each pass (only by runs that hold sparse gradients,
+#: which a pass replaces instead of adding to in place: see OptimizerWatch.after_backward)
+_before: list[Callable[[], None]] = []
 _original: Callable[..., Any] | None = None
 
 
@@ -33,6 +36,8 @@ def _single(tensors: object) -> torch.Tensor | None:
 def _tapped(tensors: Any, *args: Any, **kwargs: Any) -> Any:
     original = _original
     assert original is not None, "gradwatch backward tap called after removal"
+    for before in list(_before):
+        before()  # guarded by its run: never raises
     started = time.perf_counter()
     result = original(tensors, *args, **kwargs)
     if _listeners:
@@ -56,6 +61,19 @@ def install(listener: Listener) -> None:
             if torch.autograd.backward is _original:
                 torch.autograd.backward = _tapped
         _listeners.append(listener)
+
+
+def watch_before(fn: Callable[[], None]) -> None:
+    """Call ``fn`` right before every pass while the tap is in place (listeners keep it)."""
+    with _lock:
+        if fn not in _before:
+            _before.append(fn)
+
+
+def unwatch_before(fn: Callable[[], None]) -> None:
+    with _lock:
+        if fn in _before:
+            _before.remove(fn)
 
 
 def uninstall(listener: Listener) -> None:

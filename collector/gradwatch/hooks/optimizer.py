@@ -21,6 +21,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from gradwatch.checks.view import Pending
+from gradwatch.hooks import backward as backward_tap
 from gradwatch.hooks.manual_updates import ManualDriver, ManualUpdates
 from gradwatch.hooks.stepcheck import StepChecker
 from gradwatch.hooks.structure_probe import StructureProbe, join_autocast
@@ -80,6 +81,12 @@ class OptimizerWatch:
         self.versions_at_backward: tuple[int, int] = (-1, -1)  # see parameter_versions()
         self.stepped_at = 0  # the run's pass count at this optimizer's last step
         self.in_step = False  # inside step(): a closure's clears are the optimizer's own
+        #: tensors whose gradient is sparse (nn.Embedding(sparse=True)): a backward pass
+        #: adds to one by replacing it (``grad = grad + new``), so whether it held a gradient
+        #: right before the pass (``_held``) tells accumulation from a clear by hand
+        self._sparse: list[int] = []
+        self._held: dict[int, bool] = {}
+        self._before_pass: Callable[[], None] | None = None
         #: the other watched optimizers that hold some of these tensors, with their indices
         #: here (see stepped_by_others; found at the first look)
         self._shared: list[tuple[OptimizerWatch, list[int]]] | None = None
@@ -170,6 +177,9 @@ class OptimizerWatch:
         for handle in self.handles:
             handle.remove()
         self.handles.clear()
+        if self._before_pass is not None:
+            backward_tap.unwatch_before(self._before_pass)
+            self._before_pass = None
         if self.optimizer.__dict__.get("zero_grad") is self._zero_grad:
             del self.optimizer.__dict__["zero_grad"]
         self.stats.release()
@@ -238,6 +248,21 @@ class OptimizerWatch:
         sharpness-aware first pass perturbs the weights with them, a manual update steps)."""
         return (self.params[0]._version, self.params[-1]._version) if self.params else (0, 0)
 
+    def _follow_sparse(self, i: int) -> None:
+        """From now on, look before each pass whether tensor ``i`` (sparse gradient) holds
+        a gradient (one list read per sparse tensor; nothing for a dense model)."""
+        self._sparse.append(i)
+        self._held[i] = True
+        if self._before_pass is None:
+            params, sparse, held = self.params, self._sparse, self._held
+
+            def look() -> None:
+                for j in sparse:
+                    held[j] = params[j].grad is not None
+
+            self._before_pass = self.run.guard(look, "sparse gradient look")
+            backward_tap.watch_before(self._before_pass)
+
     def stepped_by_others(self) -> set[int]:
         """Indices of this optimizer's tensors that another watched optimizer also holds
         and has stepped since this one's last step: their change is that step's."""
@@ -279,13 +304,18 @@ class OptimizerWatch:
             seen = grads[i]
             if seen is not None:
                 if seen[0]() is not g:
-                    by_hand = "by hand"  # replaced since the previous pass: p.grad = None
+                    if g.is_sparse and self._held.get(i):
+                        pass  # a sparse gradient added to (replaced by grad + new): no clear
+                    else:
+                        by_hand = "by hand"  # replaced since the previous pass: p.grad = None
                 elif version == seen[1]:
                     continue  # untouched by this pass
                 elif version > seen[1] + 1 and not by_hand:
                     by_hand = "by hand (in place)"  # zero_() before this pass's += (+1)
             reached += 1
             grads[i] = (ref(g), version)
+            if g.is_sparse and i not in self._held:
+                self._follow_sparse(i)
         if reached:
             # a clear found only now (by hand, or by another optimizer over the same
             # tensors: a SAM wrapper's zero_grad) is judged against the parameters as the

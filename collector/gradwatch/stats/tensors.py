@@ -209,6 +209,7 @@ class StepStats:
         self.params = list(params)
         self.n = len(self.params)
         self.device = device
+        self._sparse_seen = False  # a sparse gradient was met: see _grads
         self._uniform = uniform_dtype(self.params)
         self.on_host = device.type == "cpu" and all(p.device.type == "cpu" for p in self.params)
         self._snapshot: list[torch.Tensor] | None = None
@@ -244,7 +245,7 @@ class StepStats:
         _set_grad_enabled(False)
         try:
             # each gradient read once (an attribute read per tensor is a C call)
-            grads = [p.grad for p in self.params]
+            grads = self._grads()
             has_grad = [g is not None for g in grads]
             pre = PreStep(has_grad=has_grad)
             if now or not self.grads_after or not all(has_grad):
@@ -307,7 +308,7 @@ class StepStats:
         if self.grads_only:
             values = StepValues(self.n, self._unmeasured, PARAM)
             if pre.grad_norm is None:  # every tensor has a gradient (before_step saw to it)
-                now: list[torch.Tensor] = [p.grad for p in self.params]  # type: ignore[misc]
+                now: list[torch.Tensor] = self._grads()  # type: ignore[assignment]
                 norms = self._norms(now)
                 values.grad_norm, values.nonfinite = norms, self._post_counts(now, norms)
             else:
@@ -332,7 +333,7 @@ class StepStats:
             tensors = self.params + snapshot if snapshot is not None else list(self.params)
             grads: list[torch.Tensor] = []
             if pre.grad_norm is None:
-                grads = [p.grad for p in self.params]  # type: ignore[misc]
+                grads = self._grads()  # type: ignore[assignment]
                 tensors = grads + tensors
             norms = self._norms(tensors)
             if snapshot is None:
@@ -357,11 +358,21 @@ class StepStats:
             values = StepValues(self.n, after, PARAM)
             values.grad_norm, values.nonfinite = pre.grad_norm, pre.nonfinite
             return values
-        grads: list[torch.Tensor] = [p.grad for p in self.params]  # type: ignore[misc]
+        grads: list[torch.Tensor] = self._grads()  # type: ignore[assignment]
         norms = torch.cat([self._norms(grads).to(torch.float64), after])
         values = StepValues(self.n, norms, GRAD)
         values.nonfinite = self._post_counts(grads, norms)
         return values
+
+    def _grads(self) -> list[torch.Tensor | None]:
+        """Each parameter's gradient, a sparse one (``nn.Embedding(sparse=True)``) as the
+        values of its coalesced form: a dense tensor with the same L2 norm and the same
+        non-finite elements (its duplicate indices summed, as the update sums them)."""
+        grads = [p.grad for p in self.params]
+        if self._sparse_seen or any(g is not None and g.is_sparse for g in grads):
+            self._sparse_seen = True
+            grads = [g.coalesce().values() if g is not None and g.is_sparse else g for g in grads]
+        return grads
 
     def _layout(self, tensors: list[torch.Tensor]) -> hostnorms.Layout | None:
         """Where ``tensors`` lie, when the kernel is on and can read them now (taken every

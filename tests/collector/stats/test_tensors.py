@@ -175,3 +175,46 @@ def test_snapshot_is_released() -> None:
     assert engine._snapshot is not None
     engine.release()
     assert engine._snapshot is None
+
+
+@pytest.mark.parametrize("grads_after", [False, True])
+@pytest.mark.parametrize("bad", [None, float("nan")])
+def test_a_sparse_gradient_is_measured_as_its_coalesced_values(
+    grads_after: bool, bad: float | None
+) -> None:
+    # nn.Embedding(sparse=True): an uncoalesced COO gradient with a repeated row; its norm
+    # is that of the summed rows, and a NaN in it is counted (the fused norm has no sparse
+    # kernel: the statistics of such an optimizer were an internal error before)
+    emb = torch.nn.Embedding(10, 3, sparse=True)
+    dense = torch.nn.Linear(3, 1)
+    emb(torch.tensor([1, 4, 1])).sum().backward()
+    dense.weight.grad = torch.ones(1, 3)
+    dense.bias.grad = torch.ones(1)
+    assert emb.weight.grad is not None and emb.weight.grad.is_sparse
+    if bad is not None:
+        emb.weight.grad = (
+            torch.sparse_coo_tensor(
+                torch.tensor([[1]]),
+                torch.tensor([[bad, 0.0, 0.0]]),
+                (10, 3),
+                check_invariants=True,
+            )
+            + emb.weight.grad
+        )
+    params = [emb.weight, dense.weight, dense.bias]
+    expected = emb.weight.grad.to_dense().norm().item()
+    engine = stats.StepStats(params, torch.device("cpu"), grads_after=grads_after)
+    pre = engine.before_step()
+    torch.optim.SGD(params, lr=0.1).step()
+    values = engine.after_step(pre)
+    out = torch.zeros(4 * len(params), dtype=torch.float64)
+    values.write(out, True)
+    grad, nonfinite = (
+        stat_rows(out, len(params))[0][stats.GRAD],
+        stat_rows(out, 3)[0][stats.NONFINITE],
+    )
+    if bad is None:
+        assert grad == pytest.approx(expected) == pytest.approx(math.sqrt(15))  # rows 2,2,2,1,1,1
+        assert nonfinite == 0
+    else:
+        assert not math.isfinite(grad) and nonfinite == 1
