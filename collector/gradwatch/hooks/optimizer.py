@@ -81,11 +81,14 @@ class OptimizerWatch:
         self.versions_at_backward: tuple[int, int] = (-1, -1)  # see parameter_versions()
         self.stepped_at = 0  # the run's pass count at this optimizer's last step
         self.in_step = False  # inside step(): a closure's clears are the optimizer's own
-        #: tensors whose gradient is sparse (nn.Embedding(sparse=True)): a backward pass
-        #: adds to one by replacing it (``grad = grad + new``), so whether it held a gradient
-        #: right before the pass (``_held``) tells accumulation from a clear by hand
-        self._sparse: list[int] = []
-        self._held: dict[int, bool] = {}
+        #: tensors looked at right before each backward pass (``_looked``: whether each held
+        #: a gradient, and its version), where what a pass did cannot be told after it:
+        #: a sparse gradient (nn.Embedding(sparse=True)), which a pass adds to by replacing
+        #: it (``grad = grad + new``); and a gradient one pass adds to several times (the
+        #: adjoint method of a neural ODE: once per time interval), whose version then jumps
+        #: by more than the one add that a clear in place (``zero_()``) would leave
+        self._followed: list[int] = []
+        self._looked: dict[int, tuple[bool, int]] = {}
         self._before_pass: Callable[[], None] | None = None
         #: the other watched optimizers that hold some of these tensors, with their indices
         #: here (see stepped_by_others; found at the first look)
@@ -248,19 +251,22 @@ class OptimizerWatch:
         sharpness-aware first pass perturbs the weights with them, a manual update steps)."""
         return (self.params[0]._version, self.params[-1]._version) if self.params else (0, 0)
 
-    def _follow_sparse(self, i: int) -> None:
-        """From now on, look before each pass whether tensor ``i`` (sparse gradient) holds
-        a gradient (one list read per sparse tensor; nothing for a dense model)."""
-        self._sparse.append(i)
-        self._held[i] = True
+    def _follow(self, i: int) -> None:
+        """From now on, look at tensor ``i``'s gradient right before each pass (a few
+        attribute reads per followed tensor; nothing while none is followed)."""
+        if i in self._looked:
+            return
+        self._followed.append(i)
+        self._looked[i] = (False, -1)  # not looked at yet: the next pass is judged as before
         if self._before_pass is None:
-            params, sparse, held = self.params, self._sparse, self._held
+            params, followed, pre = self.params, self._followed, self._looked
 
             def look() -> None:
-                for j in sparse:
-                    held[j] = params[j].grad is not None
+                for j in followed:
+                    g = params[j].grad
+                    pre[j] = (False, -1) if g is None else (True, g._version)
 
-            self._before_pass = self.run.guard(look, "sparse gradient look")
+            self._before_pass = self.run.guard(look, "gradient look before a pass")
             backward_tap.watch_before(self._before_pass)
 
     def stepped_by_others(self) -> set[int]:
@@ -303,19 +309,22 @@ class OptimizerWatch:
             version = g._version
             seen = grads[i]
             if seen is not None:
+                held, before = self._looked.get(i, (False, -1))
                 if seen[0]() is not g:
-                    if g.is_sparse and self._held.get(i):
+                    if g.is_sparse and held:
                         pass  # a sparse gradient added to (replaced by grad + new): no clear
                     else:
                         by_hand = "by hand"  # replaced since the previous pass: p.grad = None
                 elif version == seen[1]:
                     continue  # untouched by this pass
-                elif version > seen[1] + 1 and not by_hand:
-                    by_hand = "by hand (in place)"  # zero_() before this pass's += (+1)
+                elif version > seen[1] + 1:
+                    if not (held and before == seen[1]):  # unless nothing touched it between
+                        by_hand = by_hand or "by hand (in place)"  # zero_() before this +=
+                    self._follow(i)
             reached += 1
             grads[i] = (ref(g), version)
-            if g.is_sparse and i not in self._held:
-                self._follow_sparse(i)
+            if g.is_sparse:
+                self._follow(i)
         if reached:
             # a clear found only now (by hand, or by another optimizer over the same
             # tensors: a SAM wrapper's zero_grad) is judged against the parameters as the
