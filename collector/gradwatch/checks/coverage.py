@@ -52,6 +52,10 @@ class CoverageChecks:
         self._ran: dict[int, torch.Tensor] = {}
         self._unused: dict[int, set[int]] = {}  # tensors reported unused (info), per optimizer
         self._all_zero: dict[int, int] = {}  # steps in a row with every gradient exactly zero
+        #: optimizers whose all-zero gradients were said: once per run (a learning rate that
+        #: saturates the model makes them come and go, and each return is the same problem)
+        self._all_zero_said: set[int] = set()
+        self._all_zero_open: set[int] = set()  # in the episode that was said
         #: (optimizer, tensor): the loss does not depend on it (reported once, as info)
         self._invariant_of: set[tuple[int, int]] = set()
         self._sibling_cache: dict[int, tuple[list[str], list[list[int]]]] = {}
@@ -200,7 +204,7 @@ class CoverageChecks:
         check, only the history of which tensors ever had a gradient to keep."""
         self._all_trained.add(optimizer)
         self._ever.pop(optimizer, None)
-        self._all_zero.pop(optimizer, None)
+        self._all_zero_ends(optimizer)
 
     def not_updated_streak(self, optimizer: int) -> bool:
         """Whether a ``param-not-updated`` streak or episode of ``optimizer`` is running."""
@@ -243,7 +247,7 @@ class CoverageChecks:
             return []  # the common case: every tensor got a gradient
         if self._all_zero_now(v):
             return self._all_zero_report(v)
-        self._all_zero.pop(o, None)
+        self._all_zero_ends(o)
         nonzero = v.grad_norm != 0
         invariant = self._invariant_now(v, nonzero)
         has = v.has_grad_t & (nonzero | invariant)
@@ -420,11 +424,20 @@ class CoverageChecks:
         after = [e[0] for e in v.events if e[0] in ("backward", "zero_grad")]
         return not after or after[-1] == "backward"
 
+    def _all_zero_ends(self, o: int) -> None:
+        """A step of ``o`` with some non-zero gradient: an all-zero streak ends (the episode
+        that was said, for good)."""
+        self._all_zero.pop(o, None)
+        if o in self._all_zero_open:
+            self._all_zero_open.discard(o)
+            self._all_zero_said.add(o)
+
     def _all_zero_report(self, v: StepView) -> list[Action]:
         o = v.optimizer
         held = self._all_zero[o] = self._all_zero.get(o, 0) + 1
-        if held < PERSIST_STEPS:
-            return []
+        if held < PERSIST_STEPS or o in self._all_zero_said:
+            return []  # not yet; or its first episode ended: a return of the same problem
+        self._all_zero_open.add(o)
         names = [v.names[i] for i in v.order if v.requires_grad[i]]
         return [
             self.sink.report(

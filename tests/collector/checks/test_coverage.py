@@ -133,6 +133,22 @@ def test_param_no_grad_every_gradient_zero_is_an_error() -> None:
     )
 
 
+def test_param_no_grad_all_zero_gradients_that_come_and_go_are_said_once() -> None:
+    """A learning rate that saturates the model: every gradient is exactly zero for a few
+    steps, then not, then again (word2vec's clamped scores at SparseAdam lr x1000): one
+    finding, not one incident per return."""
+
+    def flicker(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        mse(model(x), y).backward()
+        if i % 8 < 5:  # zero for 5 steps out of every 8
+            nn.utils.clip_grad_value_(model.parameters(), clip_value=0.0)
+        opt.step()
+
+    found = of(train(model := mlp(), sgd(model), 40, flicker), "param-no-grad")
+    assert [(f.step, f.severity) for f in found] == [(coverage.PERSIST_STEPS, "error")]
+
+
 def test_param_no_grad_some_exactly_zero_gradients_are_not_the_all_zero_error() -> None:
     """Twin: a zero layer's input gradients vanish, the rest train — no error."""
     torch.manual_seed(0)
