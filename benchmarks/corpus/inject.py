@@ -224,12 +224,16 @@ def run_case(program: Any, bug_class: str, base_tree: Path) -> dict[str, Any]:
         seconds = time.perf_counter() - t0
         verdict = judge(m.expected, findings, m.severity)
         failed = run.returncode != 0
-        loud = False
+        loud = inert = False
         if failed and not verdict["caught"]:
             # a mutant that stops with an exception is no silent bug, if it does so without
             # gradwatch too (torch itself said it): not counted (see summary)
             bare = launcher.launch(program, tree, seed=seed, gradwatch=False, data_dir=data)
             loud = bare.returncode != 0
+        elif not verdict["caught"] and not m.replicate and run.digest:
+            # a mutant that trains exactly as the program does changed nothing (a learning
+            # rate the loop overwrites every batch, a NaN whose sign() is 0): not counted
+            inert = run.digest == reference_digest(program, base_tree, seed, Path(tmp))
     return {
         **row,
         "applicable": True,
@@ -240,9 +244,26 @@ def run_case(program: Any, bug_class: str, base_tree: Path) -> dict[str, Any]:
         "returncode": run.returncode,
         "error": error_line(run.stderr) if failed else None,
         "loud": loud,
+        "inert": inert,
         "optimizer_steps": run.steps,
         "seconds": round(seconds, 1),
     }
+
+
+_REFERENCE: dict[tuple[str, int], str] = {}
+
+
+def reference_digest(program: Any, base_tree: Path, seed: int, tmp: Path) -> str:
+    """The digest (trained parameters and normalised output) of the unmutated program at
+    ``seed``, without gradwatch (gradwatch leaves training alone: the corpus shows equal
+    digests in both modes), run once per program and seed."""
+    import launch as launcher
+
+    key = (program.name, seed)
+    if key not in _REFERENCE:
+        run = launcher.launch(program, base_tree, seed=seed, gradwatch=False, data_dir=tmp / "ref")
+        _REFERENCE[key] = run.digest if run.returncode == 0 else ""
+    return _REFERENCE[key]
 
 
 def missing_checks(bug_class: str) -> list[str]:
@@ -262,7 +283,7 @@ def summary(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """The rates over the pairs that ran: applicable, and not *loud* (the mutant stopped
     with an exception with and without gradwatch: torch reports that bug itself)."""
     applicable = [c for c in cases if c.get("applicable", True)]
-    ran = [c for c in applicable if not c.get("loud")]
+    ran = [c for c in applicable if not c.get("loud") and not c.get("inert")]
     built = [c for c in ran if not missing_checks(c["bug_class"])]
     caught = [c for c in ran if c["caught"]]
     clean = [c for c in caught if c["incidents"] <= 2 and c["root_first"]]
@@ -277,7 +298,8 @@ def summary(cases: list[dict[str, Any]]) -> dict[str, Any]:
         # the same over the classes whose expected checks this build has
         "pairs_with_checks": len(built),
         "caught_with_checks": sum(c["caught"] for c in built),
-        "loud": len(applicable) - len(ran),
+        "loud": sum(bool(c.get("loud")) for c in applicable),
+        "inert": sum(bool(c.get("inert")) for c in applicable),
     }
 
 
@@ -298,7 +320,9 @@ def markdown(
     meta: dict[str, Any], cases: list[dict[str, Any]], skipped: list[dict[str, Any]]
 ) -> str:
     loud = [c for c in cases if c.get("applicable", True) and c.get("loud")]
+    inert = [c for c in cases if c.get("applicable", True) and c.get("inert")]
     ran = [c for c in cases if c.get("applicable", True) and not c.get("loud")]
+    ran = [c for c in ran if not c.get("inert")]
     s = summary(cases)
     lines = [
         "# Bug injection into the corpus",
@@ -310,8 +334,10 @@ def markdown(
         f"{s['programs']} programs; caught by an expected check: {s['caught']} "
         f"({100 * (s['catch_rate'] or 0):.0f} %); of them with at most 2 warning/error "
         f"incidents and the root cause first: {s['caught_clean']}. "
-        f"{len(skipped)} pairs were not applicable and {len(loud)} loud (the mutant stopped "
-        "with an exception with and without gradwatch), not counted. Over the classes whose "
+        f"{len(skipped)} pairs were not applicable, {len(loud)} loud (the mutant stopped "
+        "with an exception with and without gradwatch) and "
+        f"{len(inert)} inert (the mutant trained exactly as the program does), not counted. "
+        "Over the classes whose "
         f"expected checks this build has: {s['caught_with_checks']} of "
         f"{s['pairs_with_checks']} caught.",
         "",
@@ -354,6 +380,11 @@ def markdown(
         lines.append("None.")
     for c in loud:
         lines.append(f"- {c['program']} / `{c['bug_class']}`: {c.get('error')}")
+    lines += ["", "## Inert (not counted)", ""]
+    if not inert:
+        lines.append("None.")
+    for c in inert:
+        lines.append(f"- {c['program']} / `{c['bug_class']}`: {c.get('mutation')}")
     lines += ["", "## Not applicable", ""]
     by_prog: dict[str, list[str]] = {}
     for c in skipped:

@@ -332,13 +332,14 @@ def test_merge_folds_parallel_result_files(tmp_path: Path) -> None:
     assert out.with_suffix(".md").is_file()
 
 
-def test_a_loud_mutant_is_not_counted() -> None:
+def test_a_loud_or_inert_mutant_is_not_counted() -> None:
     import inject
 
-    def case(caught: bool, loud: bool = False) -> dict[str, object]:
+    def case(caught: bool, loud: bool = False, inert: bool = False) -> dict[str, object]:
         return {"program": "p", "bug_class": "detach-loss", "caught": caught, "loud": loud,
-                "incidents": 1 if caught else 0, "root_first": caught}  # fmt: skip
+                "inert": inert, "incidents": 1 if caught else 0, "root_first": caught}  # fmt: skip
 
-    s = inject.summary([case(True), case(False), case(False, loud=True)])
-    assert (s["pairs"], s["caught"], s["loud"]) == (2, 1, 1)
+    cases = [case(True), case(False), case(False, loud=True), case(False, inert=True)]
+    s = inject.summary(cases)
+    assert (s["pairs"], s["caught"], s["loud"], s["inert"]) == (2, 1, 1, 1)
     assert s["catch_rate"] == 0.5
