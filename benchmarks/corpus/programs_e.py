@@ -1,16 +1,17 @@
 """Programs of the corpus's second held-out round (issue 40: correct programs nobody on the
-team had seen, chosen for what the checks had not met before, and run once the checks were
-frozen for the round): adversarial training (a backward pass into the input perturbation
-before the training pass on every step, and a learning rate set by hand on every batch from
-a triangular schedule that starts at zero), a neural ODE (an adaptive solver calling the
+team had seen, chosen for what the checks had not met before, and run first at main as it
+stood, 6af367e): adversarial training (a backward pass into the input perturbation before
+the training pass on every step, and a learning rate set by hand on every batch from a
+triangular schedule that starts at zero), a neural ODE (an adaptive solver calling the
 model a varying number of times per step; with ``--adjoint`` the gradients are made by a
-second ODE solve inside ``backward()``) and word2vec skip-gram with sparse embeddings
+second ODE solve inside ``backward()``), word2vec skip-gram with sparse embeddings
 (``nn.Embedding(sparse=True)`` under ``SparseAdam``: each step touches a few rows of two
 large tables; the context table starts at exactly zero; a new optimizer and scheduler are
 built at the start of each pass over the data, and the scheduler steps before the
-optimizer), and a physics-informed network (its inputs are leaves that require a gradient;
+optimizer) and a physics-informed network (its inputs are leaves that require a gradient;
 the loss is built from `autograd.grad(..., create_graph=True)` of the output with respect
-to them, up to second derivatives, with `backward(retain_graph=True)`). Each runs unmodified at its pinned commit on the CPU (see spec.py)."""
+to them, up to second derivatives, with `backward(retain_graph=True)`). Each runs
+unmodified at its pinned commit on the CPU (see spec.py)."""
 
 from __future__ import annotations
 

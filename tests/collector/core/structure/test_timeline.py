@@ -116,9 +116,7 @@ def test_a_param_group_added_mid_run_is_said_once_with_its_hyperparameters() -> 
               for s in range(1, 301)]  # fmt: skip
     [found] = state_changes(shapes)
     assert found["step"] == 151
-    assert found["message"] == (
-        "From step 151, param group 1 is new (momentum 0, weight_decay 0)."
-    )
+    assert found["message"] == ("From step 151, param group 1 is new (momentum 0, weight_decay 0).")
     back = [StepShape(s, "zero_grad backward step", (True,), two if s <= 150 else one)
             for s in range(1, 301)]  # fmt: skip
     [gone] = state_changes(back)
