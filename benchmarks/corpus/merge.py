@@ -64,6 +64,14 @@ def merge_injection(out: Path, inputs: list[Path]) -> dict[str, Any]:
     # its not-applicable pairs, which no run decides, is not named)
     used = sorted({source[k] for k, c in cases.items() if c.get("applicable", True)})
     meta = {**docs[-1]["meta"], "command": _commands([docs[n] for n in used], "meta")}
+    builds: dict[str, int] = {}
+    for c in cases.values():
+        if c.get("applicable", True):
+            builds[str(c.get("gradwatch"))] = builds.get(str(c.get("gradwatch")), 0) + 1
+    if len(builds) > 1:  # each case names its build: say so instead of the last file's
+        meta["commit"] = "per case: " + ", ".join(
+            f"{b} ×{n}" for b, n in sorted(builds.items(), key=lambda kv: -kv[1])
+        )
     order = list(inject.mutate.MUTATIONS)
     rows = sorted(cases.values(), key=lambda c: (c["program"], order.index(c["bug_class"])))
     inject.write(out, meta, rows)
