@@ -352,12 +352,14 @@ class NumericsChecks:
         before = torch.cat([first.unsqueeze(0), param[:-1]])
         state.previous_param_norm = param[-1]
         ratio = ratio_mod.ratios(update, before)
+        seen = state.ratio_rows
+        state.ratio_rows += end - start
         if not ratio_mod.busy(state, ratio, before):
             return  # the common case: every weight matrix moves at a healthy rate
         for r in range(end - start):
             where = (optimizer, win.steps[start + r])
             facts = (names, group_of, win.lr[start + r], None)
-            ratio_mod.row(self.sink, state, where, ratio[r], before[r], facts)
+            ratio_mod.row(self.sink, state, where, ratio[r], before[r], facts, seen + r + 1)
 
     def params(self, v: StepView) -> None:
         """``nonfinite-param`` after the update."""
@@ -396,10 +398,12 @@ class NumericsChecks:
         before = self._before(v.optimizer, state, v.update_norm)
         state.previous_param_norm = v.param_norm
         ratio = ratio_mod.ratios(v.update_norm, before)
+        state.ratio_rows += 1
         if not ratio_mod.busy(state, ratio, before):
             return
         facts = (v.names, v.group_of, v.lr, v.has_grad_t)
-        ratio_mod.row(self.sink, state, (v.optimizer, v.step), ratio, before, facts)
+        where = (v.optimizer, v.step)
+        ratio_mod.row(self.sink, state, where, ratio, before, facts, state.ratio_rows)
 
 
 def _still(update: torch.Tensor | None, param: torch.Tensor | None) -> torch.Tensor | bool:

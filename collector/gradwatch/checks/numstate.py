@@ -37,6 +37,9 @@ class State:
     streaks: dict[str, torch.Tensor] = field(default_factory=dict)
     #: open update-ratio episodes: level -> (tensor named, steps since any was out of range)
     ratio_open: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: rows the update-ratio check has measured (a streak as long as this began at the
+    #: optimizer's first update)
+    ratio_rows: int = 0
     previous_param_norm: torch.Tensor | None = None
     #: log of the smallest whole gradient norm that can explode (exploding-grad's floor,
     #: from ‖θ‖ before the first update; -inf when not measured); None: not read yet

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from gradwatch.checks.findings import Finding, FindingSink, finding
-from gradwatch.checks.fmt import times
+from gradwatch.checks.fmt import num, times
 from gradwatch.checks.numstate import State
 from gradwatch.checks.view import held_for
 from gradwatch.core import checkids
@@ -54,8 +54,10 @@ def row(
     ratio: torch.Tensor,
     before: torch.Tensor,
     facts: tuple[list[str], list[int], list[float], torch.Tensor | None],
+    seen: int = 0,
 ) -> None:
-    """One step (``where``: optimizer, step) of the reference path."""
+    """One step (``where``: optimizer, step) of the reference path; ``seen``: the rows this
+    optimizer has had measured, this one included (0: not known)."""
     o = where[0]
     names, group_of, lr, has_grad = facts
     ok = state.matrix & (before > 0)
@@ -71,7 +73,10 @@ def row(
         opened = state.ratio_open.get(key)
         if held and opened is None:
             held_names = [names[i] for i in held]
-            sink.report(_finding(where, held_names, ratio, held, streak, lr, group_of, severity))
+            start = seen > 0 and int(streak[held[0]]) >= seen
+            sink.report(
+                _finding(where, held_names, ratio, held, streak, lr, group_of, severity, start)
+            )
             state.ratio_open[key] = (held_names[0], 0)
         elif opened is not None:
             calm = 0 if bool(streak.any()) else opened[1] + 1
@@ -90,7 +95,12 @@ def _finding(
     lr: list[float],
     group_of: list[int],
     severity: Severity,
+    from_start: bool = False,
 ) -> Finding:
+    """The finding of an episode's onset. ``from_start``: the streak began at the
+    optimizer's first update, so no gradient that grew during training made the updates
+    this large: the step the learning rate sets is too large for these weights (the
+    incident's cause, ``lr-too-large``'s rule, whatever the optimizer)."""
     o, step = where
     i = held[0]
     pairs = list(zip(held_names, held, strict=True))
@@ -99,18 +109,30 @@ def _finding(
         for k, (n, j) in enumerate(pairs[:LISTED])
     )
     more = f" and {len(held) - LISTED} more" if len(held) > LISTED else ""
+    rate = lr[group_of[i]]
+    if from_start:
+        message = (
+            f"the learning rate ({num(rate)}) is far too large for these weights: from the "
+            f"first update on, each update has been larger than the weights it changes: "
+            f"{listed}{more}; healthy updates are a small fraction of the weights."
+        )
+    else:
+        message = (
+            f"for {int(streak[i])} steps each update has been larger than the weights it "
+            f"changes: {listed}{more}; healthy updates are a small fraction of the weights."
+        )
     return finding(
         checkids.UPDATE_RATIO,
         step,
-        f"for {int(streak[i])} steps each update has been larger than the weights it "
-        f"changes: {listed}{more}; healthy updates are a small fraction of the weights.",
+        message,
         "lower the learning rate or add warm-up; check the scale of the loss.",
         severity=severity,
         param=held_names[0],
         optimizer=o,
         details={
             "ratio": float(ratio[i]),
-            "lr": lr[group_of[i]],
+            "lr": rate,
             "tensors": {n: float(ratio[j]) for n, j in pairs},
+            "from_start": from_start,
         },
     )

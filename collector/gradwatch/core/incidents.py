@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from gradwatch.core.checkids import LR_TOO_LARGE, UPDATE_RATIO
 from gradwatch.core.checks import REGISTRY
 from gradwatch.core.registry import UNBOUNDED as UNBOUNDED
 from gradwatch.core.registry import Registry
@@ -66,6 +67,10 @@ def kind_of(finding: Mapping[str, Any], book: RuleBook = BOOK) -> str | None:
         return "input-batch" if origin.get("phase") == "input" else "nan-origin"
     if check in book.nonfinite:
         return "nonfinite"
+    if check == UPDATE_RATIO and isinstance(details, Mapping) and details.get("from_start"):
+        # updates larger than the weights from the optimizer's first one: no gradient grew
+        # to make them so; the learning rate did (`update-ratio`'s ``from_start``)
+        return LR_TOO_LARGE if LR_TOO_LARGE in book.by_kind else None
     return check if check in book.by_kind else None
 
 

@@ -13,6 +13,7 @@ from torch import nn
 
 import gradwatch
 from gradwatch.checks import explode, numerics
+from gradwatch.core import incidents
 from tests.collector.checks.common import (
     D_IN,
     D_OUT,
@@ -509,6 +510,43 @@ def test_update_ratio_updates_larger_than_the_weights_are_one_error_at_step_3() 
     assert (f.step, f.param) == (3, "0.weight")
     assert set(f.details["tensors"]) == {"0.weight", "2.weight"}  # matrices only, one finding
     assert f.details["ratio"] > 10
+
+
+def test_update_ratio_from_the_first_update_names_the_learning_rate_as_the_cause() -> None:
+    """Updates 10x the weights from the optimizer's very first step: no gradient grew during
+    training to make them so, the learning rate did. The finding says so, and the incident
+    grouping reads it under lr-too-large's rule (SGD included, which lr-too-large itself
+    never judges), so what follows from it (gradients exploding once the weights are
+    rewritten) is its consequence, not a cause named first."""
+    model = mlp()
+    run = train(model, torch.optim.SGD(model.parameters(), lr=30.0), 12)
+    (f,) = [f for f in of(run, "update-ratio") if f.severity == "error"]
+    assert f.details["from_start"] is True
+    assert f.message.startswith("the learning rate (30) is far too large for these weights")
+    assert incidents.kind_of(f.to_meta()) == "lr-too-large"
+    # as every reader groups them (the CLI, the run's summary, the server): in step order
+    (view, *later) = incidents.views([x.to_meta() for x in run.findings if x.severity != "info"])
+    assert view.cause["check"] == "update-ratio", [v.id for v in (view, *later)]
+    assert "exploding-grad" in {c["check"] for c in view.consequences}
+
+
+def test_update_ratio_a_streak_that_begins_later_is_not_read_as_the_learning_rate() -> None:
+    """The same updates, but only after five healthy steps (the rate raised by hand at
+    step 6): the gradients or the rate changed during training, so the finding does not
+    claim the rate was too large from the start."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        if i == 5:
+            opt.param_groups[0]["lr"] = 30.0
+        opt.zero_grad()
+        mse(model(x), y).backward()
+        opt.step()
+
+    run = train(model, opt, 14, step)
+    (f,) = [f for f in of(run, "update-ratio") if f.severity == "error"]
+    assert f.details["from_start"] is False and f.message.startswith("for 3 steps")
 
 
 def test_update_ratio_first_step_divides_by_the_weights_before_the_update() -> None:

@@ -115,7 +115,11 @@ FAMILY: Final = Family(
            signs=frozenset({"stalled", "faded", "lr-harm"})),
         Check(UPDATE_RATIO, "warning", "after-update",
            "Updates far too large for the weights they change, ‖Δθ‖/‖θ before the update‖, step "
-           "after step (a learning rate far too high); one finding per level and episode.",
+           "after step (a learning rate far too high); one finding per level and episode. When "
+           "the streak began at the optimizer's first update, no gradient grown in training made "
+           "the updates so large: the finding names the learning rate, and incidents read it "
+           "under `lr-too-large`'s rule (any optimizer, SGD included), so the gradients that "
+           "explode once the weights are rewritten are its consequences.",
            "warning above {ratio.LEVELS[0][1]:g}× for {ratio.LEVELS[0][2]} steps; error above "
            "{ratio.LEVELS[1][1]:g}× for {ratio.LEVELS[1][2]} steps; the episode ends after "
            "{ratio.CALM_STEPS} calm steps",
