@@ -11,7 +11,11 @@ It holds when, after ``WARMUP`` collected steps, each of the last ``WINDOW`` ste
 loss and an update (update norms > 0), the mean of every run of ``CHUNK`` consecutive losses
 among them stays above (1 − ``BAND``) × ln C, and the mean of each half of them lies within
 ``BAND`` × ln C of ln C, the second no more than ``BAND`` / 2 × ln C below the first (level:
-a slow learner's loss falling through ln C from above declines across the window). Inputs
+a slow learner's loss falling through ln C from above declines across the window). When
+every backward pass of the run starts at the classification loss itself (its root's autograd
+node is the loss's own, no other term added, :class:`LossKind`'s ``own``), a half may lie
+anywhere above the band's floor: such a loss above ln C is the loss of a model that learns
+nothing of the labels (below). Inputs
 and labels shuffled apart (two independent permutations), or labels taken from another
 batch, give exactly this: nothing links an input to its label, so no model gets below the
 label prior's entropy (ln C on balanced data) — what a model learns of labels without
@@ -45,6 +49,8 @@ WARMUP = 100  # collected steps before the window starts
 WINDOW = 200  # collected steps the loss must stay at ln C
 CHUNK = 10  # losses per mean (mini-batch noise averages out within one)
 BAND = 0.05  # |mean − ln C| < BAND × ln C
+#: the autograd node of ``F.cross_entropy``'s and ``F.nll_loss``'s output (mean or sum)
+OWN_ROOT = "NllLossBackward0"
 
 
 def smoothing_floor(classes: int, smoothing: float) -> float:
@@ -69,6 +75,24 @@ class LossKind:
     probabilities: bool = False
     #: a call whose classes are not the batch's own rows (see ``note``)
     fixed_classes: bool = False
+    #: backward passes whose root is a classification loss's own output (its autograd node
+    #: is the loss's, ``NllLossBackward0``: ``cross_entropy(...).backward()``), and the others
+    #: (a sum with other terms, a scaled or weighted loss, another loss)
+    own_roots: int = 0
+    other_roots: int = 0
+
+    def root(self, node: str | None) -> None:
+        """One backward pass, by the type name of its root's autograd node."""
+        if node == OWN_ROOT:
+            self.own_roots += 1
+        else:
+            self.other_roots += 1
+
+    @property
+    def own(self) -> bool:
+        """Every backward pass so far started at a classification loss itself: the step's
+        loss *is* that loss, so a value above ln C is its own (nothing else added it)."""
+        return self.own_roots > 0 and self.other_roots == 0
 
     def note(
         self,
@@ -151,7 +175,10 @@ class LossAtChance:
                 sum(h) / len(h)  # type: ignore[arg-type]
                 for h in (values[:half], values[half:])
             )
-            level = all(abs(m - chance) < BAND * chance for m in (first, last))
+            if self.kind.own:  # the loss is the classification loss alone: above is stuck
+                level = all(m > (1 - BAND) * chance for m in (first, last))
+            else:  # other terms may lift it: only a level at ln C itself tells
+                level = all(abs(m - chance) < BAND * chance for m in (first, last))
             holds = worst < BAND * chance and level and first - last < BAND / 2 * chance
         if not holds:
             if state.since is not None:
@@ -160,11 +187,14 @@ class LossAtChance:
             return
         if state.since is None:
             state.since = step - WINDOW + 1
+        if any(other.since is not None for k, other in self._losses.items() if k != o):
+            return  # the run's loss, already told under the optimizer before (a new one a round)
         mean = sum(x for x in values if x is not None) / len(values)
         classes = self.kind.classes
+        where = "above" if mean > (1 + BAND) * chance else "at"
         stayed = (
-            f"stayed at ln({classes}) = {chance:.2f}, the value of guessing uniformly among "
-            f"{classes} classes, for {WINDOW} steps while the parameters change (mean "
+            f"stayed {where} ln({classes}) = {chance:.2f}, the value of guessing uniformly "
+            f"among {classes} classes, for {WINDOW} steps while the parameters change (mean "
             f"{num(mean, 4)})"
         )
         message, hint = (

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the name every torch user knows
 
 from gradwatch.checks.chance import LossKind
+from gradwatch.hooks import backward
 
 #: classes, label smoothing, mean reduction, soft target, input made by a softmax, classes
 #: that are the batch's own rows (an N x N or N x (N-1) similarity: a contrastive loss)
@@ -119,12 +120,21 @@ class ClassLossWatch:
     def __init__(self, kind: LossKind, guard: Callable[..., Any]) -> None:
         self.kind = kind
         self._listener = guard(self._noted, "classification loss listener")
+        self._root = guard(self._on_backward, "classification loss root listener")
 
     def attach(self) -> None:
         install(self._listener)
+        backward.install(self._root)
 
     def detach(self) -> None:
+        backward.uninstall(self._root)
         uninstall(self._listener)
+
+    def _on_backward(self, _root: Any, _took: float, tensor: torch.Tensor | None) -> None:
+        """The type of the pass's root node (one attribute read): is the step's loss the
+        classification loss itself?"""
+        node = None if tensor is None else tensor.grad_fn
+        self.kind.root(None if node is None else type(node).__name__)
 
     def _noted(self, facts: Facts) -> None:
         self.kind.note(*facts)

@@ -173,6 +173,92 @@ def test_labels_apart_fitted_with_a_large_step_sit_above_ln_c_and_are_found(shor
     assert f.step == short and f.details["largest_shortfall"] < BAND * math.log(C)
 
 
+def _above(own: bool) -> list[object]:
+    """A window of losses that sit 20 % above ln C with no trend (the lottery-ticket MLP's
+    2.7-3.1 against ln 10 = 2.30 with its labels shuffled apart: Adam fitting the noise),
+    judged with every backward root the classification loss's own, or not."""
+    kind = LossKind()
+    kind.note(C, 0.0, True, False)
+    kind.root(chance.OWN_ROOT if own else "AddBackward0")
+    reported: list[object] = []
+
+    class Sink:
+        def report(self, f: object) -> None:
+            reported.append(f)
+
+        def clear(self, *_: object) -> None:
+            pass
+
+        def flush(self) -> None:
+            pass
+
+    check = chance.LossAtChance(Sink())  # type: ignore[arg-type]
+    check.kind = kind
+    rows = WARMUP + WINDOW
+    level = 1.2 * math.log(C)
+    losses = [level + (0.3 if i % 2 else -0.3) for i in range(rows)]
+    check.observe_rows(0, list(range(1, rows + 1)), losses, [True] * rows)
+    return reported
+
+
+def test_a_loss_far_above_ln_c_is_found_when_it_is_the_classification_loss_alone() -> None:
+    """Every backward pass starts at cross_entropy's own output: the level above ln C is
+    that loss's own, a model that learns nothing of its labels."""
+    (f, *_) = _above(own=True)
+    assert "stayed above ln(10) = 2.30" in getattr(f, "message", "")
+
+
+def test_the_same_level_with_another_term_in_the_loss_is_not_read_as_above_chance() -> None:
+    """The step's loss is a sum (an auxiliary loss, a penalty, a GAN's other terms): a level
+    above ln C may be the other terms', so only a level at ln C itself tells."""
+    assert _above(own=False) == []
+
+
+def test_a_backward_root_is_the_classification_loss_only_when_it_is_its_output(
+    short: int,
+) -> None:
+    """What the run's root listener reads: cross_entropy(...).backward() is the loss's own
+    root; the same loss plus a penalty is not (and one such pass is enough)."""
+    run = classify(short, apart=True)
+    kind = run.context.checks.chance.kind
+    assert kind.own and kind.own_roots == short
+
+    def with_penalty(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(out, y) + 1e-3 * out.square().mean()
+
+    other = classify(short, apart=True, loss=with_penalty).context.checks.chance.kind
+    assert not other.own and other.other_roots == short
+
+
+def test_one_finding_for_the_run_when_each_round_builds_a_new_optimizer() -> None:
+    """The lottery ticket's loop: a new Adam every pruning round, the labels shuffled apart
+    in all of them. It is one loss at chance, not one per optimizer: the first optimizer's
+    finding tells it, the later ones' windows do not add findings of their own."""
+    kind = LossKind()
+    kind.note(C, 0.0, True, False)
+    kind.root(chance.OWN_ROOT)
+    reported: list[object] = []
+
+    class Sink:
+        def report(self, f: object) -> None:
+            reported.append(f)
+
+        def clear(self, *_: object) -> None:
+            pass
+
+        def flush(self) -> None:
+            pass
+
+    check = chance.LossAtChance(Sink())  # type: ignore[arg-type]
+    check.kind = kind
+    rows = WARMUP + WINDOW
+    for o in range(3):  # three rounds, each optimizer's own rows at ln C
+        steps = list(range(o * rows + 1, (o + 1) * rows + 1))
+        check.observe_rows(o, steps, [math.log(C)] * rows, [True] * rows)
+    assert len(reported) >= 1
+    assert {getattr(f, "optimizer", None) for f in reported} == {0}
+
+
 def test_a_classifier_that_learns_with_a_large_step_is_quiet(short: int) -> None:
     assert_quiet(classify(short, lr=0.2))
 

@@ -62,8 +62,11 @@ FAMILY: Final = Family(
            "after {chance.WARMUP} steps, every mean of {chance.CHUNK} losses of the last "
            "{chance.WINDOW} steps above ln C less {chance.BAND:.0%} (above it by any amount: a "
            "model fitting labels without information only rises above ln C), the mean of each "
-           "half of the window within {chance.BAND:.0%} of ln C and the second half no more "
-           "than half that below the first (level), each step with an update",
+           "half of the window within {chance.BAND:.0%} of ln C — or anywhere above ln C less "
+           "{chance.BAND:.0%} when every backward pass of the run starts at the classification "
+           "loss's own output (nothing else in the loss could lift it) — and the second half no "
+           "more than half the band below the first (level), each step with an update; one "
+           "finding per run (a new optimizer each round is the same loss)",
            "shorter runs and the first {chance.WARMUP} steps; a loss that goes below the band "
            "(it learns), or declines through ln C across the window (a slow learner); "
            "imbalanced labels whose loss sits at the prior's entropy more than "
