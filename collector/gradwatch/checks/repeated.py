@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Literal
 
@@ -48,6 +48,8 @@ ID = checkids.REPEATED_BATCH
 #: collected steps in a row with one batch checksum before the loaders are asked
 REPEAT_STEPS = 5
 KEPT_ITERATORS = 256  # iterator records kept per run (the latest ones)
+KEPT_LABELS = 64  # label tensors of recent batches remembered (by storage address)
+KEPT_USES = 4096  # stale-label uses waiting for the I/O thread
 
 Verdict = Literal["new-iterator", "drawn-once", "not-fed"]
 
@@ -87,11 +89,44 @@ class IteratorRecord:
 
 class LoaderLog:
     """The DataLoader iterators of one run (written by the training thread, read by the
-    I/O thread)."""
+    I/O thread), and the label tensors they yielded: which step each was drawn for, and
+    the steps at which a classification loss was given one drawn at an earlier step."""
 
     def __init__(self) -> None:
         self.records: deque[IteratorRecord] = deque(maxlen=KEPT_ITERATORS)
         self._lock = threading.Lock()
+        #: the storage address of each integer tensor of a recent batch -> the step it was
+        #: drawn for (a new batch at a freed address replaces the entry: a fresh draw)
+        self.labels: OrderedDict[int, int] = OrderedDict()
+        #: (step, address, drawn): a loss given labels drawn for an earlier step
+        self.uses: deque[tuple[int, int, int]] = deque(maxlen=KEPT_USES)
+        self._early: set[int] = set()  # labels drawn while no run watched
+
+    def drew(self, step: int, addresses: list[int], before_run: bool = False) -> None:
+        """A batch drawn for ``step`` holding integer tensors at ``addresses``
+        (``before_run``: while no run watched; kept for the next run's first step)."""
+        for address in addresses:
+            self.labels[address] = step
+            self.labels.move_to_end(address)
+            if before_run:
+                self._early.add(address)
+            else:
+                self._early.discard(address)
+        while len(self.labels) > KEPT_LABELS:
+            self.labels.popitem(last=False)
+
+    def used(self, step: int, address: int) -> None:
+        """A classification loss of ``step`` was given the labels at ``address``: kept
+        only when a loader drew them for an earlier step."""
+        drawn = self.labels.get(address)
+        if drawn is not None and drawn < step:
+            self.uses.append((step, address, drawn))
+
+    def drain(self) -> list[tuple[int, int, int]]:
+        out = []
+        while self.uses:
+            out.append(self.uses.popleft())
+        return out
 
     def add(self, record: IteratorRecord) -> None:
         self.records.append(record)
@@ -105,6 +140,11 @@ class LoaderLog:
             for r in kept:
                 r.before_run = False
                 self.records.append(r)
+            early = {a: 1 for a in self.labels if a in self._early}
+            self.labels.clear()
+            self.labels.update(early)
+            self._early.clear()
+            self.uses.clear()
 
     def snapshot(self) -> list[IteratorRecord]:
         with self._lock:
@@ -168,6 +208,10 @@ class RepeatedBatch:
         #: optimizer -> checksum -> streak of one forward's input (steps of several forwards)
         self._parts: dict[int, dict[tuple[float, ...], _Streak]] = {}
         self._open: dict[int, _Episode] = {}
+        #: the labels a loss keeps being given: (address, step drawn); its first step, last
+        #: step, steps, and 1 once told
+        self._stale: list[int] | None = None
+        self._stale_key: tuple[int, int] | None = None
 
     def observe_rows(
         self,
@@ -188,7 +232,60 @@ class RepeatedBatch:
             parts = (inputs[r] if inputs is not None else None) or []
             finite = [tuple(p) for p in parts if all(map(math.isfinite, p))]
             self._row(o, (step, clocks[r] if clocks else step), whole, finite)
+        self._labels(o)
         self.sink.flush()
+
+    def _labels(self, o: int) -> None:
+        """Streaks of one label tensor: a classification loss given, at every step, the
+        same labels a DataLoader yielded for an earlier step (the same storage, drawn
+        once), while the loop keeps drawing new batches (``not-fed``): a batch kept from
+        before the loop and used again, which an input that changes anyway (noise, mixup,
+        an adversarial perturbation added to it) hides from the input checksum. Labels a
+        program builds itself (rotation targets, ``arange``) were never yielded by a loader
+        and are not followed; a prefetched batch is used once."""
+        for step, address, drawn in self.log.drain():
+            key = (address, drawn)
+            streak = self._stale
+            if streak is not None and key == self._stale_key and step == streak[1] + 1:
+                streak[1], streak[2] = step, streak[2] + 1
+            elif streak is not None and key == self._stale_key and step == streak[1]:
+                continue  # a second loss of the same step (mixup's two label sets)
+            else:
+                self._stale_key, self._stale = key, [step, step, 1, 0]
+                continue
+            first, last, count, told = streak
+            if count < REPEAT_STEPS or told:
+                continue  # one finding per kept label tensor
+            if self._open:
+                continue  # the input checksum told it already
+            found = self.log.verdict(first, last)
+            if found is None or found[0] != "not-fed":
+                continue
+            record = found[1]
+            size = "an unknown number of" if record.length is None else f"{record.length:,}"
+            streak[3] = 1
+            self.sink.report(
+                finding(
+                    ID,
+                    last,
+                    f"the loss has been given the same labels on {count} consecutive steps "
+                    f"(the label tensor drawn from a DataLoader for step {drawn}, since step "
+                    f"{first}) while the loop draws a new batch at every step from a "
+                    f"DataLoader of {size} batches: the batch it draws does not reach the "
+                    "model (a batch kept from before the loop, a stale variable).",
+                    "pass the batch the loop draws to the model and the loss; when "
+                    "overfitting one batch on purpose, ignore this warning.",
+                    optimizer=o,
+                    details={
+                        "since": first,
+                        "steps": count,
+                        "why": "not-fed",
+                        "labels_drawn_for": drawn,
+                        "loader_batches": record.length,
+                        "iterator_yielded": record.yielded,
+                    },
+                )
+            )
 
     def _row(
         self,

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the name every torch user knows
 
 from gradwatch.checks.chance import LossKind
-from gradwatch.hooks import backward
+from gradwatch.hooks import backward, loaders
 
 #: classes, label smoothing, mean reduction, soft target, input made by a softmax, classes
 #: that are the batch's own rows (an N x N or N x (N-1) similarity: a contrastive loss)
@@ -74,6 +74,8 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
                     _last = facts
                     for listener in list(_listeners):
                         listener(facts)
+                if facts is not None and not facts[3] and not facts[5]:  # hard labels
+                    loaders.used(target)
             except Exception:  # never break the user's loss
                 pass
         return original(input, target, *args, **kwargs)

@@ -31,6 +31,9 @@ _original: Callable[..., Any] | None = None
 _records: weakref.WeakKeyDictionary[Any, IteratorRecord] = weakref.WeakKeyDictionary()
 #: the optimizer step a batch drawn now is for (set by the open run), None: no run
 _step: Callable[[], int] | None = None
+#: labels shorter than this are not followed (a batch of one or two samples repeats its
+#: labels by chance)
+MIN_LABELS = 8
 
 
 def _length(it: Any) -> int | None:
@@ -40,7 +43,39 @@ def _length(it: Any) -> int | None:
         return None
 
 
-def _drawn(it: Any, exhausted: bool) -> None:
+def _label_addresses(data: Any) -> list[int]:
+    """Storage addresses of the integer tensors of a batch (its labels; at most two levels
+    of tuples, lists and dicts, eight entries each): a few attribute reads, no copy."""
+
+    def entries(obj: Any) -> list[Any]:
+        if isinstance(obj, dict):
+            return list(obj.values())[:8]
+        return list(obj[:8]) if isinstance(obj, tuple | list) else [obj]
+
+    out: list[int] = []
+    for item in entries(data):
+        for t in entries(item) if isinstance(item, tuple | list | dict) else [item]:
+            if (
+                isinstance(t, torch.Tensor)
+                and not t.is_floating_point()
+                and t.dtype != torch.bool
+                and t.device.type == "cpu"
+                and t.numel() >= MIN_LABELS
+            ):
+                out.append(t.data_ptr())
+    return out
+
+
+def used(target: Any) -> None:
+    """A classification loss was given ``target``: when a loader yielded that tensor for an
+    earlier step, the check hears of it (CPU labels: a data_ptr read; never a value)."""
+    source = _step
+    if source is None or not isinstance(target, torch.Tensor) or target.device.type != "cpu":
+        return
+    LOG.used(source(), target.data_ptr())
+
+
+def _drawn(it: Any, exhausted: bool, data: Any = None) -> None:
     yielded = getattr(it, "_num_yielded", None)
     if not isinstance(yielded, int):
         return
@@ -55,6 +90,11 @@ def _drawn(it: Any, exhausted: bool) -> None:
             LOG.add(record)
         else:
             _records.pop(it, None)
+    if not exhausted and data is not None and torch.is_grad_enabled():
+        addresses = _label_addresses(data)
+        if addresses:  # before any run (gradwatch run opens one at the first forward): step 1
+            stamp = _step
+            LOG.drew(stamp() if stamp is not None else 1, addresses, before_run=stamp is None)
     if record is None:
         return
     if exhausted:
@@ -65,10 +105,10 @@ def _drawn(it: Any, exhausted: bool) -> None:
     record.last = source() if source is not None else 1
 
 
-def _noted(it: Any, exhausted: bool) -> None:
+def _noted(it: Any, exhausted: bool, data: Any = None) -> None:
     """:func:`_drawn`, which must never break the user's loop."""
     try:  # noqa: SIM105 - a plain try costs nothing per batch; a context manager does
-        _drawn(it, exhausted)
+        _drawn(it, exhausted, data)
     except Exception:
         pass
 
@@ -81,7 +121,7 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
         except StopIteration:
             _noted(self, True)
             raise
-        _noted(self, False)
+        _noted(self, False, data)
         return data
 
     __next__.__gradwatch_original__ = original  # type: ignore[attr-defined]

@@ -340,3 +340,92 @@ def test_with_the_check_off_the_loaders_are_left_alone() -> None:
         assert not hasattr(dataloader._BaseDataLoaderIter.__next__, "__gradwatch_original__")
     finally:
         run.close()
+
+
+# -- labels: the batch kept and reused, its input changed anyway ------------------------------
+C = 4
+
+
+def labelled() -> TensorDataset:
+    g = torch.Generator().manual_seed(0)
+    return TensorDataset(torch.randn(N, 6, generator=g), torch.randint(0, C, (N,), generator=g))
+
+
+def classify(
+    batches: Callable[[Iterator[tuple[torch.Tensor, ...]]], Batches], steps: int = 24
+) -> Run:
+    """A classifier whose input gets fresh noise at every step (an adversarial start, a
+    diffusion's noise, mixup's mixing), over the batches ``batches(iterator)`` hands out
+    while the loop walks a shuffled loader of 8 batches, epoch after epoch."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, C))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    loader = DataLoader(labelled(), batch_size=BATCH, shuffle=True)
+
+    def forever() -> Iterator[tuple[torch.Tensor, ...]]:
+        while True:
+            yield from loader
+
+    run = gradwatch.watch(model, opt)
+    try:
+        pick = batches(forever())
+        for i in range(steps):
+            x, y = pick(i)
+            opt.zero_grad()
+            out = model(x + 0.1 * torch.randn_like(x))
+            torch.nn.functional.cross_entropy(out, y).backward()
+            opt.step()
+    finally:
+        run.close()
+    return run
+
+
+def test_a_kept_batch_whose_input_changes_anyway_is_found_by_its_labels() -> None:
+    """fast_adversarial's loop with its first batch kept (the injector's reuse-batch): the
+    model's input differs at every step (noise added), so its checksum never repeats, but
+    the loss is given the very label tensor the loader yielded for step 1 while the loop
+    draws a new batch at every step: not fed."""
+
+    def kept(it: Iterator[tuple[torch.Tensor, ...]]) -> Batches:
+        state: dict[str, tuple[torch.Tensor, ...]] = {}
+
+        def pick(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+            x, y = next(it)
+            x, y = state.setdefault("batch", (x, y))
+            return x, y
+
+        return pick
+
+    run = classify(kept)
+    f = first(run, "repeated-batch")
+    assert f.details["why"] == "not-fed" and f.details["labels_drawn_for"] == 1
+    assert f.step == 1 + REPEAT_STEPS and "the same labels on 5 consecutive steps" in f.message
+    assert len(of(run, "repeated-batch")) == 1
+
+
+def test_fresh_batches_with_noise_are_quiet() -> None:
+    assert_quiet(classify(lambda it: lambda i: next(it)))
+
+
+def test_a_batch_prefetched_one_step_ahead_is_quiet() -> None:
+    """A prefetcher draws the next batch before the step that uses it: each label tensor is
+    used once, at the step after it was drawn."""
+
+    def ahead(it: Iterator[tuple[torch.Tensor, ...]]) -> Batches:
+        queue = [next(it), next(it)]
+
+        def pick(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+            queue.append(next(it))
+            x, y = queue.pop(0)
+            return x, y
+
+        return pick
+
+    assert_quiet(classify(ahead))
+
+
+def test_labels_the_program_builds_itself_are_not_followed() -> None:
+    """Rotation prediction: the labels are the same tensor at every step, built once by the
+    program (never yielded by a loader), while the loop draws new images."""
+    rotations = torch.arange(C).repeat(BATCH // C)
+    assert_quiet(classify(lambda it: lambda i: (next(it)[0], rotations)))

@@ -41,14 +41,23 @@ FAMILY: Final = Family(
            "walked a batch per step while the model's input stays the same (what the loop draws "
            "never reaches the model, or every sample of the dataset is identical). A step of "
            "several forwards is also checked forward by forward: one input that repeats while "
-           "the others change (a GAN discriminator's real batch next to fresh fakes).",
+           "the others change (a GAN discriminator's real batch next to fresh fakes). When the "
+           "input changes anyway (noise, an adversarial perturbation or mixup added to a kept "
+           "batch), the labels tell: a classification loss given, step after step, the very "
+           "label tensor a DataLoader yielded for an earlier step while the loop draws a new "
+           "batch at every step.",
            "{repeated.REPEAT_STEPS} collected steps in a row with one checksum (asked again at "
            "twice as many); a loader of 2 or more batches (or of unknown length); one finding "
-           "until {repeated.REPEAT_STEPS} steps in a row go without the repeated batch",
+           "until {repeated.REPEAT_STEPS} steps in a row go without the repeated batch; labels: "
+           "the same CPU integer tensor of at least {loaders.MIN_LABELS} labels (its storage) "
+           "drawn once and given to `cross_entropy`/`nll_loss` on {repeated.REPEAT_STEPS} "
+           "consecutive steps while a loader drew at each of them",
            "full-batch training on a fixed tensor (no DataLoader), loaders of one batch (epochs "
            "of one batch), loaders walked to their end (concatenated into one tensor, a full "
            "validation pass); batches drawn with gradients disabled; a batch drawn before "
-           "`watch()` in a script that calls it by hand (`gradwatch run` sees it)",
+           "`watch()` in a script that calls it by hand (`gradwatch run` sees it); labels the "
+           "program builds itself (rotation targets, `arange`), prefetched batches (each used "
+           "once), labels moved to a GPU (a new tensor at each step: not followed)",
            cause=Cause("repeated input batch", 100, frozenset({"stalled"}))),
         Check(LOSS_AT_CHANCE, "warning", "after-update",
            "A classification loss (`cross_entropy`, `nll_loss`, their modules) stays at ln C, "
@@ -124,5 +133,6 @@ FAMILY: Final = Family(
         "loss": "gradwatch.checks.loss",
         "repeated": "gradwatch.checks.repeated",
         "chance": "gradwatch.checks.chance",
+        "loaders": "gradwatch.hooks.loaders",
     },
 )  # fmt: skip
