@@ -92,6 +92,7 @@ class CheckEngine:
         self.lr = LrChecks(sink)
         self.coverage.stalled = self.lr.stalled  # a collapsed LR is named before its effect
         self.losses.diverged = self.lr.diverged  # a divergence makes a too-large LR an error
+        self.lr.first_update = self.numerics.first_update  # …or names it, after a huge first step
         #: outlier input batches, named in the symptoms they cause (see checks.batchscale)
         self.batches = BatchScales()
         sink.annotate = self.batches.annotate

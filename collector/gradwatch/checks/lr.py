@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from gradwatch.checks.view import StepView, WatchedOptimizer
 
 JUMP_FACTOR = 10.0
+#: a first update this many times the weights it changed, then a diverging loss: the rate
+FIRST_UPDATE = 10.0
 #: rows with a positive LR before a rise counts as a jump: a ramp from a tiny base
 #: (CyclicLR, LinearLR from 1e-3) multiplies it many times over in its first step or two
 JUMP_MIN_STEPS = 5
@@ -72,6 +74,11 @@ class LrChecks:
         self._limits: dict[int, lrscale.Limits] = {}  # lr-too-large, per optimizer
         #: lr-too-large found, per optimizer (escalated to an error once the loss diverges)
         self._flagged: dict[int, Finding] = {}
+        #: the largest ‖Δθ‖/‖θ‖ of a weight matrix at an optimizer's first update and its
+        #: name (set by the check engine: the numerics checks measure it)
+        self.first_update: Callable[[int], tuple[float, str] | None] | None = None
+        self._first_told: set[int] = set()
+        self._last_lr: dict[int, list[float]] = {}  # each optimizer's latest rates
 
     def arm(self, w: WatchedOptimizer, step: int, lr: list[float]) -> None:
         """``lr-too-large`` at optimizer ``w``'s first step, before its update: measure the
@@ -122,6 +129,7 @@ class LrChecks:
         scheduler = self.scheduler(o)
         found = lrscale.report(o, step, limits, lr, groups, scheduler, planned)
         self._flagged[o] = found
+        self._first_told.add(o)  # named by its rate already: the first update adds nothing
         self.sink.report(found)
 
     def diverged(self, o: int, step: int, how: str) -> None:
@@ -129,7 +137,10 @@ class LrChecks:
         named its rate: that is the evidence the rate breaks training, so the finding is
         raised to an error, once (``--fail-on error`` then fails the run)."""
         found = self._flagged.pop(o, None)
-        if found is None or step < (found.step or 0):
+        if found is None:
+            self._first_update_too_large(o, step, how)
+            return
+        if step < (found.step or 0):
             return
         # at the rate's own step: the same incident, whose cause the rate stays
         self.sink.report(
@@ -139,6 +150,34 @@ class LrChecks:
                 message=f"{how} at step {step}, after the learning rate was found too large "
                 f"at step {found.step}: {found.message[0].lower()}{found.message[1:]}",
                 details={**found.details, "diverged_at_step": step, "diverged": how},
+            )
+        )
+
+    def _first_update_too_large(self, o: int, step: int, how: str) -> None:
+        """The loss of optimizer ``o`` diverged, and its very first update was
+        ``FIRST_UPDATE`` times the weights it changed or more: the step the learning rate
+        sets was far too large before any gradient could grow (an optimizer that
+        ``lr-too-large`` does not judge by the rate alone: SGD, whose step a clipped
+        gradient bounds, DP-SGD). Once per optimizer."""
+        first = self.first_update(o) if self.first_update is not None else None
+        if first is None or first[0] < FIRST_UPDATE or o in self._first_told:
+            return
+        self._first_told.add(o)
+        ratio, name = first
+        rates = sorted({x for x in self._last_lr.get(o, []) if math.isfinite(x)})
+        rate = f" ({num(rates[0])})" if len(rates) == 1 else ""
+        self.sink.report(
+            finding(
+                checkids.LR_TOO_LARGE,
+                step,
+                f"the learning rate{rate} is far too large for these weights: its first "
+                f"update was {times(ratio)} the weights it changed ({name}), and {how} at "
+                f"step {step}.",
+                "lower the learning rate (by about that factor) or add warm-up.",
+                severity="error",
+                param=name,
+                optimizer=o,
+                details={"first_update_ratio": ratio, "diverged_at_step": step, "diverged": how},
             )
         )
 
@@ -157,6 +196,7 @@ class LrChecks:
         """One collected row: optimizer ``o``'s learning rates at step ``step`` (the
         reference that :meth:`observe_rows` must agree with)."""
         self._scale(o, [step], [lr])
+        self._last_lr[o] = lr
         state = self._of(o, step, lr)
         jumps = [
             (g, state.peak[g], x)
@@ -181,6 +221,7 @@ class LrChecks:
         collapse level, none was) only the peaks move; any other window goes row by row."""
         if not steps:
             return
+        self._last_lr[o] = lrs[-1]
         if o in self._limits and self._scale(o, steps, lrs):
             self._each(o, steps, lrs)  # the row path reports what else holds at those rows
             return

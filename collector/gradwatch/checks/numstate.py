@@ -40,6 +40,9 @@ class State:
     #: rows the update-ratio check has measured (a streak as long as this began at the
     #: optimizer's first update)
     ratio_rows: int = 0
+    #: the optimizer's first update against the weights before it: the largest ‖Δθ‖/‖θ‖
+    #: of a weight matrix and its name (None: not measured)
+    first_update: tuple[float, str] | None = None
     previous_param_norm: torch.Tensor | None = None
     #: log of the smallest whole gradient norm that can explode (exploding-grad's floor,
     #: from ‖θ‖ before the first update; -inf when not measured); None: not read yet

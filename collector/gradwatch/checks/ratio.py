@@ -39,6 +39,19 @@ def ratios(update: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
     return update / before
 
 
+def largest(
+    state: State, ratio: torch.Tensor, before: torch.Tensor, names: list[str]
+) -> tuple[float, str] | None:
+    """The largest finite ratio of one row among the weight matrices with a size, and its
+    tensor's name (None: none)."""
+    ok = state.matrix & (before > 0) & torch.isfinite(ratio)
+    if not bool(ok.any()):
+        return None
+    masked = torch.where(ok, ratio, torch.full_like(ratio, -1.0))
+    i = int(masked.argmax())
+    return float(masked[i]), names[i] if i < len(names) else f"tensor {i}"
+
+
 def busy(state: State, ratio: torch.Tensor, before: torch.Tensor) -> bool:
     """Whether some level has a streak or an open episode, or some matrix is above the
     lowest level (rows × tensors): the rows then need :func:`row`, one by one."""

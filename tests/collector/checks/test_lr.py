@@ -80,3 +80,41 @@ def test_schedules_over_the_run_are_quiet(name: str) -> None:
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     assert_quiet(train(model, opt, 120, with_scheduler(QUIET[name](opt))))
+
+
+# -- a first update far larger than the weights, then a diverging loss ------------------------
+def clipped(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+    """A step whose gradient is clipped to norm 1: the update is then about the rate, whatever
+    the gradient (DP-SGD clips each sample's gradient the same way)."""
+    opt.zero_grad()
+    nn.functional.mse_loss(model(x), y).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+
+
+def test_lr_too_large_sgd_whose_first_update_rewrote_the_weights_and_the_loss_diverged() -> None:
+    """SGD at 500 with clipping: each update is about 500 in norm, the first one 10x and more
+    the weights it changes; clipping keeps every later update about the weights' own size
+    (no update-ratio streak), and the loss diverges. The first update is the evidence that
+    the rate, not a gradient grown in training, did it: an error naming the rate, the
+    incident's cause."""
+    model = mlp()
+    run = train(model, torch.optim.SGD(model.parameters(), lr=500.0), 60, clipped)
+    f = first(run, "lr-too-large")
+    assert f.severity == "error" and f.details["first_update_ratio"] >= 10
+    assert f.message.startswith("the learning rate (500) is far too large for these weights")
+    assert of(run, "loss-diverging"), "the divergence is the second half of the evidence"
+    assert f.step == first(run, "loss-diverging").step
+
+
+def test_a_first_update_far_larger_than_small_initial_weights_without_divergence_is_quiet() -> None:
+    """A head initialised near zero (std 1e-4, as policy heads are) under a usual SGD rate:
+    its first update is many times its tiny weights, but the loss falls: no finding."""
+    model = mlp()
+    with torch.no_grad():
+        model[2].weight.mul_(1e-4)
+    run = train(model, torch.optim.SGD(model.parameters(), lr=0.05), 60, clipped)
+    state = run.context.checks.numerics.first_update(0)
+    assert state is not None and state[0] >= 10, state  # the case at hand
+    assert of(run, "lr-too-large") == [] and of(run, "loss-diverging") == []
+    assert_quiet(run)

@@ -55,7 +55,11 @@ FAMILY: Final = Family(
            "(`loss-diverging`) or turns non-finite, the rate is shown to break training: the "
            "finding is repeated as an `error` (same incident), so `--fail-on error` fails the run. "
            "Adadelta sizes its steps itself and its rate multiplies them (natural value 1): above "
-           "1 each update outgrows the ones before, so its rate is compared with 1.",
+           "1 each update outgrows the ones before, so its rate is compared with 1. Under any "
+           "other optimizer (SGD, whose step a clipped gradient bounds; DP-SGD) the rate is "
+           "named when the loss diverges after an optimizer whose very first update was "
+           "10× the weights it changed or more: no gradient grown in training "
+           "made that step (an error, the incident's cause).",
            "rate > {lrscale.FACTOR:g}× the median RMS, before the first update, of the group's "
            "non-zero trainable weight matrices; checked at every collected step and against the "
            "scheduler's `initial_lr`/`max_lr` at the first; one finding per optimizer; error: a "
