@@ -76,7 +76,7 @@ class LrChecks:
         self._flagged: dict[int, Finding] = {}
         #: the largest ‖Δθ‖/‖θ‖ of a weight matrix at an optimizer's first update and its
         #: name (set by the check engine: the numerics checks measure it)
-        self.first_update: Callable[[int], tuple[float, str] | None] | None = None
+        self.first_update: Callable[[int], tuple[float, str, float | None] | None] | None = None
         self._first_told: set[int] = set()
         self._last_lr: dict[int, list[float]] = {}  # each optimizer's latest rates
 
@@ -155,15 +155,19 @@ class LrChecks:
 
     def _first_update_too_large(self, o: int, step: int, how: str) -> None:
         """The loss of optimizer ``o`` diverged, and its very first update was
-        ``FIRST_UPDATE`` times the weights it changed or more: the step the learning rate
-        sets was far too large before any gradient could grow (an optimizer that
+        ``FIRST_UPDATE`` times the weights it changed or more *and* as many times the
+        gradient that made it: the rate multiplied an ordinary gradient into a step that
+        rewrote the weights (a huge first gradient, as an AMP loss scale applied to an
+        unscaled step makes, is not the rate's doing; an optimizer that
         ``lr-too-large`` does not judge by the rate alone: SGD, whose step a clipped
         gradient bounds, DP-SGD). Once per optimizer."""
         first = self.first_update(o) if self.first_update is not None else None
-        if first is None or first[0] < FIRST_UPDATE or o in self._first_told:
+        if first is None or o in self._first_told:
             return
+        ratio, name, multiplier = first
+        if ratio < FIRST_UPDATE or multiplier is None or multiplier < FIRST_UPDATE:
+            return  # a small step, or a huge gradient (an unscaled AMP loss), not the rate
         self._first_told.add(o)
-        ratio, name = first
         rates = sorted({x for x in self._last_lr.get(o, []) if math.isfinite(x)})
         rate = f" ({num(rates[0])})" if len(rates) == 1 else ""
         self.sink.report(
@@ -171,13 +175,18 @@ class LrChecks:
                 checkids.LR_TOO_LARGE,
                 step,
                 f"the learning rate{rate} is far too large for these weights: its first "
-                f"update was {times(ratio)} the weights it changed ({name}), and {how} at "
-                f"step {step}.",
+                f"update was {times(ratio)} the weights it changed ({name}) and "
+                f"{times(multiplier)} the gradient that made it, and {how} at step {step}.",
                 "lower the learning rate (by about that factor) or add warm-up.",
                 severity="error",
                 param=name,
                 optimizer=o,
-                details={"first_update_ratio": ratio, "diverged_at_step": step, "diverged": how},
+                details={
+                    "first_update_ratio": ratio,
+                    "step_multiplier": multiplier,
+                    "diverged_at_step": step,
+                    "diverged": how,
+                },
             )
         )
 

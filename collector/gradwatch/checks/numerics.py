@@ -355,7 +355,10 @@ class NumericsChecks:
         seen = state.ratio_rows
         state.ratio_rows += end - start
         if seen == 0:
-            state.first_update = ratio_mod.largest(state, ratio[0], before[0], names)
+            grads = win.grad_norm[start]
+            state.first_update = ratio_mod.largest(
+                state, ratio[0], before[0], names, update[0], grads
+            )
         if not ratio_mod.busy(state, ratio, before):
             return  # the common case: every weight matrix moves at a healthy rate
         for r in range(end - start):
@@ -363,9 +366,9 @@ class NumericsChecks:
             facts = (names, group_of, win.lr[start + r], None)
             ratio_mod.row(self.sink, state, where, ratio[r], before[r], facts, seen + r + 1)
 
-    def first_update(self, optimizer: int) -> tuple[float, str] | None:
+    def first_update(self, optimizer: int) -> tuple[float, str, float | None] | None:
         """The largest ‖Δθ‖/‖θ before‖ of a weight matrix at ``optimizer``'s first measured
-        update, and its name (None: not measured)."""
+        update, its name and ‖Δθ‖/‖g‖ (None: not measured)."""
         state = self._state.get(optimizer)
         return None if state is None else state.first_update
 
@@ -408,7 +411,9 @@ class NumericsChecks:
         ratio = ratio_mod.ratios(v.update_norm, before)
         state.ratio_rows += 1
         if state.ratio_rows == 1:
-            state.first_update = ratio_mod.largest(state, ratio, before, v.names)
+            state.first_update = ratio_mod.largest(
+                state, ratio, before, v.names, v.update_norm, v.grad_norm
+            )
         if not ratio_mod.busy(state, ratio, before):
             return
         facts = (v.names, v.group_of, v.lr, v.has_grad_t)

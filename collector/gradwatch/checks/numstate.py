@@ -41,8 +41,8 @@ class State:
     #: optimizer's first update)
     ratio_rows: int = 0
     #: the optimizer's first update against the weights before it: the largest ‖Δθ‖/‖θ‖
-    #: of a weight matrix and its name (None: not measured)
-    first_update: tuple[float, str] | None = None
+    #: of a weight matrix, its name and ‖Δθ‖/‖g‖ (None: not measured)
+    first_update: tuple[float, str, float | None] | None = None
     previous_param_norm: torch.Tensor | None = None
     #: log of the smallest whole gradient norm that can explode (exploding-grad's floor,
     #: from ‖θ‖ before the first update; -inf when not measured); None: not read yet

@@ -16,6 +16,8 @@ episode ends after ``CALM_STEPS`` steps with none out of range.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from gradwatch.checks.findings import Finding, FindingSink, finding
@@ -40,16 +42,24 @@ def ratios(update: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
 
 
 def largest(
-    state: State, ratio: torch.Tensor, before: torch.Tensor, names: list[str]
-) -> tuple[float, str] | None:
-    """The largest finite ratio of one row among the weight matrices with a size, and its
-    tensor's name (None: none)."""
+    state: State,
+    ratio: torch.Tensor,
+    before: torch.Tensor,
+    names: list[str],
+    update: torch.Tensor,
+    grad: torch.Tensor | None,
+) -> tuple[float, str, float | None] | None:
+    """The largest finite ratio of one row among the weight matrices with a size, its
+    tensor's name, and how many times its gradient's norm the update was (the step's
+    multiplier: SGD's learning rate; None: no gradient measured). None: no such matrix."""
     ok = state.matrix & (before > 0) & torch.isfinite(ratio)
     if not bool(ok.any()):
         return None
     masked = torch.where(ok, ratio, torch.full_like(ratio, -1.0))
     i = int(masked.argmax())
-    return float(masked[i]), names[i] if i < len(names) else f"tensor {i}"
+    g = None if grad is None or i >= len(grad) else float(grad[i])
+    multiplier = float(update[i]) / g if g is not None and 0 < g < math.inf else None
+    return float(masked[i]), names[i] if i < len(names) else f"tensor {i}", multiplier
 
 
 def busy(state: State, ratio: torch.Tensor, before: torch.Tensor) -> bool:

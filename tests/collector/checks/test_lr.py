@@ -103,6 +103,7 @@ def test_lr_too_large_sgd_whose_first_update_rewrote_the_weights_and_the_loss_di
     f = first(run, "lr-too-large")
     assert f.severity == "error" and f.details["first_update_ratio"] >= 10
     assert f.message.startswith("the learning rate (500) is far too large for these weights")
+    assert f.details["step_multiplier"] >= 10  # the rate amplified an ordinary gradient
     assert of(run, "loss-diverging"), "the divergence is the second half of the evidence"
     assert f.step == first(run, "loss-diverging").step
 
@@ -118,3 +119,21 @@ def test_a_first_update_far_larger_than_small_initial_weights_without_divergence
     assert state is not None and state[0] >= 10, state  # the case at hand
     assert of(run, "lr-too-large") == [] and of(run, "loss-diverging") == []
     assert_quiet(run)
+
+
+def test_a_first_update_made_huge_by_its_gradient_does_not_name_the_rate() -> None:
+    """The same first update, 10x the weights and more, made by a gradient 65,536x too large
+    (an AMP-scaled loss stepped without its scaler) at an ordinary rate: the loss diverges,
+    but the rate multiplied the gradient by 0.01, so the rate is not named; the gradient's
+    size is (exploding-grad)."""
+
+    def scaled(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        (65536.0 * nn.functional.mse_loss(model(x), y)).backward()
+        opt.step()
+
+    model = mlp()
+    run = train(model, torch.optim.SGD(model.parameters(), lr=0.01), 30, scaled)
+    first_update = run.context.checks.numerics.first_update(0)
+    assert first_update is not None and first_update[0] >= 10, first_update  # the case at hand
+    assert of(run, "lr-too-large") == []
