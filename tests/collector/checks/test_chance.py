@@ -173,32 +173,44 @@ def test_labels_apart_fitted_with_a_large_step_sit_above_ln_c_and_are_found(shor
     assert f.step == short and f.details["largest_shortfall"] < BAND * math.log(C)
 
 
+class _Sink:
+    """What LossAtChance reports into: the findings, kept."""
+
+    def __init__(self) -> None:
+        self.reported: list[object] = []
+
+    def report(self, f: object) -> None:
+        self.reported.append(f)
+
+    def clear(self, *_: object) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
+def _check(root: str) -> tuple[chance.LossAtChance, _Sink]:
+    """The check alone, its run's loss a mean cross-entropy over C classes whose backward
+    roots are ``root`` nodes."""
+    kind = LossKind()
+    kind.note(C, 0.0, True, False)
+    kind.root(root)
+    sink = _Sink()
+    check = chance.LossAtChance(sink)  # type: ignore[arg-type]
+    check.kind = kind
+    return check, sink
+
+
 def _above(own: bool) -> list[object]:
     """A window of losses that sit 20 % above ln C with no trend (the lottery-ticket MLP's
     2.7-3.1 against ln 10 = 2.30 with its labels shuffled apart: Adam fitting the noise),
     judged with every backward root the classification loss's own, or not."""
-    kind = LossKind()
-    kind.note(C, 0.0, True, False)
-    kind.root(chance.OWN_ROOT if own else "AddBackward0")
-    reported: list[object] = []
-
-    class Sink:
-        def report(self, f: object) -> None:
-            reported.append(f)
-
-        def clear(self, *_: object) -> None:
-            pass
-
-        def flush(self) -> None:
-            pass
-
-    check = chance.LossAtChance(Sink())  # type: ignore[arg-type]
-    check.kind = kind
+    check, sink = _check(chance.OWN_ROOT if own else "AddBackward0")
     rows = WARMUP + WINDOW
     level = 1.2 * math.log(C)
     losses = [level + (0.3 if i % 2 else -0.3) for i in range(rows)]
     check.observe_rows(0, list(range(1, rows + 1)), losses, [True] * rows)
-    return reported
+    return sink.reported
 
 
 def test_a_loss_far_above_ln_c_is_found_when_it_is_the_classification_loss_alone() -> None:
@@ -234,29 +246,13 @@ def test_one_finding_for_the_run_when_each_round_builds_a_new_optimizer() -> Non
     """The lottery ticket's loop: a new Adam every pruning round, the labels shuffled apart
     in all of them. It is one loss at chance, not one per optimizer: the first optimizer's
     finding tells it, the later ones' windows do not add findings of their own."""
-    kind = LossKind()
-    kind.note(C, 0.0, True, False)
-    kind.root(chance.OWN_ROOT)
-    reported: list[object] = []
-
-    class Sink:
-        def report(self, f: object) -> None:
-            reported.append(f)
-
-        def clear(self, *_: object) -> None:
-            pass
-
-        def flush(self) -> None:
-            pass
-
-    check = chance.LossAtChance(Sink())  # type: ignore[arg-type]
-    check.kind = kind
+    check, sink = _check(chance.OWN_ROOT)
     rows = WARMUP + WINDOW
     for o in range(3):  # three rounds, each optimizer's own rows at ln C
         steps = list(range(o * rows + 1, (o + 1) * rows + 1))
         check.observe_rows(o, steps, [math.log(C)] * rows, [True] * rows)
-    assert len(reported) >= 1
-    assert {getattr(f, "optimizer", None) for f in reported} == {0}
+    assert len(sink.reported) >= 1
+    assert {getattr(f, "optimizer", None) for f in sink.reported} == {0}
 
 
 def test_a_classifier_that_learns_with_a_large_step_is_quiet(short: int) -> None:
