@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -96,17 +97,24 @@ class LoaderLog:
         self.records: deque[IteratorRecord] = deque(maxlen=KEPT_ITERATORS)
         self._lock = threading.Lock()
         #: the storage address of each integer tensor of a recent batch -> the step it was
-        #: drawn for (a new batch at a freed address replaces the entry: a fresh draw)
-        self.labels: OrderedDict[int, int] = OrderedDict()
+        #: drawn for and a weak reference to it: once the tensor is gone, another tensor
+        #: the program makes at that address (the allocator reuses a freed block) is not it
+        self.labels: OrderedDict[int, tuple[int, Callable[[], object]]] = OrderedDict()
         #: (step, address, drawn): a loss given labels drawn for an earlier step
         self.uses: deque[tuple[int, int, int]] = deque(maxlen=KEPT_USES)
         self._early: set[int] = set()  # labels drawn while no run watched
 
-    def drew(self, step: int, addresses: list[int], before_run: bool = False) -> None:
-        """A batch drawn for ``step`` holding integer tensors at ``addresses``
-        (``before_run``: while no run watched; kept for the next run's first step)."""
-        for address in addresses:
-            self.labels[address] = step
+    def drew(
+        self,
+        step: int,
+        tensors: list[tuple[int, Callable[[], object]]],
+        before_run: bool = False,
+    ) -> None:
+        """A batch drawn for ``step`` holding integer tensors (their addresses and weak
+        references; ``before_run``: while no run watched, kept for the next run's first
+        step)."""
+        for address, ref in tensors:
+            self.labels[address] = (step, ref)
             self.labels.move_to_end(address)
             if before_run:
                 self._early.add(address)
@@ -117,9 +125,13 @@ class LoaderLog:
 
     def used(self, step: int, address: int) -> None:
         """A classification loss of ``step`` was given the labels at ``address``: kept
-        only when a loader drew them for an earlier step."""
-        drawn = self.labels.get(address)
-        if drawn is not None and drawn < step:
+        only when a loader drew them for an earlier step and the tensor it yielded is still
+        alive (so the labels at that address are its own, or a view of them)."""
+        entry = self.labels.get(address)
+        if entry is None:
+            return
+        drawn, ref = entry
+        if drawn < step and ref() is not None:
             self.uses.append((step, address, drawn))
 
     def drain(self) -> list[tuple[int, int, int]]:
@@ -140,7 +152,7 @@ class LoaderLog:
             for r in kept:
                 r.before_run = False
                 self.records.append(r)
-            early = {a: 1 for a in self.labels if a in self._early}
+            early = {a: (1, e[1]) for a, e in self.labels.items() if a in self._early}
             self.labels.clear()
             self.labels.update(early)
             self._early.clear()

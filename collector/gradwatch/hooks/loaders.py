@@ -43,16 +43,17 @@ def _length(it: Any) -> int | None:
         return None
 
 
-def _label_addresses(data: Any) -> list[int]:
+def _label_addresses(data: Any) -> list[tuple[int, Callable[[], object]]]:
     """Storage addresses of the integer tensors of a batch (its labels; at most two levels
-    of tuples, lists and dicts, eight entries each): a few attribute reads, no copy."""
+    of tuples, lists and dicts, eight entries each) with weak references to them: a few
+    attribute reads, no copy."""
 
     def entries(obj: Any) -> list[Any]:
         if isinstance(obj, dict):
             return list(obj.values())[:8]
         return list(obj[:8]) if isinstance(obj, tuple | list) else [obj]
 
-    out: list[int] = []
+    out: list[tuple[int, Callable[[], object]]] = []
     for item in entries(data):
         for t in entries(item) if isinstance(item, tuple | list | dict) else [item]:
             if (
@@ -62,7 +63,7 @@ def _label_addresses(data: Any) -> list[int]:
                 and t.device.type == "cpu"
                 and t.numel() >= MIN_LABELS
             ):
-                out.append(t.data_ptr())
+                out.append((t.data_ptr(), weakref.ref(t)))
     return out
 
 

@@ -4,6 +4,7 @@ loop, and its correct twins."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator
 
 import torch
@@ -429,3 +430,20 @@ def test_labels_the_program_builds_itself_are_not_followed() -> None:
     program (never yielded by a loader), while the loop draws new images."""
     rotations = torch.arange(C).repeat(BATCH // C)
     assert_quiet(classify(lambda it: lambda i: (next(it)[0], rotations)))
+
+
+def test_labels_at_a_freed_loaders_address_are_not_the_loaders() -> None:
+    """Labels permuted apart from their inputs at every step (the lottery ticket's mutant):
+    each permuted copy is a new tensor of the same size, which the allocator may put where
+    an earlier batch's labels were once those are freed. A tensor the loader yielded counts
+    only while it is alive: a tensor at its old address is not it."""
+    log = LoaderLog()
+    drawn = torch.arange(BATCH)
+    address = drawn.data_ptr()
+    log.drew(1, [(address, weakref.ref(drawn))])
+    log.used(2, address)
+    assert log.drain() == [(2, address, 1)]  # alive: the loader's own labels, kept
+    del drawn  # the batch is dropped; another tensor may now be made at its address
+    for step in range(3, 9):
+        log.used(step, address)
+    assert log.drain() == []
