@@ -34,6 +34,7 @@ from gradwatch.checks.fmt import counted, num, times
 from gradwatch.core import checkids
 
 if TYPE_CHECKING:
+    from gradwatch.checks.ratio import FirstUpdate
     from gradwatch.checks.view import StepView, WatchedOptimizer
 
 JUMP_FACTOR = 10.0
@@ -74,11 +75,10 @@ class LrChecks:
         self._limits: dict[int, lrscale.Limits] = {}  # lr-too-large, per optimizer
         #: lr-too-large found, per optimizer (escalated to an error once the loss diverges)
         self._flagged: dict[int, Finding] = {}
-        #: the largest ‖Δθ‖/‖θ‖ of a weight matrix at an optimizer's first update and its
-        #: name (set by the check engine: the numerics checks measure it)
-        self.first_update: Callable[[int], tuple[float, str, float | None] | None] | None = None
+        #: an optimizer's first update at its largest against the weights it changed (set
+        #: by the check engine: the numerics checks measure it)
+        self.first_update: Callable[[int], FirstUpdate | None] | None = None
         self._first_told: set[int] = set()
-        self._last_lr: dict[int, list[float]] = {}  # each optimizer's latest rates
 
     def arm(self, w: WatchedOptimizer, step: int, lr: list[float]) -> None:
         """``lr-too-large`` at optimizer ``w``'s first step, before its update: measure the
@@ -164,12 +164,11 @@ class LrChecks:
         first = self.first_update(o) if self.first_update is not None else None
         if first is None or o in self._first_told:
             return
-        ratio, name, multiplier = first
+        ratio, name, multiplier, lr = first
         if ratio < FIRST_UPDATE or multiplier is None or multiplier < FIRST_UPDATE:
             return  # a small step, or a huge gradient (an unscaled AMP loss), not the rate
         self._first_told.add(o)
-        rates = sorted({x for x in self._last_lr.get(o, []) if math.isfinite(x)})
-        rate = f" ({num(rates[0])})" if len(rates) == 1 else ""
+        rate = f" ({num(lr)})" if math.isfinite(lr) else ""
         self.sink.report(
             finding(
                 checkids.LR_TOO_LARGE,
@@ -205,7 +204,6 @@ class LrChecks:
         """One collected row: optimizer ``o``'s learning rates at step ``step`` (the
         reference that :meth:`observe_rows` must agree with)."""
         self._scale(o, [step], [lr])
-        self._last_lr[o] = lr
         state = self._of(o, step, lr)
         jumps = [
             (g, state.peak[g], x)
@@ -230,7 +228,6 @@ class LrChecks:
         collapse level, none was) only the peaks move; any other window goes row by row."""
         if not steps:
             return
-        self._last_lr[o] = lrs[-1]
         if o in self._limits and self._scale(o, steps, lrs):
             self._each(o, steps, lrs)  # the row path reports what else holds at those rows
             return

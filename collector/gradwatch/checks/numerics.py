@@ -355,10 +355,10 @@ class NumericsChecks:
         seen = state.ratio_rows
         state.ratio_rows += end - start
         if seen == 0:
-            grads = win.grad_norm[start]
             state.first_update = ratio_mod.largest(
-                state, ratio[0], before[0], names, update[0], grads
-            )
+                state, ratio[0], before[0], update[0], win.grad_norm[start],
+                (names, group_of, win.lr[start]),
+            )  # fmt: skip
         if not ratio_mod.busy(state, ratio, before):
             return  # the common case: every weight matrix moves at a healthy rate
         for r in range(end - start):
@@ -366,9 +366,9 @@ class NumericsChecks:
             facts = (names, group_of, win.lr[start + r], None)
             ratio_mod.row(self.sink, state, where, ratio[r], before[r], facts, seen + r + 1)
 
-    def first_update(self, optimizer: int) -> tuple[float, str, float | None] | None:
-        """The largest ‖Δθ‖/‖θ before‖ of a weight matrix at ``optimizer``'s first measured
-        update, its name and ‖Δθ‖/‖g‖ (None: not measured)."""
+    def first_update(self, optimizer: int) -> ratio_mod.FirstUpdate | None:
+        """``optimizer``'s first measured update at its largest against the weights it
+        changed (None: not measured)."""
         state = self._state.get(optimizer)
         return None if state is None else state.first_update
 
@@ -412,7 +412,7 @@ class NumericsChecks:
         state.ratio_rows += 1
         if state.ratio_rows == 1:
             state.first_update = ratio_mod.largest(
-                state, ratio, before, v.names, v.update_norm, v.grad_norm
+                state, ratio, before, v.update_norm, v.grad_norm, (v.names, v.group_of, v.lr)
             )
         if not ratio_mod.busy(state, ratio, before):
             return

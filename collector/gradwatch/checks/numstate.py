@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from gradwatch.checks.view import StepView
+
+if TYPE_CHECKING:
+    from gradwatch.checks.ratio import FirstUpdate
 
 WINDOW = 100  # steps of gradient-norm history for the rolling medians
 
@@ -40,9 +44,9 @@ class State:
     #: rows the update-ratio check has measured (a streak as long as this began at the
     #: optimizer's first update)
     ratio_rows: int = 0
-    #: the optimizer's first update against the weights before it: the largest ‖Δθ‖/‖θ‖
-    #: of a weight matrix, its name and ‖Δθ‖/‖g‖ (None: not measured)
-    first_update: tuple[float, str, float | None] | None = None
+    #: the optimizer's first update at its largest against the weights before it (None:
+    #: not measured; :class:`gradwatch.checks.ratio.FirstUpdate`)
+    first_update: FirstUpdate | None = None
     previous_param_norm: torch.Tensor | None = None
     #: log of the smallest whole gradient norm that can explode (exploding-grad's floor,
     #: from ‖θ‖ before the first update; -inf when not measured); None: not read yet

@@ -17,6 +17,7 @@ episode ends after ``CALM_STEPS`` steps with none out of range.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -41,25 +42,36 @@ def ratios(update: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
     return update / before
 
 
+class FirstUpdate(NamedTuple):
+    """An optimizer's first update, at its largest against the weights it changed."""
+
+    ratio: float  # ‖Δθ‖/‖θ before‖ of the weight matrix
+    name: str  # that matrix
+    multiplier: float | None  # ‖Δθ‖/‖g‖: the step's multiplier (None: no gradient measured)
+    lr: float  # the learning rate of its param group at that step
+
+
 def largest(
     state: State,
     ratio: torch.Tensor,
     before: torch.Tensor,
-    names: list[str],
     update: torch.Tensor,
     grad: torch.Tensor | None,
-) -> tuple[float, str, float | None] | None:
-    """The largest finite ratio of one row among the weight matrices with a size, its
-    tensor's name, and how many times its gradient's norm the update was (the step's
-    multiplier: SGD's learning rate; None: no gradient measured). None: no such matrix."""
+    facts: tuple[list[str], list[int], list[float]],
+) -> FirstUpdate | None:
+    """The weight matrix with a size whose update was largest against it in one row
+    (``facts``: names, param group of each tensor, the groups' rates); None: no such
+    matrix."""
     ok = state.matrix & (before > 0) & torch.isfinite(ratio)
     if not bool(ok.any()):
         return None
     masked = torch.where(ok, ratio, torch.full_like(ratio, -1.0))
     i = int(masked.argmax())
+    names, group_of, lr = facts
     g = None if grad is None or i >= len(grad) else float(grad[i])
     multiplier = float(update[i]) / g if g is not None and 0 < g < math.inf else None
-    return float(masked[i]), names[i] if i < len(names) else f"tensor {i}", multiplier
+    name = names[i] if i < len(names) else f"tensor {i}"
+    return FirstUpdate(float(masked[i]), name, multiplier, lr[group_of[i]])
 
 
 def busy(state: State, ratio: torch.Tensor, before: torch.Tensor) -> bool:

@@ -220,10 +220,9 @@ class RepeatedBatch:
         #: optimizer -> checksum -> streak of one forward's input (steps of several forwards)
         self._parts: dict[int, dict[tuple[float, ...], _Streak]] = {}
         self._open: dict[int, _Episode] = {}
-        #: the labels a loss keeps being given: (address, step drawn); its first step, last
-        #: step, steps, and 1 once told
-        self._stale: list[int] | None = None
-        self._stale_key: tuple[int, int] | None = None
+        #: the labels a loss keeps being given, keyed (address, step drawn); ``asked`` is
+        #: set once told
+        self._stale: _Streak | None = None
 
     def observe_rows(
         self,
@@ -256,17 +255,17 @@ class RepeatedBatch:
         program builds itself (rotation targets, ``arange``) were never yielded by a loader
         and are not followed; a prefetched batch is used once."""
         for step, address, drawn in self.log.drain():
-            key = (address, drawn)
+            key: tuple[float, ...] = (address, drawn)
             streak = self._stale
-            if streak is not None and key == self._stale_key and step == streak[1] + 1:
-                streak[1], streak[2] = step, streak[2] + 1
-            elif streak is not None and key == self._stale_key and step == streak[1]:
-                continue  # a second loss of the same step (mixup's two label sets)
-            else:
-                self._stale_key, self._stale = key, [step, step, 1, 0]
+            if streak is None or streak.key != key or step > streak.first + streak.count:
+                self._stale = _Streak(key, step)
                 continue
-            first, last, count, told = streak
-            if count < REPEAT_STEPS or told:
+            if step < streak.first + streak.count:
+                continue  # a second loss of the same step (mixup's two label sets)
+            streak.count += 1
+            first, count = streak.first, streak.count
+            last = first + count - 1
+            if count < REPEAT_STEPS or streak.asked:
                 continue  # one finding per kept label tensor
             if self._open:
                 continue  # the input checksum told it already
@@ -275,7 +274,7 @@ class RepeatedBatch:
                 continue
             record = found[1]
             size = "an unknown number of" if record.length is None else f"{record.length:,}"
-            streak[3] = 1
+            streak.asked = count
             self.sink.report(
                 finding(
                     ID,
