@@ -34,7 +34,7 @@ from gradwatch.checks.fmt import counted, num, times
 from gradwatch.core import checkids
 
 if TYPE_CHECKING:
-    from gradwatch.checks.ratio import FirstUpdate
+    from gradwatch.checks.numstate import FirstUpdate
     from gradwatch.checks.view import StepView, WatchedOptimizer
 
 JUMP_FACTOR = 10.0

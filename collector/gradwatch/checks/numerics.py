@@ -19,7 +19,7 @@ from gradwatch.checks import explode
 from gradwatch.checks import ratio as ratio_mod
 from gradwatch.checks.findings import Action, Finding, FindingSink, finding
 from gradwatch.checks.fmt import counted, num
-from gradwatch.checks.numstate import State, ends
+from gradwatch.checks.numstate import FirstUpdate, State, ends
 from gradwatch.checks.view import StepView, Window, held_for
 from gradwatch.core import checkids
 
@@ -366,7 +366,7 @@ class NumericsChecks:
             facts = (names, group_of, win.lr[start + r], None)
             ratio_mod.row(self.sink, state, where, ratio[r], before[r], facts, seen + r + 1)
 
-    def first_update(self, optimizer: int) -> ratio_mod.FirstUpdate | None:
+    def first_update(self, optimizer: int) -> FirstUpdate | None:
         """``optimizer``'s first measured update at its largest against the weights it
         changed (None: not measured)."""
         state = self._state.get(optimizer)

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 import torch
 
 from gradwatch.checks.view import StepView
 
-if TYPE_CHECKING:
-    from gradwatch.checks.ratio import FirstUpdate
-
 WINDOW = 100  # steps of gradient-norm history for the rolling medians
+
+
+class FirstUpdate(NamedTuple):
+    """An optimizer's first update, at its largest against the weights it changed."""
+
+    ratio: float  # ‖Δθ‖/‖θ before‖ of the weight matrix
+    name: str  # that matrix
+    multiplier: float | None  # ‖Δθ‖/‖g‖: the step's multiplier (None: no gradient measured)
+    lr: float  # the learning rate of its param group at that step
 
 
 @dataclass
@@ -45,7 +51,7 @@ class State:
     #: optimizer's first update)
     ratio_rows: int = 0
     #: the optimizer's first update at its largest against the weights before it (None:
-    #: not measured; :class:`gradwatch.checks.ratio.FirstUpdate`)
+    #: not measured; :class:`FirstUpdate`)
     first_update: FirstUpdate | None = None
     previous_param_norm: torch.Tensor | None = None
     #: log of the smallest whole gradient norm that can explode (exploding-grad's floor,

@@ -17,13 +17,12 @@ episode ends after ``CALM_STEPS`` steps with none out of range.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import torch
 
 from gradwatch.checks.findings import Finding, FindingSink, finding
 from gradwatch.checks.fmt import num, times
-from gradwatch.checks.numstate import State
+from gradwatch.checks.numstate import FirstUpdate, State
 from gradwatch.checks.view import held_for
 from gradwatch.core import checkids
 from gradwatch.core.contract import Severity
@@ -40,15 +39,6 @@ LISTED = 4
 def ratios(update: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
     """‖Δθ‖ / ‖θ_before‖ (rows × tensors, or one row)."""
     return update / before
-
-
-class FirstUpdate(NamedTuple):
-    """An optimizer's first update, at its largest against the weights it changed."""
-
-    ratio: float  # ‖Δθ‖/‖θ before‖ of the weight matrix
-    name: str  # that matrix
-    multiplier: float | None  # ‖Δθ‖/‖g‖: the step's multiplier (None: no gradient measured)
-    lr: float  # the learning rate of its param group at that step
 
 
 def largest(
