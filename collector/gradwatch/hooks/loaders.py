@@ -71,9 +71,10 @@ def used(target: Any) -> None:
     """A classification loss was given ``target``: when a loader yielded that tensor for an
     earlier step, the check hears of it (CPU labels: a data_ptr read; never a value)."""
     source = _step
-    if source is None or not isinstance(target, torch.Tensor) or target.device.type != "cpu":
-        return
-    LOG.used(source(), target.data_ptr())
+    if source is None or not LOG.labels or not isinstance(target, torch.Tensor):
+        return  # no loader has yielded labels to follow (batches made by the program itself)
+    if target.is_cpu:
+        LOG.used(source(), target.data_ptr())
 
 
 def _drawn(it: Any, exhausted: bool, data: Any = None) -> None:
