@@ -49,10 +49,13 @@ ID = checkids.REPEATED_BATCH
 #: collected steps in a row with one batch checksum before the loaders are asked
 REPEAT_STEPS = 5
 KEPT_ITERATORS = 256  # iterator records kept per run (the latest ones)
-KEPT_LABELS = 64  # label tensors of recent batches remembered (by storage address)
+KEPT_LABELS = 64  # tensors of recent batches remembered (by storage address)
 KEPT_USES = 4096  # stale-label uses waiting for the I/O thread
 
 Verdict = Literal["new-iterator", "drawn-once", "not-fed"]
+Use = Literal["input", "labels"]  # what a tensor a loader yielded was given as
+USES: tuple[Use, ...] = ("input", "labels")
+UseRecord = tuple[int, int, int, Use, int | None]  # step, address, step drawn, kind, owner
 
 
 @dataclass
@@ -96,12 +99,17 @@ class LoaderLog:
     def __init__(self) -> None:
         self.records: deque[IteratorRecord] = deque(maxlen=KEPT_ITERATORS)
         self._lock = threading.Lock()
-        #: the storage address of each integer tensor of a recent batch -> the step it was
-        #: drawn for and a weak reference to it: once the tensor is gone, another tensor
-        #: the program makes at that address (the allocator reuses a freed block) is not it
+        #: the storage address of each tensor of a recent batch (its inputs and labels) ->
+        #: the step it was drawn for and a weak reference to it: once the tensor is gone,
+        #: another tensor the program makes at that address (the allocator reuses a freed
+        #: block) is not it
         self.labels: OrderedDict[int, tuple[int, Callable[[], object]]] = OrderedDict()
-        #: (step, address, drawn): a loss given labels drawn for an earlier step
-        self.uses: deque[tuple[int, int, int]] = deque(maxlen=KEPT_USES)
+        #: (step, address, drawn, kind, owner): the model of optimizer ``owner`` (kind
+        #: "input") or a classification loss ("labels", owner None) given a tensor drawn for
+        #: an earlier step
+        self.uses: deque[UseRecord] = deque(maxlen=KEPT_USES)
+        #: (step, kind): given a tensor drawn for that very step
+        self.fresh: deque[tuple[int, Use]] = deque(maxlen=KEPT_USES)
         self._early: set[int] = set()  # labels drawn while no run watched
 
     def drew(
@@ -123,22 +131,32 @@ class LoaderLog:
         while len(self.labels) > KEPT_LABELS:
             self.labels.popitem(last=False)
 
-    def used(self, step: int, address: int) -> None:
-        """A classification loss of ``step`` was given the labels at ``address``: kept
-        only when a loader drew them for an earlier step and the tensor it yielded is still
-        alive (so the labels at that address are its own, or a view of them)."""
+    def used(self, step: int, address: int, kind: Use = "labels", owner: int | None = None) -> None:
+        """The model (``kind`` "input") or a classification loss ("labels") of ``step`` was
+        given the tensor at ``address``: kept when a loader drew it for an earlier step and
+        the tensor it yielded is still alive (so the data at that address is its own, or a
+        view of it); a tensor drawn for this very step is noted as fresh."""
         entry = self.labels.get(address)
         if entry is None:
             return
         drawn, ref = entry
-        if drawn < step and ref() is not None:
-            self.uses.append((step, address, drawn))
+        if ref() is None:
+            return
+        if drawn == step:
+            self.fresh.append((step, kind))
+        if drawn < step:
+            self.uses.append((step, address, drawn, kind, owner))
 
-    def drain(self) -> list[tuple[int, int, int]]:
+    def drain(self) -> tuple[list[UseRecord], set[tuple[int, Use]]]:
+        """The uses of tensors drawn for earlier steps since the last call, and the (step,
+        kind) pairs given a fresh tensor."""
         out = []
         while self.uses:
             out.append(self.uses.popleft())
-        return out
+        fresh = set()
+        while self.fresh:
+            fresh.add(self.fresh.popleft())
+        return out, fresh
 
     def add(self, record: IteratorRecord) -> None:
         self.records.append(record)
@@ -157,6 +175,7 @@ class LoaderLog:
             self.labels.update(early)
             self._early.clear()
             self.uses.clear()
+            self.fresh.clear()
 
     def snapshot(self) -> list[IteratorRecord]:
         with self._lock:
@@ -220,9 +239,12 @@ class RepeatedBatch:
         #: optimizer -> checksum -> streak of one forward's input (steps of several forwards)
         self._parts: dict[int, dict[tuple[float, ...], _Streak]] = {}
         self._open: dict[int, _Episode] = {}
-        #: the labels a loss keeps being given, keyed (address, step drawn); ``asked`` is
-        #: set once told
-        self._stale: _Streak | None = None
+        #: the tensors a loader yielded that the model or a loss keeps being given, keyed
+        #: (address, step drawn, what it was given as); ``asked`` is set once told
+        self._stale: dict[tuple[float, ...], _Streak] = {}
+        self._held: list[UseRecord] = []  # uses of a step not in a row yet, or another's
+        self._fed: set[tuple[int, Use]] = set()  # (step, kind) given a fresh tensor
+        self._told: set[int] = set()  # the steps whose kept batch was reported
 
     def observe_rows(
         self,
@@ -243,60 +265,87 @@ class RepeatedBatch:
             parts = (inputs[r] if inputs is not None else None) or []
             finite = [tuple(p) for p in parts if all(map(math.isfinite, p))]
             self._row(o, (step, clocks[r] if clocks else step), whole, finite)
-        self._labels(o)
+        self._labels(o, max(clocks) if clocks else max(steps, default=0))
         self.sink.flush()
 
-    def _labels(self, o: int) -> None:
-        """Streaks of one label tensor: a classification loss given, at every step, the
-        same labels a DataLoader yielded for an earlier step (the same storage, drawn
-        once), while the loop keeps drawing new batches (``not-fed``): a batch kept from
-        before the loop and used again, which an input that changes anyway (noise, mixup,
-        an adversarial perturbation added to it) hides from the input checksum. Labels a
-        program builds itself (rotation targets, ``arange``) were never yielded by a loader
-        and are not followed; a prefetched batch is used once."""
-        for step, address, drawn in self.log.drain():
-            key: tuple[float, ...] = (address, drawn)
-            streak = self._stale
-            if streak is None or streak.key != key or step > streak.first + streak.count:
-                self._stale = _Streak(key, step)
+    def _labels(self, o: int, last: int) -> None:
+        """Streaks of one tensor a DataLoader yielded: the model (its input) or a
+        classification loss (its labels) given, at every step, the very tensor a loader
+        yielded for an earlier step (the same storage, drawn once), while the loop keeps
+        drawing new batches that never reach it (``not-fed``): a batch kept from before the
+        loop and used again. An input that changes anyway (noise, mixup, an adversarial
+        perturbation added to it; a diffusion model given the kept image and fresh noise)
+        hides that from the input checksum. A step at which the model (or the loss) was
+        also given the batch drawn for it is fed (a fixed sample drawn once and shown to the
+        model beside the training batch); tensors a program builds itself (rotation
+        targets, ``arange``) were never yielded by a loader and are not followed; a
+        prefetched batch is used once. ``last``: the loaders' step of the window's last
+        row (uses of a later step wait for its row: what else that step was given is not
+        all known yet)."""
+        uses, fresh = self.log.drain()
+        self._fed |= fresh
+        waiting = self._held + uses
+        ready = [u for u in waiting if u[0] <= last and u[4] in (None, o)]
+        self._held = [u for u in waiting if u[0] > last or u[4] not in (None, o)][-KEPT_USES:]
+        for step, address, drawn, kind, _owner in sorted(ready, key=lambda u: u[0]):
+            if (step, kind) in self._fed:
+                continue  # the batch drawn for this step reached it too
+            key: tuple[float, ...] = (address, drawn, USES.index(kind))
+            streak = self._stale.get(key)
+            if streak is None or step > streak.first + streak.count:
+                self._stale[key] = _Streak(key, step)
                 continue
             if step < streak.first + streak.count:
-                continue  # a second loss of the same step (mixup's two label sets)
+                continue  # a second use at the same step (mixup's two label sets)
             streak.count += 1
             first, count = streak.first, streak.count
-            last = first + count - 1
-            if count < REPEAT_STEPS or streak.asked:
-                continue  # one finding per kept label tensor
+            if count < REPEAT_STEPS or streak.asked or drawn in self._told:
+                continue  # one finding per kept batch
             if self._open:
                 continue  # the input checksum told it already
-            found = self.log.verdict(first, last)
+            found = self.log.verdict(first, first + count - 1)
             if found is None or found[0] != "not-fed":
                 continue
-            record = found[1]
-            size = "an unknown number of" if record.length is None else f"{record.length:,}"
             streak.asked = count
-            self.sink.report(
-                finding(
-                    ID,
-                    last,
-                    f"the loss has been given the same labels on {count} consecutive steps "
-                    f"(the label tensor drawn from a DataLoader for step {drawn}, since step "
-                    f"{first}) while the loop draws a new batch at every step from a "
-                    f"DataLoader of {size} batches: the batch it draws does not reach the "
-                    "model (a batch kept from before the loop, a stale variable).",
-                    "pass the batch the loop draws to the model and the loss; when "
-                    "overfitting one batch on purpose, ignore this warning.",
-                    optimizer=o,
-                    details={
-                        "since": first,
-                        "steps": count,
-                        "why": "not-fed",
-                        "labels_drawn_for": drawn,
-                        "loader_batches": record.length,
-                        "iterator_yielded": record.yielded,
-                    },
-                )
+            self._told.add(drawn)
+            self._report_kept(o, found[1], kind, drawn, first, count)
+        self._fed = {f for f in self._fed if f[0] > last - KEPT_USES}
+        if len(self._stale) > KEPT_LABELS:  # the latest streaks are the ones that go on
+            newest = sorted(self._stale.items(), key=lambda kv: kv[1].first + kv[1].count)
+            self._stale = dict(newest[-KEPT_LABELS:])
+
+    def _report_kept(
+        self, o: int, record: IteratorRecord, kind: Use, drawn: int, first: int, count: int
+    ) -> None:
+        size = "an unknown number of" if record.length is None else f"{record.length:,}"
+        what = (
+            "the model has been given the same input tensor"
+            if kind == "input"
+            else "the loss has been given the same labels"
+        )
+        tensor = "tensor" if kind == "input" else "label tensor"
+        self.sink.report(
+            finding(
+                ID,
+                first + count - 1,
+                f"{what} on {count} consecutive steps (the {tensor} drawn from a DataLoader "
+                f"for step {drawn}, since step {first}) while the loop draws a new batch at "
+                f"every step from a DataLoader of {size} batches: the batch it draws does not "
+                "reach the model (a batch kept from before the loop, a stale variable).",
+                "pass the batch the loop draws to the model and the loss; when overfitting "
+                "one batch on purpose, ignore this warning.",
+                optimizer=o,
+                details={
+                    "since": first,
+                    "steps": count,
+                    "why": "not-fed",
+                    "given_as": kind,
+                    "drawn_for": drawn,
+                    "loader_batches": record.length,
+                    "iterator_yielded": record.yielded,
+                },
             )
+        )
 
     def _row(
         self,

@@ -31,7 +31,7 @@ _original: Callable[..., Any] | None = None
 _records: weakref.WeakKeyDictionary[Any, IteratorRecord] = weakref.WeakKeyDictionary()
 #: the optimizer step a batch drawn now is for (set by the open run), None: no run
 _step: Callable[[], int] | None = None
-#: labels shorter than this are not followed (a batch of one or two samples repeats its
+#: tensors of fewer elements are not followed (a batch of one or two samples repeats its
 #: labels by chance)
 MIN_LABELS = 8
 
@@ -43,10 +43,10 @@ def _length(it: Any) -> int | None:
         return None
 
 
-def _label_addresses(data: Any) -> list[tuple[int, Callable[[], object]]]:
-    """Storage addresses of the integer tensors of a batch (its labels; at most two levels
-    of tuples, lists and dicts, eight entries each) with weak references to them: a few
-    attribute reads, no copy."""
+def _batch_addresses(data: Any) -> list[tuple[int, Callable[[], object]]]:
+    """Storage addresses of the CPU tensors of a batch (its inputs and labels; at most two
+    levels of tuples, lists and dicts, eight entries each) with weak references to them: a
+    few attribute reads, no copy."""
 
     def entries(obj: Any) -> list[Any]:
         if isinstance(obj, dict):
@@ -58,9 +58,8 @@ def _label_addresses(data: Any) -> list[tuple[int, Callable[[], object]]]:
         for t in entries(item) if isinstance(item, tuple | list | dict) else [item]:
             if (
                 isinstance(t, torch.Tensor)
-                and not t.is_floating_point()
                 and t.dtype != torch.bool
-                and t.device.type == "cpu"
+                and t.is_cpu
                 and t.numel() >= MIN_LABELS
             ):
                 out.append((t.data_ptr(), weakref.ref(t)))
@@ -72,9 +71,27 @@ def used(target: Any) -> None:
     earlier step, the check hears of it (CPU labels: a data_ptr read; never a value)."""
     source = _step
     if source is None or not LOG.labels or not isinstance(target, torch.Tensor):
-        return  # no loader has yielded labels to follow (batches made by the program itself)
+        return  # no loader has yielded a batch to follow (batches made by the program itself)
     if target.is_cpu:
         LOG.used(source(), target.data_ptr())
+
+
+def given(args: tuple[Any, ...], kwargs: dict[str, Any], owner: int) -> None:
+    """A watched model's training forward was given ``args`` and ``kwargs`` (``owner``: the
+    index of its first optimizer): with two or more tensors among them, each CPU tensor
+    that a loader yielded is followed as :func:`used` follows labels. (A forward of one
+    tensor needs no following: a kept batch repeats its checksum. Beside another tensor
+    that changes, such as a diffusion model's fresh noise, it does not.)"""
+    source = _step
+    if source is None or not LOG.labels:
+        return
+    tensors = [t for t in (*args[:4], *list(kwargs.values())[:4]) if isinstance(t, torch.Tensor)]
+    if len(tensors) < 2:
+        return
+    step = source()
+    for t in tensors:
+        if t.is_cpu:
+            LOG.used(step, t.data_ptr(), "input", owner)
 
 
 def _drawn(it: Any, exhausted: bool, data: Any = None) -> None:
@@ -93,7 +110,7 @@ def _drawn(it: Any, exhausted: bool, data: Any = None) -> None:
         else:
             _records.pop(it, None)
     if not exhausted and data is not None and torch.is_grad_enabled():
-        addresses = _label_addresses(data)
+        addresses = _batch_addresses(data)
         if addresses:  # before any run (gradwatch run opens one at the first forward): step 1
             stamp = _step
             LOG.drew(stamp() if stamp is not None else 1, addresses, before_run=stamp is None)

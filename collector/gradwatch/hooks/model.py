@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from gradwatch.hooks import loaders
 from gradwatch.hooks.inputgrad import for_input
 from gradwatch.hooks.module_runs import ModuleRuns
 from gradwatch.hooks.outermost import Probe, in_backward
@@ -154,9 +155,11 @@ class ModelHooks:
         is_grad_enabled = torch.is_grad_enabled
         inspect = batch.inspect
         clock = time.perf_counter
+        follow, given = loaders.LOG, loaders.given
         # every optimizer on the CPU: the I/O thread takes the checksum (batch.Deferred)
         defer = all(w.stats.on_host for w in self.run.watches)
         owners = self.owners[key]
+        owner = owners[0].index if owners else 0
         manual = [w.manual for w in owners if w.manual is not None]
         params = self._tensor_ids(key)
 
@@ -169,6 +172,8 @@ class ModelHooks:
                 for watch in owners:
                     watch.for_input = True
             checksum, sig = inspect(args, kwargs, defer=defer) if want_checksum else (None, [])
+            if follow.labels:  # a loader's batch kept and fed again? (inputs followed)
+                given(args, kwargs, owner)
             started[key] = (clock(), checksum, sig)
             if nan.on:
                 nan.before_forward(key, args, kwargs)
@@ -209,6 +214,8 @@ class ModelHooks:
                 if want_checksum
                 else (None, [])
             )
+            if loaders.LOG.labels and owners:
+                loaders.given(args, kwargs, owners[0].index)
             started[point] = (time.perf_counter(), checksum, sig)
             if nan.on:
                 nan.before_forward(key, args, kwargs, sub)

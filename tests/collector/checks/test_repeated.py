@@ -399,7 +399,8 @@ def test_a_kept_batch_whose_input_changes_anyway_is_found_by_its_labels() -> Non
 
     run = classify(kept)
     f = first(run, "repeated-batch")
-    assert f.details["why"] == "not-fed" and f.details["labels_drawn_for"] == 1
+    assert f.details["why"] == "not-fed" and f.details["drawn_for"] == 1
+    assert f.details["given_as"] == "labels"
     assert f.step == 1 + REPEAT_STEPS and "the same labels on 5 consecutive steps" in f.message
     assert len(of(run, "repeated-batch")) == 1
 
@@ -442,8 +443,113 @@ def test_labels_at_a_freed_loaders_address_are_not_the_loaders() -> None:
     address = drawn.data_ptr()
     log.drew(1, [(address, weakref.ref(drawn))])
     log.used(2, address)
-    assert log.drain() == [(2, address, 1)]  # alive: the loader's own labels, kept
+    assert log.drain() == ([(2, address, 1, "labels", None)], set())  # alive: its own
     del drawn  # the batch is dropped; another tensor may now be made at its address
     for step in range(3, 9):
         log.used(step, address)
-    assert log.drain() == []
+    assert log.drain() == ([], set())
+
+
+# -- inputs: a kept batch given to a model of several inputs ------------------------------------
+class Denoiser(torch.nn.Module):
+    """A diffusion model's shape: ``forward(x, noise)`` mixes the image with fresh noise at a
+    random level and predicts the noise (MNISTDiffusion's ``MNISTDiffusion.forward``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(7, 32), torch.nn.ReLU(), torch.nn.Linear(32, 6)
+        )
+
+    def forward(self, x: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        level = torch.rand(x.shape[0], 1)
+        return self.net(torch.cat([level.sqrt() * x + (1 - level).sqrt() * noise, level], 1))
+
+
+def denoise(pick: Callable[[torch.Tensor], torch.Tensor], steps: int = 24) -> Run:
+    """A denoiser trained over a shuffled loader of 8 batches, epoch after epoch, on the
+    image ``pick(drawn)`` makes of each batch drawn."""
+    torch.manual_seed(0)
+    model = Denoiser()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=True)
+    batches = (x for _ in range(steps) for x, _ in loader)
+    run = gradwatch.watch(model, opt)
+    try:
+        for _ in range(steps):
+            image = pick(next(batches))
+            noise = torch.randn_like(image)
+            opt.zero_grad()
+            mse(model(image, noise), noise).backward()
+            opt.step()
+    finally:
+        run.close()
+    return run
+
+
+def test_a_kept_image_beside_fresh_noise_is_found_by_the_input_itself() -> None:
+    """MNISTDiffusion's loop with its first batch kept (the injector's reuse-batch): the
+    model's two inputs sum to a new checksum at every step (the noise is fresh) and no
+    classification loss sees labels, but the model is given, step after step, the very image
+    tensor the loader yielded for step 1 while the loop draws a new batch at each step."""
+    kept: list[torch.Tensor] = []
+    run = denoise(lambda x: (kept or [kept.append(x) or x])[0])
+    f = first(run, "repeated-batch")
+    assert (f.details["why"], f.details["given_as"], f.details["drawn_for"]) == (
+        "not-fed",
+        "input",
+        1,
+    )
+    assert f.step == 1 + REPEAT_STEPS
+    assert f.message.startswith("the model has been given the same input tensor on 5 ")
+    assert len(of(run, "repeated-batch")) == 1
+
+
+def test_a_fresh_image_beside_fresh_noise_is_quiet() -> None:
+    assert_quiet(denoise(lambda x: x))
+
+
+def test_a_fixed_sample_shown_beside_the_batch_each_step_is_quiet() -> None:
+    """A sample drawn once from the loader and given to the model at every step beside the
+    training batch (a fixed probe, with gradients on): the batch the loop draws reaches the
+    model too, so the loop is fed."""
+    torch.manual_seed(0)
+    model = Denoiser()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=True)
+    batches = (x for _ in range(24) for x, _ in loader)
+    probe = next(batches)
+    run = gradwatch.watch(model, opt)
+    try:
+        for _ in range(24):
+            image = next(batches)
+            noise = torch.randn_like(image)
+            opt.zero_grad()
+            shown = model(probe, torch.zeros_like(probe))  # kept, and looked at
+            (mse(model(image, noise), noise) + 0.0 * shown.sum()).backward()
+            opt.step()
+    finally:
+        run.close()
+    assert of(run, "repeated-batch") == []
+
+
+def test_a_constant_second_input_the_program_built_is_not_followed() -> None:
+    """A conditioning tensor the program made once (never yielded by a loader) given at
+    every step beside each fresh batch."""
+    condition = torch.randn(BATCH, 6)
+    steps = 24
+    torch.manual_seed(0)
+    model = Denoiser()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=True)
+    batches = (x for _ in range(steps) for x, _ in loader)
+    run = gradwatch.watch(model, opt)
+    try:
+        for _ in range(steps):
+            image = next(batches)
+            opt.zero_grad()
+            mse(model(image, condition), condition).backward()
+            opt.step()
+    finally:
+        run.close()
+    assert_quiet(run)

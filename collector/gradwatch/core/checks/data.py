@@ -45,19 +45,24 @@ FAMILY: Final = Family(
            "input changes anyway (noise, an adversarial perturbation or mixup added to a kept "
            "batch), the labels tell: a classification loss given, step after step, the very "
            "label tensor a DataLoader yielded for an earlier step while the loop draws a new "
-           "batch at every step.",
+           "batch at every step; and so does the input itself when the model is given it "
+           "beside another tensor that changes (a diffusion model's kept image beside fresh "
+           "noise).",
            "{repeated.REPEAT_STEPS} collected steps in a row with one checksum (asked again at "
            "twice as many); a loader of 2 or more batches (or of unknown length); one finding "
            "until {repeated.REPEAT_STEPS} steps in a row go without the repeated batch; labels: "
-           "the same CPU integer tensor of at least {loaders.MIN_LABELS} labels (its storage) "
-           "drawn once and given to `cross_entropy`/`nll_loss` on {repeated.REPEAT_STEPS} "
-           "consecutive steps while a loader drew at each of them",
+           "the same CPU tensor of at least {loaders.MIN_LABELS} elements (its storage) drawn "
+           "once and given to `cross_entropy`/`nll_loss` as labels, or to the model beside "
+           "another tensor, on {repeated.REPEAT_STEPS} consecutive steps while a loader drew "
+           "at each of them and none of the batches drawn reached the loss (or the model)",
            "full-batch training on a fixed tensor (no DataLoader), loaders of one batch (epochs "
            "of one batch), loaders walked to their end (concatenated into one tensor, a full "
            "validation pass); batches drawn with gradients disabled; a batch drawn before "
            "`watch()` in a script that calls it by hand (`gradwatch run` sees it); labels the "
-           "program builds itself (rotation targets, `arange`), prefetched batches (each used "
-           "once), labels moved to a GPU (a new tensor at each step: not followed)",
+           "program builds itself (rotation targets, `arange`) or a conditioning tensor it made "
+           "once, prefetched batches (each used once), a sample drawn once and shown to the "
+           "model beside each step's batch, labels and inputs moved to a GPU (a new tensor at "
+           "each step: not followed)",
            cause=Cause("repeated input batch", 100, frozenset({"stalled"}))),
         Check(LOSS_AT_CHANCE, "warning", "after-update",
            "A classification loss (`cross_entropy`, `nll_loss`, their modules) stays at ln C, "
