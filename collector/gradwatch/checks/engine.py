@@ -37,37 +37,24 @@ from gradwatch.checks.numerics import NumericsChecks
 from gradwatch.checks.repeated import RepeatedBatch
 from gradwatch.checks.view import StepView, Window
 from gradwatch.core import checkids
+from gradwatch.core.checks import REGISTRY
 from gradwatch.core.checks import lr as lr_family
 from gradwatch.fingerprint.take import nondeterminism_risks
 
 if TYPE_CHECKING:
     from gradwatch.checks.view import WatchedOptimizer
 
-VALUE_CHECKS = (
-    checkids.NONFINITE_LOSS,
-    checkids.NONFINITE_GRAD,
-    checkids.EXPLODING_GRAD,
-    checkids.PARAM_NO_GRAD,
-)
+#: the checks of the step's pre-update device values (:meth:`CheckEngine.values`), read
+#: from the registry (each declares ``row="values"``)
+VALUE_CHECKS = REGISTRY.reading("values")
 #: the checks :meth:`CheckEngine.pre_step` runs on every step (not the periodic ones) whose
 #: holding condition the full path must clear when it ends
 _REAL_TIME = frozenset(
     {*LIFECYCLE_IDS, checkids.EVAL_MODE_TRAINING, checkids.CLIP_BEFORE_BACKWARD}
 ) - (LIFECYCLE_KEPT)
-#: the checks that run on each collected row (:meth:`CheckEngine.values` and ``post_step``)
-ROW_CHECKS = (
-    *VALUE_CHECKS,
-    checkids.VANISHING_GRAD,  # after the update: its evidence is that the weights stand still
-    checkids.NONFINITE_PARAM,
-    checkids.UPDATE_RATIO,
-    checkids.PARAM_NOT_UPDATED,
-    checkids.FROZEN_PARAM_CHANGED,
-    checkids.LOSS_DIVERGING,
-    checkids.LOSS_PLATEAU,
-    checkids.LR_JUMP,
-    checkids.LR_COLLAPSE,
-    checkids.LR_TOO_LARGE,
-)
+#: the checks that run on each collected row (:meth:`CheckEngine.values` and ``post_step``):
+#: every check of the registry that declares ``row``
+ROW_CHECKS = REGISTRY.reading("values", "update")
 #: the learning-rate family's checks (the registry's), observed together on each row
 LR_CHECKS = tuple(c.id for c in lr_family.FAMILY.checks)
 COVERAGE_EVERY = 50  # steps between re-checks of optimizer coverage and frozen tensors

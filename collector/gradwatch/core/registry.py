@@ -46,6 +46,14 @@ STAGES: Final[tuple[Stage, ...]] = ("before-update", "after-update", "start", "c
 #: information (at the targets' marginal, gradients that say nothing of the inputs).
 Sign = Literal["nonfinite", "symptom", "stalled", "faded", "lr-harm", "no-info"]
 
+#: What a check that runs on every collected row reads of it: ``values`` — the step's
+#: device values from before the update (loss, gradient norms, non-finite counts), which
+#: on an accelerator reach the host one transfer window late unless its policy acts;
+#: ``update`` — the row once the update is applied (parameter and update norms, the loss
+#: curve, learning rates). The engine takes every row of a window one at a time while such
+#: a check has a policy that acts (raise, skip, checkpoint).
+Row = Literal["values", "update"]
+
 
 @dataclass(frozen=True)
 class Cause:
@@ -86,7 +94,8 @@ class Check:
     (see :mod:`gradwatch.checks.catalogue_doc`), filled in by the generator, so the page shows
     the values the code uses. ``cause``: its incident rule when its findings can be a root
     cause; ``signs``: what its findings are evidence of under another cause; ``confirms``:
-    the ``gradwatch lint`` rules a runtime finding of it confirms."""
+    the ``gradwatch lint`` rules a runtime finding of it confirms; ``row``: what it reads of
+    each collected row, when it runs on every row (:data:`Row`)."""
 
     id: str
     severity: Severity
@@ -97,6 +106,7 @@ class Check:
     cause: Cause | None = None
     signs: frozenset[Sign] = frozenset()
     confirms: tuple[str, ...] = ()
+    row: Row | None = None
     #: filled in by :class:`Family`: the documentation section (the family's)
     section: str = ""
 
@@ -154,6 +164,11 @@ class Registry:
                 if out.setdefault(name, path) != path:
                     raise ValueError(f"{name!r} names both {out[name]} and {path}")
         return out
+
+    def reading(self, *parts: Row) -> tuple[str, ...]:
+        """The ids of the checks that read ``parts`` of each collected row, in the order of
+        the documentation."""
+        return tuple(c.id for c in self.checks if c.row is not None and c.row in parts)
 
     def at(self, stage: Stage) -> frozenset[str]:
         """The ids of the checks that act at ``stage``."""

@@ -57,7 +57,8 @@ FAMILY: Final = Family(
            "gradients while others train; a bias the loss is invariant to (info); frozen "
            "parameters",
            signs=frozenset({"lr-harm", "no-info"}),
-           confirms=("loss-detached", "detached-in-loss-path")),
+           confirms=("loss-detached", "detached-in-loss-path"),
+           row="values"),
         Check(PARAM_NOT_IN_OPTIMIZER, "error", "before-update",
            "A trainable parameter of the watched model is in no optimizer param group (a layer "
            "replaced after the optimizer was built); also an `nn.Parameter` the loss reaches "
@@ -93,12 +94,14 @@ FAMILY: Final = Family(
            "schedule ending near zero): the tensor's latest non-zero update, scaled by how "
            "much its rate has fallen since, is at most `eps(dtype) · ‖θ‖` (a tensor that "
            "never moved, or a rate of exactly 0, is no such evidence)",
-           signs=frozenset({"stalled", "faded"})),
+           signs=frozenset({"stalled", "faded"}),
+           row="update"),
         Check(FROZEN_PARAM_CHANGED, "warning", "after-update",
            "A parameter with `requires_grad=False` changed value (weight decay or momentum on a "
            "frozen tensor); one finding lists the tensors.",
            "a non-zero update norm at a step",
-           "tensors unfrozen before the change"),
+           "tensors unfrozen before the change",
+           row="update"),
         Check(PARAM_MUTATED_OUTSIDE_STEP, "info", "before-update",
            "A parameter changed between two steps without an optimizer step (in-place `.data` "
            "edits, EMA copies, manual clipping of weights); one finding per episode lists the "

@@ -114,13 +114,15 @@ FAMILY: Final = Family(
            "at most 0.84× their norm in {loss.DIVERGE_PERSIST} steps); a divergence that has not "
            "yet moved the weights is found at {loss.DIVERGE_FIRST_FACTOR:g}× the first loss or "
            "when the loss turns non-finite (`nonfinite-loss`)",
-           signs=frozenset({"symptom", "stalled"})),
+           signs=frozenset({"symptom", "stalled"}),
+           row="update"),
         Check(LOSS_PLATEAU, "info", "after-update",
            "The loss stopped changing at all.",
            "range < {loss.PLATEAU_RANGE:g} of the loss's size (absolute below 1) over "
            "{loss.PLATEAU_STEPS} steps",
            "losses that still move",
-           signs=frozenset({"stalled", "faded", "no-info"})),
+           signs=frozenset({"stalled", "faded", "no-info"}),
+           row="update"),
         Check(EVAL_MODE_TRAINING, "warning", "before-update",
            "The model, or a dropout layer on the gradient's path, is in `eval()` while backward "
            "and step run: dropout is off. Normalisation layers alone in eval under a training "

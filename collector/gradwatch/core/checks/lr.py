@@ -32,7 +32,8 @@ FAMILY: Final = Family(
            cause=Cause(
                 "learning-rate jump", 10, frozenset({"symptom", "lr-harm"}),
                 also=frozenset({LR_TOO_LARGE}), window=50, lead=1,
-            )),
+            ),
+           row="update"),
         Check(LR_COLLAPSE, "warning", "after-update",
            "A param group's learning rate fell to about zero long before the run ends (a "
            "scheduler sized in epochs stepped every batch); names the group, the values and the "
@@ -43,7 +44,8 @@ FAMILY: Final = Family(
            "consequence)",
            "step, cosine, linear and exponential decay over the run, OneCycle, "
            "ReduceLROnPlateau, constant learning rates",
-           cause=Cause("learning-rate collapse", 20, frozenset({"stalled"}), lead=1)),
+           cause=Cause("learning-rate collapse", 20, frozenset({"stalled"}), lead=1),
+           row="update"),
         Check(LR_TOO_LARGE, "warning", "after-update",
            "Under Adam and its family (AdamW, NAdam, RAdam, Adamax, SparseAdam, Lion) and "
            "RMSprop every weight moves by about the learning rate at each step, whatever the "
@@ -75,7 +77,8 @@ FAMILY: Final = Family(
            "{lrscale.FACTOR:g}",
            cause=Cause(
                 "learning rate too large", 30, frozenset({"symptom", "stalled", "lr-harm"}), lead=1
-            )),
+            ),
+           row="update"),
     ),
     constants={
         "lr": "gradwatch.checks.lr",

@@ -37,18 +37,21 @@ FAMILY: Final = Family(
            "the first non-finite value.",
            "any non-finite loss",
            "steps a GradScaler skipped (that is `amp-overflow`)",
-           signs=frozenset({"nonfinite", "symptom"})),
+           signs=frozenset({"nonfinite", "symptom"}),
+           row="values"),
         Check(NONFINITE_GRAD, "error", "before-update",
            "NaN or ±Inf in gradients: the first step, the first tensor in forward order, and "
            "per-tensor counts.",
            "any non-finite gradient element",
            "overflow steps skipped by a GradScaler (`amp-overflow`)",
-           signs=frozenset({"nonfinite", "symptom"})),
+           signs=frozenset({"nonfinite", "symptom"}),
+           row="values"),
         Check(NONFINITE_PARAM, "error", "after-update",
            "NaN or ±Inf in parameters after `step()`.",
            "any non-finite parameter element",
            "nothing",
-           signs=frozenset({"nonfinite", "symptom"})),
+           signs=frozenset({"nonfinite", "symptom"}),
+           row="update"),
         Check(AMP_OVERFLOW, "info", "before-update",
            "A GradScaler skipped steps because of inf/NaN gradients: `info` per skip, `warning` "
            "when persistent, `error` when the scale collapses.",
@@ -90,7 +93,8 @@ FAMILY: Final = Family(
            "oscillation, a ResNet's noisy steps under Adam: the update stays under "
            "1% of ‖θ‖ above its usual size)",
            cause=Cause("exploding gradients", 180, frozenset({"symptom"}), window=20),
-           signs=frozenset({"symptom"})),
+           signs=frozenset({"symptom"}),
+           row="values"),
         Check(VANISHING_GRAD, "warning", "after-update",
            "Gradients too small to train *and* weights that stand still: a vanishing gradient "
            "is harmful only when the parameters stop moving, so each step needs two pieces of "
@@ -112,7 +116,8 @@ FAMILY: Final = Family(
            "experts the gate rarely picks: a real gradient now and then breaks the streak, "
            "and Adam keeps them moving); a start-of-training transient shorter than "
            "{numerics.VANISH_STEPS} steps",
-           signs=frozenset({"stalled", "faded", "lr-harm"})),
+           signs=frozenset({"stalled", "faded", "lr-harm"}),
+           row="update"),
         Check(UPDATE_RATIO, "warning", "after-update",
            "Updates far too large for the weights they change, ‖Δθ‖/‖θ before the update‖, step "
            "after step (a learning rate far too high); one finding per level and episode. When "
@@ -126,7 +131,8 @@ FAMILY: Final = Family(
            "small updates (fine-tuning, deep nets, decayed learning rates, embeddings whose rows "
            "move only when their tokens appear): too small is `lr-collapse` or "
            "`param-not-updated`",
-           signs=frozenset({"symptom", "stalled"})),
+           signs=frozenset({"symptom", "stalled"}),
+           row="update"),
     ),
     constants={
         "numerics": "gradwatch.checks.numerics",
