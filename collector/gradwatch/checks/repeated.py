@@ -69,6 +69,14 @@ class IteratorRecord:
     yielded: int = 0
     exhausted: bool = False  # StopIteration reached
     before_run: bool = False  # drawn while no run was watching (before watch())
+    #: the step at which the program let go of the iterator (None: it still holds it, or
+    #: not known): an iterator it holds can still draw the next batch
+    dropped: int | None = None
+
+    def held_at(self, step: int) -> bool:
+        """The program still held the iterator at ``step`` (``for x, y in loader`` around
+        the loop), as opposed to ``next(iter(loader))``, whose iterator is gone at once."""
+        return self.dropped is None or self.dropped > step
 
     @property
     def several(self) -> bool:
@@ -181,18 +189,26 @@ class LoaderLog:
         with self._lock:
             return list(self.records)
 
-    def verdict(self, first: int, last: int) -> tuple[Verdict, IteratorRecord] | None:
+    def verdict(
+        self, first: int, last: int, patient: bool = True
+    ) -> tuple[Verdict, IteratorRecord] | None:
         """Why steps ``first``…``last`` (one batch checksum) saw the same batch, or None
-        when the loaders do not show a misuse."""
+        when the loaders do not show a misuse. ``patient``: the repeat has lasted long
+        enough that a batch drawn from an iterator the program still holds is not a bounded
+        reuse (several updates per batch, a GAN's critic iterations) about to end."""
         records = self.snapshot()
         if not records:
             return None  # no DataLoader: a fixed tensor (full-batch training)
+        if last <= first:
+            return None  # within one of the loaders' steps: nothing could be drawn meanwhile
         fresh = [r for r in records if first <= r.first <= last and r.left_early]
         if fresh and len(fresh) >= max(last - first, 1):  # about one new iterator per step
             return "new-iterator", fresh[-1]
         if all(r.last <= first for r in records):
             left = [r for r in records if r.left_early]
-            if left:
+            # an iterator still held can draw again: the batch may be reused on purpose
+            # for a few updates, so only a long repeat tells
+            if left and (patient or not left[-1].held_at(first)):
                 return "drawn-once", left[-1]
         # iterators drew a batch at every step of the repeat, one after another (one, or an
         # epoch's each of a small loader): the loop walks the loader, but what it draws
@@ -239,6 +255,8 @@ class RepeatedBatch:
         #: optimizer -> checksum -> streak of one forward's input (steps of several forwards)
         self._parts: dict[int, dict[tuple[float, ...], _Streak]] = {}
         self._open: dict[int, _Episode] = {}
+        #: optimizer -> the longest repeat of one input that has ended (a reuse by design)
+        self._longest: dict[int, int] = {}
         #: the tensors a loader yielded that the model or a loss keeps being given, keyed
         #: (address, step drawn, what it was given as); ``asked`` is set once told
         self._stale: dict[tuple[float, ...], _Streak] = {}
@@ -361,11 +379,13 @@ class RepeatedBatch:
         not repeat (then that says more). ``at``: the step and the run's step counter."""
         step, clock = at
         streak = self._whole.get(o)
+        ended = []
         if whole is None:
-            self._whole.pop(o, None)
+            ended.append(self._whole.pop(o, None))
         elif streak is not None and streak.key == whole:
             streak.count += 1
         else:
+            ended.append(streak)
             self._whole[o] = _Streak(whole, step, since=clock)
         before = self._parts.get(o, {})
         now: dict[tuple[float, ...], _Streak] = {}
@@ -377,6 +397,10 @@ class RepeatedBatch:
                 kept.count += 1
             now.setdefault(key, kept or _Streak(key, step, since=clock)).forward = j
         self._parts[o] = now
+        ended += [s for k, s in before.items() if k not in now]
+        longest = max((s.count for s in ended if s is not None), default=0)
+        if longest > self._longest.get(o, 0):
+            self._longest[o] = longest
         episode = self._open.get(o)
         if episode is not None:
             seen = episode.key == whole or episode.key in now
@@ -394,7 +418,10 @@ class RepeatedBatch:
                 self._ask(o, s, step, clock)
 
     def _ask(self, o: int, streak: _Streak, step: int, clock: int) -> None:
-        found = self.log.verdict(streak.since, clock)
+        # patient: twice the repeat the check waits for, and twice the longest repeat this
+        # optimizer's inputs made before (a batch reused on purpose ends at the same length)
+        patient = streak.count >= 2 * max(REPEAT_STEPS, self._longest.get(o, 0))
+        found = self.log.verdict(streak.since, clock, patient)
         if found is None:
             return
         why, record = found

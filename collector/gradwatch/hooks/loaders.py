@@ -94,6 +94,24 @@ def given(args: tuple[Any, ...], kwargs: dict[str, Any], owner: int) -> None:
             LOG.used(step, t.data_ptr(), "input", owner)
 
 
+#: the weak references that tell when the program lets go of an iterator (by record)
+_dropped: dict[int, weakref.ref[Any]] = {}
+
+
+def _note_dropped(record: IteratorRecord) -> Callable[[object], None]:
+    """The callback that stamps ``record`` with the step at which its iterator was let go."""
+
+    def dropped(_ref: object) -> None:
+        try:
+            source = _step
+            record.dropped = source() if source is not None else 1
+            _dropped.pop(id(record), None)
+        except Exception:  # a callback must never raise into the program
+            pass
+
+    return dropped
+
+
 def _drawn(it: Any, exhausted: bool, data: Any = None) -> None:
     yielded = getattr(it, "_num_yielded", None)
     if not isinstance(yielded, int):
@@ -106,6 +124,7 @@ def _drawn(it: Any, exhausted: bool, data: Any = None) -> None:
             step = source() if source is not None else 1
             record = IteratorRecord(_length(it), step, step, before_run=source is None)
             _records[it] = record
+            _dropped[id(record)] = weakref.ref(it, _note_dropped(record))
             LOG.add(record)
         else:
             _records.pop(it, None)

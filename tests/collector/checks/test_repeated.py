@@ -553,3 +553,87 @@ def test_a_constant_second_input_the_program_built_is_not_followed() -> None:
     finally:
         run.close()
     assert_quiet(run)
+
+
+# -- a batch reused on purpose for a few updates -----------------------------------------------
+def critic_iterations(
+    watched: str, steps: int = 60, disc_iters: int = REPEAT_STEPS
+) -> Run:
+    """A spectral-norm GAN's loop (christiancosgrove/pytorch-spectral-normalization-gan):
+    for each real batch of the epoch, ``disc_iters`` discriminator updates on it, each with
+    fresh fakes, then one generator update. ``watched``: ``"disc"`` alone, or ``"both"``
+    (the generator first, so the loaders' steps are the generator's)."""
+    torch.manual_seed(0)
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=True)
+    gen, disc = mlp(1, d_in=4, d_out=6), mlp(2, d_in=6, d_out=1)
+    opt_g = torch.optim.Adam(gen.parameters(), lr=1e-3)
+    opt_d = torch.optim.Adam(disc.parameters(), lr=1e-3)
+    if watched == "both":
+        run = gradwatch.watch({"gen": gen, "disc": disc}, [opt_g, opt_d])
+    else:
+        run = gradwatch.watch(disc, opt_d)
+    try:
+        done = 0
+        while done < steps:
+            for real, _ in loader:
+                for _ in range(disc_iters):
+                    opt_d.zero_grad()
+                    fake = gen(torch.randn(BATCH, 4)).detach()
+                    loss = torch.relu(1 - disc(real)).mean() + torch.relu(1 + disc(fake)).mean()
+                    loss.backward()
+                    opt_d.step()
+                    done += 1
+                opt_g.zero_grad()
+                (-disc(gen(torch.randn(BATCH, 4))).mean()).backward()
+                opt_g.step()
+                if done >= steps:
+                    break
+    finally:
+        run.close()
+    return run
+
+
+def test_critic_iterations_on_each_real_batch_are_quiet() -> None:
+    """Each real batch is kept for exactly the repeat the check waits for, then the loop
+    draws the next from the iterator it holds: a bounded reuse, not a kept batch."""
+    assert of(critic_iterations("disc"), "repeated-batch") == []
+
+
+def test_critic_iterations_with_the_generator_first_are_quiet() -> None:
+    """The loaders' steps are the generator's: a critic's repeat falls within one of them,
+    in which nothing was drawn that the critic did not get."""
+    assert of(critic_iterations("both"), "repeated-batch") == []
+
+
+def test_a_batch_drawn_once_from_an_iterator_the_program_keeps_is_found_later() -> None:
+    """``it = iter(loader); x, y = next(it)`` before the loop, the iterator kept: it could
+    still draw, so the repeat must outlast a reuse by design (twice the wait) to tell."""
+    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=True)
+    kept: list[object] = []
+
+    def make() -> Batches:
+        it = iter(loader)
+        kept.append(it)
+        x, y = next(it)
+        return lambda i: (x, y)
+
+    f = first(loop(make), "repeated-batch")
+    assert f.step == 2 * REPEAT_STEPS and f.details["why"] == "drawn-once"
+
+
+def test_verdict_drawn_once_from_a_held_iterator_waits_for_a_long_repeat() -> None:
+    held = IteratorRecord(8, 1, 1, yielded=1)  # never let go
+    assert log(held).verdict(1, 5, patient=False) is None
+    assert log(held).verdict(1, 10, patient=True) == ("drawn-once", held)
+    gone = IteratorRecord(8, 1, 1, yielded=1, dropped=1)  # next(iter(loader))
+    assert log(gone).verdict(1, 5, patient=False) == ("drawn-once", gone)
+    later = IteratorRecord(8, 1, 1, yielded=1, dropped=6)  # let go after the repeat began
+    assert log(later).verdict(1, 5, patient=False) is None
+
+
+def test_verdict_not_fed_needs_a_batch_drawn_after_the_repeat_began() -> None:
+    walking = IteratorRecord(8, 1, 3, yielded=3)
+    assert log(walking).verdict(3, 3) is None  # the repeat within one of the loaders' steps
+    once = IteratorRecord(8, 3, 3, yielded=1)
+    assert log(once).verdict(3, 3) is None  # nothing could be drawn since, either
+    assert log(IteratorRecord(8, 1, 5, yielded=5)).verdict(3, 5)[0] == "not-fed"  # type: ignore[index]
