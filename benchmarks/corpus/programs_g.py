@@ -197,7 +197,8 @@ PROGRAMS: list[Program] = [
     # ``gpytorch`` 1.8 (the package's SWAG posterior imports its LazyTensors); the PIL shim
     # gives ``ImageOps`` and the resampling names, the torchvision shim
     # ``datasets.folder``, for the package's segmentation modules. Its table prints each
-    # epoch's seconds in a column headed "time" on the header line only
+    # epoch's seconds in a column headed "time" (the header is printed at the first epoch
+    # only): launch.py masks that column in the rows that follow the header
     Program(
         SWA,
         SWA_AT,
