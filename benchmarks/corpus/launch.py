@@ -51,16 +51,43 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 
 
+#: a row of a table: numbers only (or a rule of dashes), as a header's columns are filled
+_TABLE_ROW = re.compile(r"\s*(?:(?:[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|-+)\s*)+")
+
+
+def _time_columns(line: str) -> list[tuple[int, int]]:
+    """Where a table's header line (words only, no number) names a time column
+    (``time``, ``sec``): the character spans of those names; else none."""
+    if _NUMBER.search(line):
+        return []
+    return [
+        (m.start(), m.end()) for m in re.finditer(r"\S+", line) if _TIMING_LINE.search(m.group())
+    ]
+
+
 def normalise_stdout(text: str) -> str:
     """The program's stdout with what differs between two identical trainings masked:
     every number on a line about time or speed, clock times, dates, memory addresses,
-    trailing blanks and progress-bar carriage returns."""
+    trailing blanks and progress-bar carriage returns; and in the rows of a table whose
+    header names a time column (``ep  lr  loss  time``, then rows of numbers only), the
+    numbers under that column."""
     lines = []
+    columns: list[tuple[int, int]] = []  # time columns of the table being read
     for raw in text.replace("\r\n", "\n").split("\n"):
         line = raw.rsplit("\r", 1)[-1].rstrip()
         line = _ADDRESS.sub("0x#", _CLOCK.sub("#:#", _DATE.sub("#-#-#", line)))
         if _TIMING_LINE.search(line):
+            columns = _time_columns(line) or columns
             line = _NUMBER.sub("#", _DURATION.sub("#t", line))
+        elif columns and line and _TABLE_ROW.fullmatch(line):
+            line = _NUMBER.sub(
+                lambda m: "#"
+                if any(m.start() < end and start < m.end() for start, end in columns)
+                else m.group(),
+                line,
+            )
+        else:
+            columns = []
         lines.append(line)
     return "\n".join(lines).strip("\n")
 

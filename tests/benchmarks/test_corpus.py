@@ -107,6 +107,20 @@ def test_a_duration_written_as_one_word_is_one_token_whatever_its_units() -> Non
     assert lc.normalise_stdout(a) != lc.normalise_stdout(a.replace("Loss", "Lost"))
 
 
+def test_a_time_column_of_a_table_is_masked_in_its_rows() -> None:
+    """swa_gaussian prints one row of numbers per epoch under a header that names its
+    last column ``time`` (the header alone on the first epoch): that column's numbers are
+    masked in the rows, the others compared; a line of other words ends the table."""
+    header = "  ep      lr    tr_loss  swa_te_acc      time\n----  ------  ---------  ----------  --------"
+    row = "   {}  0.0500     1.8353     96.5625    {}"
+    a = "\n".join([header, row.format(1, "3.7690"), row.format(2, "3.4884"), "done 2.5"])
+    b = "\n".join([header, row.format(1, "2.1122"), row.format(2, "9.0001"), "done 2.5"])
+    assert lc.normalise_stdout(a) == lc.normalise_stdout(b)
+    assert lc.normalise_stdout(a) != lc.normalise_stdout(a.replace("1.8353", "1.8354"))
+    assert lc.normalise_stdout(a) != lc.normalise_stdout(a.replace("done 2.5", "done 2.6"))
+    assert "96.5625" in lc.normalise_stdout(a)
+
+
 def _launch(code: int | None, digest: str, steps: int | None = 300) -> lc.Launch:
     return lc.Launch(code, "", "boom" if code else "", 1.0, digest, steps)
 

@@ -12,3 +12,13 @@ class Image:
 
 def open(fp: Any, *args: Any, **kwargs: Any) -> Image:
     raise OSError("Pillow is not installed: the corpus's PIL stand-in opens no images")
+
+
+# Pillow's resampling filters, by their values (swa_gaussian's joint transforms name them in
+# a table at import)
+NEAREST = 0
+LANCZOS = ANTIALIAS = 1
+BILINEAR = 2
+BICUBIC = 3
+BOX = 4
+HAMMING = 5
