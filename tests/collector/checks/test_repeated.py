@@ -556,9 +556,7 @@ def test_a_constant_second_input_the_program_built_is_not_followed() -> None:
 
 
 # -- a batch reused on purpose for a few updates -----------------------------------------------
-def critic_iterations(
-    watched: str, steps: int = 60, disc_iters: int = REPEAT_STEPS
-) -> Run:
+def critic_iterations(watched: str, steps: int = 60, disc_iters: int = REPEAT_STEPS) -> Run:
     """A spectral-norm GAN's loop (christiancosgrove/pytorch-spectral-normalization-gan):
     for each real batch of the epoch, ``disc_iters`` discriminator updates on it, each with
     fresh fakes, then one generator update. ``watched``: ``"disc"`` alone, or ``"both"``

@@ -344,6 +344,18 @@ for step in range(10):
     opt.step()
 """
     assert [f.rule for f in lint_code(code)] == ["accumulation-wiped"]
-    # and the attack loop with no tensor marked as wanting a gradient is a wipe too
+
+
+def test_passes_cleared_again_before_the_step_are_not_wiped_micro_batches() -> None:
+    # the attack loop with no tensor marked as wanting a gradient: its passes' gradients are
+    # cleared again after the loop, before the step, so none of them was meant for it (a
+    # GAN's critic loop clearing the generator's gradients, as gan_critic_iterations.py)
     plain = ATTACK_LOOP.format(params="model.parameters()", mark="pass")
-    assert [f.rule for f in lint_code(plain)] == ["accumulation-wiped"]
+    assert [f.rule for f in lint_code(plain)] == []
+    # without that second clear, the loop's last pass reaches the step: a wipe
+    fed = plain.replace(
+        "    opt.zero_grad()\n    loss.backward()\n    opt.step()",
+        "    loss.backward()\n    opt.step()",
+    )
+    assert fed != plain
+    assert "accumulation-wiped" in [f.rule for f in lint_code(fed)]
