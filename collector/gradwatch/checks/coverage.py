@@ -15,6 +15,7 @@ from gradwatch.checks.fmt import counted
 from gradwatch.checks.twins import Copy
 from gradwatch.checks.view import StepView, held_for
 from gradwatch.core import checkids
+from gradwatch.core.contract import Severity
 
 PERSIST_STEPS = 3  # param-no-grad and param-not-updated must hold this many steps in a row
 #: optimizer steps a never-used parameter (its module did not run in a training forward)
@@ -56,6 +57,8 @@ class CoverageChecks:
         #: saturates the model makes them come and go, and each return is the same problem)
         self._all_zero_said: set[int] = set()
         self._all_zero_open: set[int] = set()  # in the episode that was said
+        #: optimizers whose all-zero streak has had a loss of exactly 0 at every step
+        self._all_zero_flat: set[int] = set()
         #: (optimizer, tensor): the loss does not depend on it (reported once, as info)
         self._invariant_of: set[tuple[int, int]] = set()
         self._sibling_cache: dict[int, tuple[list[str], list[list[int]]]] = {}
@@ -428,6 +431,7 @@ class CoverageChecks:
         """A step of ``o`` with some non-zero gradient: an all-zero streak ends (the episode
         that was said, for good)."""
         self._all_zero.pop(o, None)
+        self._all_zero_flat.discard(o)
         if o in self._all_zero_open:
             self._all_zero_open.discard(o)
             self._all_zero_said.add(o)
@@ -435,25 +439,54 @@ class CoverageChecks:
     def _all_zero_report(self, v: StepView) -> list[Action]:
         o = v.optimizer
         held = self._all_zero[o] = self._all_zero.get(o, 0) + 1
+        # a loss of exactly 0 (a hinge or margin loss with every sample past its margin) has
+        # a zero gradient itself: the gradients are right, nothing edits or cuts them
+        if v.loss == 0.0 and (held == 1 or o in self._all_zero_flat):
+            self._all_zero_flat.add(o)
+        else:
+            self._all_zero_flat.discard(o)
         if held < PERSIST_STEPS or o in self._all_zero_said:
             return []  # not yet; or its first episode ended: a return of the same problem
         self._all_zero_open.add(o)
         names = [v.names[i] for i in v.order if v.requires_grad[i]]
+        details = {"steps_all_zero": held, "count": len(names), "tensors": names}
+        severity: Severity
+        if o in self._all_zero_flat:
+            message = (
+                f"every gradient of optimizer {o} has been exactly zero for {held} steps "
+                "because the loss itself has been exactly 0 (a hinge or margin loss with every "
+                "sample past its margin, or a loss clamped at 0): the parameters do not change."
+            )
+            hint = (
+                "nothing cuts the gradients; the model has saturated its loss (a "
+                "discriminator far ahead of its generator, a margin the data clears at once): "
+                "if it lasts, weaken the model, widen the margin or use larger batches."
+            )
+            severity = "warning"
+            details["loss"] = 0.0
+        else:
+            message = (
+                f"every gradient of optimizer {o} has been exactly zero for {held} "
+                "steps; the parameters do not change — a clip value of 0 or a mask that "
+                "zeroes everything?"
+            )
+            hint = (
+                "look at what edits the gradients between backward() and step() "
+                "(clip_grad_value_ with clip_value=0, a gradient mask, a loss multiplied "
+                "by 0)."
+            )
+            severity = "error"
         return [
             self.sink.report(
                 finding(
                     checkids.PARAM_NO_GRAD,
                     v.step,
-                    f"every gradient of optimizer {o} has been exactly zero for {held} "
-                    "steps; the parameters do not change — a clip value of 0 or a mask that "
-                    "zeroes everything?",
-                    "look at what edits the gradients between backward() and step() "
-                    "(clip_grad_value_ with clip_value=0, a gradient mask, a loss multiplied "
-                    "by 0).",
-                    severity="error",
+                    message,
+                    hint,
+                    severity=severity,
                     param=names[0],
                     optimizer=o,
-                    details={"steps_all_zero": held, "count": len(names), "tensors": names},
+                    details=details,
                 )
             )
         ]

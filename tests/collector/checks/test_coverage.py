@@ -133,6 +133,30 @@ def test_param_no_grad_every_gradient_zero_is_an_error() -> None:
     )
 
 
+def test_param_no_grad_every_gradient_zero_under_a_saturated_hinge_is_the_losss() -> None:
+    """A hinge loss every sample clears by its margin (a spectral-norm GAN's discriminator
+    on a batch of 4): the loss is exactly 0 and so is its gradient, correctly. A warning
+    that says why, not the error that blames a clip or a mask."""
+    torch.manual_seed(0)
+    model = nn.Linear(D_IN, 1)
+    with torch.no_grad():
+        model.weight.fill_(0.0)
+        model.bias.fill_(5.0)  # every score 5: far past the margin of 1
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.0, 0.9))
+    run = gradwatch.watch(model, opt)
+    try:
+        for _ in range(6):
+            opt.zero_grad()
+            torch.relu(1.0 - model(torch.randn(4, D_IN))).mean().backward()
+            opt.step()
+    finally:
+        run.close()
+    found = of(run, "param-no-grad")
+    assert [(f.step, f.severity) for f in found] == [(coverage.PERSIST_STEPS, "warning")]
+    assert "because the loss itself has been exactly 0" in found[0].message
+    assert found[0].details["loss"] == 0.0
+
+
 def test_param_no_grad_all_zero_gradients_that_come_and_go_are_said_once() -> None:
     """A learning rate that saturates the model: every gradient is exactly zero for a few
     steps, then not, then again (word2vec's clamped scores at SparseAdam lr x1000): one
