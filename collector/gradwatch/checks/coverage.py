@@ -131,14 +131,20 @@ class CoverageChecks:
         loss does not reach, kept in step by hand (:func:`gradwatch.checks.twins.copies`)."""
         for copy in copies:
             name = type(copy.module).__name__
+            what = (
+                "a module run frozen for its outputs (a teacher, a fixed encoder): its layers "
+                "are like trained ones, but it copies none of them"
+                if copy.original is None
+                else f"a copy of `{copy.original}`, which trains — a target network or an EMA "
+                "copy, updated by hand"
+            )
             self.sink.report(
                 finding(
                     checkids.PARAM_NOT_IN_OPTIMIZER,
                     step,
                     f"`{copy.path}` ({name}) is in no optimizer, and the loss does not reach "
-                    f"it: a copy of `{copy.original}`, which trains — a target network or an "
-                    "EMA copy, updated by hand.",
-                    "nothing to fix; call requires_grad_(False) on the copy to say so (its "
+                    f"it: {what}.",
+                    "nothing to fix; call requires_grad_(False) on it to say so (its "
                     "forward then records no graph).",
                     severity="info",
                     param=f"copy: {copy.path}",

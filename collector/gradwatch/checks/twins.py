@@ -38,7 +38,9 @@ class Copy:
 
     path: str  # its qualified name (the model's key first)
     module: nn.Module
-    original: str  # the qualified name of the module it copies
+    #: the qualified name of the module it copies; None: not a copy, but made of layers
+    #: the trained modules also have (a deeper teacher of the same blocks), run frozen
+    original: str | None
 
     def reached(self) -> bool:
         """Whether a backward pass has left a gradient on any of its tensors."""
@@ -66,16 +68,66 @@ def copies(models: Mapping[str, nn.Module], held: set[int]) -> list[Copy]:
             trained.setdefault(type(module), []).append((path, module))
         elif not any(inside):
             loose.append((path, module))
-    found: list[Copy] = []
+    outer: list[tuple[str, nn.Module]] = []  # loose modules inside no other loose one
     for path, module in loose:
-        if any(path.startswith(f"{c.path}.") for c in found):
-            continue  # inside a copy already found
-        original = next(
-            (p for p, m in trained.get(type(module), []) if same_model(m, module)), None
-        )
+        if not any(path.startswith(f"{o}.") for o, _ in outer):
+            outer.append((path, module))
+    found: list[Copy] = []
+    for path, module in outer:
+        original = _original(module, trained, set())
         if original is not None:
             found.append(Copy(path, module, original))
+            continue
+        inner = _made_of_copies(path, module, loose, trained)
+        if inner is None:
+            continue  # nothing inside it copies a trained module: it is not by design
+        # a wrapper of copies (an EMA holder around a copy of the network) names them; a
+        # module whose layers only resemble trained ones (a deeper teacher built of the same
+        # blocks: several of its layers would copy one) is no copy, but one module
+        found += inner or [Copy(path, module, None)]
     return found
+
+
+def _original(
+    module: nn.Module, trained: dict[type, list[tuple[str, nn.Module]]], used: set[str]
+) -> str | None:
+    """The first trained module, not in ``used``, of which ``module`` is a copy."""
+    return next(
+        (p for p, m in trained.get(type(module), []) if p not in used and same_model(m, module)),
+        None,
+    )
+
+
+def _made_of_copies(
+    path: str,
+    module: nn.Module,
+    loose: list[tuple[str, nn.Module]],
+    trained: dict[type, list[tuple[str, nn.Module]]],
+) -> list[Copy] | None:
+    """Inside loose module ``path`` (itself no copy): the outermost copies of trained
+    modules, each of a different one, when together they hold every trainable tensor of
+    it (``[]`` when some copy exists but not so: its layers only resemble trained ones);
+    None when nothing inside it is a copy."""
+    used: set[str] = set()
+    inner: list[Copy] = []
+    resembles = False
+    for sub, m in loose:
+        if not sub.startswith(f"{path}.") or any(sub.startswith(f"{c.path}.") for c in inner):
+            continue
+        if _original(m, trained, set()) is None:
+            continue
+        resembles = True
+        original = _original(m, trained, used)
+        if original is None:
+            return []  # a second copy of one trained module: a resemblance
+        used.add(original)
+        inner.append(Copy(sub, m, original))
+    if not resembles:
+        return None
+    covered = {id(p) for c in inner for p in c.module.parameters()}
+    if any(p.requires_grad and id(p) not in covered for p in module.parameters()):
+        return []
+    return inner
 
 
 def adapters_only(model: nn.Module, held: set[int]) -> int:

@@ -36,6 +36,33 @@ def test_copies_is_empty_when_nothing_of_that_shape_trains() -> None:
     assert twins.copies({"": model}, held(model[0])) == []
 
 
+def test_a_wrapper_around_a_copy_names_the_copy() -> None:
+    """An EMA holder (its own class) around a copy of the trained network."""
+
+    class Ema(nn.Module):
+        def __init__(self, net: nn.Module) -> None:
+            super().__init__()
+            self.module = net
+
+    net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    copy = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    model = nn.ModuleDict({"net": net, "ema": Ema(copy)})
+    found = twins.copies({"m": model}, held(net))
+    assert [(c.path, c.original) for c in found] == [("m.ema.module", "m.net")]
+
+
+def test_a_deeper_teacher_of_the_same_layers_is_one_frozen_module_not_copies() -> None:
+    """Knowledge distillation (RepDistiller): the teacher is built of the student's layer
+    shapes but deeper, so several of its layers would "copy" one of the student's: no copy,
+    one module run frozen."""
+    student = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(8, 2))
+    teacher = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 2))
+    model = nn.ModuleList([student, teacher])
+    found = twins.copies({"": model}, held(student))
+    assert [(c.path, c.original) for c in found] == [("1", None)]
+    assert not found[0].reached()
+
+
 def test_adapters_only_counts_the_adapters_when_exactly_they_are_held() -> None:
     class Scale(nn.Module):
         def __init__(self) -> None:
