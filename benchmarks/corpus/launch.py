@@ -65,6 +65,16 @@ def _time_columns(line: str) -> list[tuple[int, int]]:
     ]
 
 
+def _mask_columns(line: str, columns: list[tuple[int, int]]) -> str:
+    """``line`` with every number that overlaps one of ``columns`` masked."""
+
+    def mask(m: re.Match[str]) -> str:
+        under = any(m.start() < end and start < m.end() for start, end in columns)
+        return "#" if under else m.group()
+
+    return _NUMBER.sub(mask, line)
+
+
 def normalise_stdout(text: str) -> str:
     """The program's stdout with what differs between two identical trainings masked:
     every number on a line about time or speed, clock times, dates, memory addresses,
@@ -80,12 +90,7 @@ def normalise_stdout(text: str) -> str:
             columns = _time_columns(line) or columns
             line = _NUMBER.sub("#", _DURATION.sub("#t", line))
         elif columns and line and _TABLE_ROW.fullmatch(line):
-            line = _NUMBER.sub(
-                lambda m: "#"
-                if any(m.start() < end and start < m.end() for start, end in columns)
-                else m.group(),
-                line,
-            )
+            line = _mask_columns(line, columns)
         else:
             columns = []
         lines.append(line)

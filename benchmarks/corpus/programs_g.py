@@ -16,7 +16,8 @@ slimming (an L1 subgradient on every BatchNorm scale added into ``.grad`` by han
 ``backward()`` and ``step()``, for channel pruning) and stochastic weight averaging (a
 second model that no optimizer holds, loaded with the running average of the trained
 weights after each epoch from the third on, its BatchNorm statistics recomputed by a pass
-over the training data, then evaluated). Each runs unmodified at its pinned commit on the CPU (see spec.py)."""
+over the training data, then evaluated). Each runs unmodified at its pinned commit on the
+CPU (see spec.py)."""
 
 from __future__ import annotations
 
@@ -90,8 +91,9 @@ PROGRAMS: list[Program] = [
     # ActNorm (its scale and shift set from the first batch) and an invertible 1x1
     # "convolution" (a weight from scipy's LU decomposition: P fixed, L, U and the log of
     # S trained), Adam at 5e-3 for 500 iterations on the negative log-likelihood (prior
-    # log-density plus the flows' log-determinants; 3.35 down to 2.39). The script imports ``src.flows`` from the
-    # repository root, so the package is linked beside it (our setup). Needs scipy
+    # log-density plus the flows' log-determinants; 3.35 down to 2.39). The script imports
+    # ``src.flows`` from the repository root, so the package is linked beside it (our
+    # setup). Needs scipy
     Program(
         FLOWS,
         FLOWS_AT,

@@ -111,7 +111,10 @@ def test_a_time_column_of_a_table_is_masked_in_its_rows() -> None:
     """swa_gaussian prints one row of numbers per epoch under a header that names its
     last column ``time`` (the header alone on the first epoch): that column's numbers are
     masked in the rows, the others compared; a line of other words ends the table."""
-    header = "  ep      lr    tr_loss  swa_te_acc      time\n----  ------  ---------  ----------  --------"
+    header = (
+        "  ep      lr    tr_loss  swa_te_acc      time\n"
+        "----  ------  ---------  ----------  --------"
+    )
     row = "   {}  0.0500     1.8353     96.5625    {}"
     a = "\n".join([header, row.format(1, "3.7690"), row.format(2, "3.4884"), "done 2.5"])
     b = "\n".join([header, row.format(1, "2.1122"), row.format(2, "9.0001"), "done 2.5"])
