@@ -66,11 +66,11 @@ def _time_columns(line: str) -> list[tuple[int, int]]:
 
 
 def _mask_columns(line: str, columns: list[tuple[int, int]]) -> str:
-    """``line`` with every number that overlaps one of ``columns`` (character spans) masked."""
+    """``line`` with every number that overlaps one of ``columns`` masked."""
 
     def mask(m: re.Match[str]) -> str:
-        inside = any(m.start() < end and start < m.end() for start, end in columns)
-        return "#" if inside else m.group()
+        under = any(m.start() < end and start < m.end() for start, end in columns)
+        return "#" if under else m.group()
 
     return _NUMBER.sub(mask, line)
 
