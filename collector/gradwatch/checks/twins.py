@@ -76,7 +76,7 @@ def copies(models: Mapping[str, nn.Module], held: set[int]) -> list[Copy]:
     for path, module in outer:
         original = _original(module, trained, set())
         if original is not None:
-            found.append(Copy(path, module, original))
+            found.append(Copy(path, module, original[0]))
             continue
         inner = _made_of_copies(path, module, loose, trained)
         if inner is None:
@@ -89,11 +89,16 @@ def copies(models: Mapping[str, nn.Module], held: set[int]) -> list[Copy]:
 
 
 def _original(
-    module: nn.Module, trained: dict[type, list[tuple[str, nn.Module]]], used: set[str]
-) -> str | None:
-    """The first trained module, not in ``used``, of which ``module`` is a copy."""
+    module: nn.Module, trained: dict[type, list[tuple[str, nn.Module]]], used: set[int]
+) -> tuple[str, nn.Module] | None:
+    """The first trained module, not in ``used`` (ids: one module may sit in two watched
+    models under two names), of which ``module`` is a copy."""
     return next(
-        (p for p, m in trained.get(type(module), []) if p not in used and same_model(m, module)),
+        (
+            (p, m)
+            for p, m in trained.get(type(module), [])
+            if id(m) not in used and same_model(m, module)
+        ),
         None,
     )
 
@@ -108,7 +113,7 @@ def _made_of_copies(
     modules, each of a different one, when together they hold every trainable tensor of
     it (``[]`` when some copy exists but not so: its layers only resemble trained ones);
     None when nothing inside it is a copy."""
-    used: set[str] = set()
+    used: set[int] = set()
     inner: list[Copy] = []
     resembles = False
     for sub, m in loose:
@@ -120,8 +125,8 @@ def _made_of_copies(
         original = _original(m, trained, used)
         if original is None:
             return []  # a second copy of one trained module: a resemblance
-        used.add(original)
-        inner.append(Copy(sub, m, original))
+        used.add(id(original[1]))
+        inner.append(Copy(sub, m, original[0]))
     if not resembles:
         return None
     covered = {id(p) for c in inner for p in c.module.parameters()}

@@ -61,6 +61,11 @@ def test_a_deeper_teacher_of_the_same_layers_is_one_frozen_module_not_copies() -
     found = twins.copies({"": model}, held(student))
     assert [(c.path, c.original) for c in found] == [("1", None)]
     assert not found[0].reached()
+    # the student watched twice, under two names (RepDistiller's module_list and
+    # trainable_list): still one student, so still no copy
+    models = {"module_list": model, "trainable_list": nn.ModuleList([student])}
+    found = twins.copies(models, held(student))
+    assert [(c.path, c.original) for c in found] == [("module_list.1", None)]
 
 
 def test_adapters_only_counts_the_adapters_when_exactly_they_are_held() -> None:
