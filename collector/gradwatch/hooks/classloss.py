@@ -119,8 +119,11 @@ def uninstall(listener: Listener | None = None) -> None:
 class ClassLossWatch:
     """A run's part: tells its ``loss-at-chance`` check what the classification loss is."""
 
-    def __init__(self, kind: LossKind, guard: Callable[..., Any]) -> None:
+    def __init__(
+        self, kind: LossKind, guard: Callable[..., Any], models: list[torch.nn.Module] | None = None
+    ) -> None:
         self.kind = kind
+        self._models = models or []
         self._listener = guard(self._noted, "classification loss listener")
         self._root = guard(self._on_backward, "classification loss root listener")
 
@@ -139,4 +142,9 @@ class ClassLossWatch:
         self.kind.root(None if node is None else type(node).__name__)
 
     def _noted(self, facts: Facts) -> None:
+        """The facts of a loss call that differ from the call before. A call while every
+        watched model is in eval mode is an evaluation with gradients on (a test pass that
+        forgot ``no_grad``), not the training loss: what it sums or how is not the run's."""
+        if self._models and not any(m.training for m in self._models):
+            return
         self.kind.note(*facts)

@@ -166,7 +166,9 @@ class Run:
         if self._sink.enabled(checkids.REPEATED_BATCH):
             self._data_hooks.append(LoaderWatch(lambda: self.step, self._checks.repeats))
         if self._sink.enabled(checkids.LOSS_AT_CHANCE):
-            self._data_hooks.append(ClassLossWatch(self._checks.chance.kind, self._guard))
+            self._data_hooks.append(
+                ClassLossWatch(self._checks.chance.kind, self._guard, list(models.values()))
+            )
         self._scaler_watch = (
             None
             if options.scaler is None

@@ -40,9 +40,11 @@ def classify(
     loss: Loss | None = None,
     lr: float = 1e-3,
     head_scale: float = 1.0,
+    evaluate_every: int = 0,
 ) -> Run:
     """``steps`` Adam steps of an MLP classifier over shuffled batches; ``apart``: the labels
-    get their own permutation (the bug)."""
+    get their own permutation (the bug); ``evaluate_every``: a test pass every that many
+    steps, in eval mode with gradients on and a summed loss (network slimming's)."""
     x, y = data(priors, signal)
     classes = int(y.max()) + 1 if priors else C
     torch.manual_seed(0)
@@ -62,6 +64,10 @@ def classify(
                 loss(model(x[order[i : i + BATCH]]), labels[i : i + BATCH]).backward()
                 opt.step()
                 step += 1
+                if evaluate_every and step % evaluate_every == 0:
+                    model.eval()
+                    nn.functional.cross_entropy(model(x[:BATCH]), y[:BATCH], reduction="sum")
+                    model.train()
                 if step == steps:
                     break
     finally:
@@ -87,6 +93,14 @@ def test_labels_shuffled_apart_sit_at_ln_c_and_are_found() -> None:
     assert f.details["chance_loss"] == pytest.approx(math.log(C))
     assert "ln(10) = 2.30" in f.message and f"for {WINDOW} steps" in f.message
     assert len(of(run, "loss-at-chance")) == 1
+
+
+def test_a_test_pass_with_gradients_on_does_not_switch_the_check_off(short: int) -> None:
+    """Network slimming's test pass: model.eval(), no no_grad, a summed cross-entropy. Its
+    loss is no training loss (every watched model is in eval mode), so the run's training
+    loss is still compared with ln C."""
+    found = of(classify(short + 20, apart=True, evaluate_every=10), "loss-at-chance")
+    assert [f.severity for f in found] == ["warning"]
 
 
 def test_nll_loss_module_over_log_softmax_is_seen_too(short: int) -> None:

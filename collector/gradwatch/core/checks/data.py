@@ -72,7 +72,9 @@ FAMILY: Final = Family(
            "Softmax before `CrossEntropyLoss`: every input lies in [0, 1] and the loss can "
            "barely leave ln C), which the finding then names as the cause (the input's autograd "
            "node is a softmax). C is read from the logits' shape; the loss is the one gradwatch "
-           "records per step.",
+           "records per step. A loss call made while every watched model is in eval mode (a "
+           "test pass with gradients on) is no training loss: its reduction or class count "
+           "does not count.",
            "after {chance.WARMUP} steps, every mean of {chance.CHUNK} losses of the last "
            "{chance.WINDOW} steps above ln C less {chance.BAND:.0%} (above it by any amount: a "
            "model fitting labels without information only rises above ln C), the mean of each "
