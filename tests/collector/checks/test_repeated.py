@@ -466,9 +466,14 @@ class Denoiser(torch.nn.Module):
         return self.net(torch.cat([level.sqrt() * x + (1 - level).sqrt() * noise, level], 1))
 
 
-def denoise(pick: Callable[[torch.Tensor], torch.Tensor], steps: int = 24) -> Run:
+def denoise(
+    pick: Callable[[torch.Tensor], torch.Tensor],
+    second: Callable[[torch.Tensor], torch.Tensor] = torch.randn_like,
+    steps: int = 24,
+) -> Run:
     """A denoiser trained over a shuffled loader of 8 batches, epoch after epoch, on the
-    image ``pick(drawn)`` makes of each batch drawn."""
+    image ``pick(drawn)`` makes of each batch drawn, given beside ``second(image)`` (fresh
+    noise; its target)."""
     torch.manual_seed(0)
     model = Denoiser()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -478,7 +483,7 @@ def denoise(pick: Callable[[torch.Tensor], torch.Tensor], steps: int = 24) -> Ru
     try:
         for _ in range(steps):
             image = pick(next(batches))
-            noise = torch.randn_like(image)
+            noise = second(image)
             opt.zero_grad()
             mse(model(image, noise), noise).backward()
             opt.step()
@@ -537,22 +542,7 @@ def test_a_constant_second_input_the_program_built_is_not_followed() -> None:
     """A conditioning tensor the program made once (never yielded by a loader) given at
     every step beside each fresh batch."""
     condition = torch.randn(BATCH, 6)
-    steps = 24
-    torch.manual_seed(0)
-    model = Denoiser()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    loader = DataLoader(dataset(), batch_size=BATCH, shuffle=True)
-    batches = (x for _ in range(steps) for x, _ in loader)
-    run = gradwatch.watch(model, opt)
-    try:
-        for _ in range(steps):
-            image = next(batches)
-            opt.zero_grad()
-            mse(model(image, condition), condition).backward()
-            opt.step()
-    finally:
-        run.close()
-    assert_quiet(run)
+    assert_quiet(denoise(lambda x: x, lambda image: condition))
 
 
 # -- a batch reused on purpose for a few updates -----------------------------------------------
