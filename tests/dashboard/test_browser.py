@@ -369,7 +369,8 @@ def test_runs_page_shows_fifty_runs_then_more_on_demand(
     open_page(browser, empty_url + "/", "runs-list")
     links = lambda: browser.find_elements(By.CSS_SELECTOR, "#runs-list .gw-run-link")  # noqa: E731
     assert len(links()) == 50
-    assert "Showing 50 of 53 runs, newest first" in text(browser, "runs-shown")
+    shown = "Showing 50 of 53 runs, newest first"  # its own output: it may come a moment later
+    wait(browser, lambda: shown in text(browser, "runs-shown"), "the count of runs shown")
     more = browser.find_element(By.ID, "runs-more")
     assert more.is_displayed() and more.text == "Show 50 more"
     more.click()
