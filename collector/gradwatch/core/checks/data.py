@@ -49,7 +49,10 @@ FAMILY: Final = Family(
            "beside another tensor that changes (a diffusion model's kept image beside fresh "
            "noise).",
            "{repeated.REPEAT_STEPS} collected steps in a row with one checksum (asked again at "
-           "twice as many); a loader of 2 or more batches (or of unknown length); one finding "
+           "twice as many); a loader of 2 or more batches (or of unknown length); a batch drawn "
+           "once from an iterator the program still held when the repeat began: twice that, and "
+           "twice the longest repeat that ended before (a batch reused on purpose for a few "
+           "updates ends at its own length); one finding "
            "until {repeated.REPEAT_STEPS} steps in a row go without the repeated batch; labels: "
            "the same CPU tensor of at least {loaders.MIN_LABELS} elements (its storage) drawn "
            "once and given to `cross_entropy`/`nll_loss` as labels, or to the model beside "
@@ -61,8 +64,9 @@ FAMILY: Final = Family(
            "`watch()` in a script that calls it by hand (`gradwatch run` sees it); labels the "
            "program builds itself (rotation targets, `arange`) or a conditioning tensor it made "
            "once, prefetched batches (each used once), a sample drawn once and shown to the "
-           "model beside each step's batch, labels and inputs moved to a GPU (a new tensor at "
-           "each step: not followed)",
+           "model beside each step's batch, a batch reused for a few updates from the iterator "
+           "the loop holds (a GAN's critic steps on each real batch), labels and inputs moved "
+           "to a GPU (a new tensor at each step: not followed)",
            cause=Cause("repeated input batch", 100, frozenset({"stalled"}))),
         Check(LOSS_AT_CHANCE, "warning", "after-update",
            "A classification loss (`cross_entropy`, `nll_loss`, their modules) stays at ln C, "
