@@ -111,7 +111,7 @@ class LoaderLog:
         #: the step it was drawn for and a weak reference to it: once the tensor is gone,
         #: another tensor the program makes at that address (the allocator reuses a freed
         #: block) is not it
-        self.labels: OrderedDict[int, tuple[int, Callable[[], object]]] = OrderedDict()
+        self.drawn: OrderedDict[int, tuple[int, Callable[[], object]]] = OrderedDict()
         #: (step, address, drawn, kind, owner): the model of optimizer ``owner`` (kind
         #: "input") or a classification loss ("labels", owner None) given a tensor drawn for
         #: an earlier step
@@ -130,21 +130,21 @@ class LoaderLog:
         references; ``before_run``: while no run watched, kept for the next run's first
         step)."""
         for address, ref in tensors:
-            self.labels[address] = (step, ref)
-            self.labels.move_to_end(address)
+            self.drawn[address] = (step, ref)
+            self.drawn.move_to_end(address)
             if before_run:
                 self._early.add(address)
             else:
                 self._early.discard(address)
-        while len(self.labels) > KEPT_LABELS:
-            self.labels.popitem(last=False)
+        while len(self.drawn) > KEPT_LABELS:
+            self.drawn.popitem(last=False)
 
     def used(self, step: int, address: int, kind: Use = "labels", owner: int | None = None) -> None:
         """The model (``kind`` "input") or a classification loss ("labels") of ``step`` was
         given the tensor at ``address``: kept when a loader drew it for an earlier step and
         the tensor it yielded is still alive (so the data at that address is its own, or a
         view of it); a tensor drawn for this very step is noted as fresh."""
-        entry = self.labels.get(address)
+        entry = self.drawn.get(address)
         if entry is None:
             return
         drawn, ref = entry
@@ -178,9 +178,9 @@ class LoaderLog:
             for r in kept:
                 r.before_run = False
                 self.records.append(r)
-            early = {a: (1, e[1]) for a, e in self.labels.items() if a in self._early}
-            self.labels.clear()
-            self.labels.update(early)
+            early = {a: (1, e[1]) for a, e in self.drawn.items() if a in self._early}
+            self.drawn.clear()
+            self.drawn.update(early)
             self._early.clear()
             self.uses.clear()
             self.fresh.clear()

@@ -70,7 +70,7 @@ def used(target: Any) -> None:
     """A classification loss was given ``target``: when a loader yielded that tensor for an
     earlier step, the check hears of it (CPU labels: a data_ptr read; never a value)."""
     source = _step
-    if source is None or not LOG.labels or not isinstance(target, torch.Tensor):
+    if source is None or not LOG.drawn or not isinstance(target, torch.Tensor):
         return  # no loader has yielded a batch to follow (batches made by the program itself)
     if target.is_cpu:
         LOG.used(source(), target.data_ptr())
@@ -83,7 +83,7 @@ def given(args: tuple[Any, ...], kwargs: dict[str, Any], owner: int) -> None:
     tensor needs no following: a kept batch repeats its checksum. Beside another tensor
     that changes, such as a diffusion model's fresh noise, it does not.)"""
     source = _step
-    if source is None or not LOG.labels:
+    if source is None or not LOG.drawn:
         return
     tensors = [t for t in (*args[:4], *list(kwargs.values())[:4]) if isinstance(t, torch.Tensor)]
     if len(tensors) < 2:
@@ -94,22 +94,14 @@ def given(args: tuple[Any, ...], kwargs: dict[str, Any], owner: int) -> None:
             LOG.used(step, t.data_ptr(), "input", owner)
 
 
-#: the weak references that tell when the program lets go of an iterator (by record)
-_dropped: dict[int, weakref.ref[Any]] = {}
-
-
-def _note_dropped(record: IteratorRecord) -> Callable[[object], None]:
-    """The callback that stamps ``record`` with the step at which its iterator was let go."""
-
-    def dropped(_ref: object) -> None:
-        try:
-            source = _step
-            record.dropped = source() if source is not None else 1
-            _dropped.pop(id(record), None)
-        except Exception:  # a callback must never raise into the program
-            pass
-
-    return dropped
+def _let_go(record: IteratorRecord) -> None:
+    """The program let go of ``record``'s iterator: stamp the step (a finaliser: never
+    raises into the program)."""
+    try:
+        source = _step
+        record.dropped = source() if source is not None else 1
+    except Exception:
+        pass
 
 
 def _drawn(it: Any, exhausted: bool, data: Any = None) -> None:
@@ -124,7 +116,7 @@ def _drawn(it: Any, exhausted: bool, data: Any = None) -> None:
             step = source() if source is not None else 1
             record = IteratorRecord(_length(it), step, step, before_run=source is None)
             _records[it] = record
-            _dropped[id(record)] = weakref.ref(it, _note_dropped(record))
+            weakref.finalize(it, _let_go, record).atexit = False
             LOG.add(record)
         else:
             _records.pop(it, None)

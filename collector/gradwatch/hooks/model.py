@@ -172,7 +172,7 @@ class ModelHooks:
                 for watch in owners:
                     watch.for_input = True
             checksum, sig = inspect(args, kwargs, defer=defer) if want_checksum else (None, [])
-            if follow.labels:  # a loader's batch kept and fed again? (inputs followed)
+            if follow.drawn:  # a loader's batch kept and fed again? (inputs followed)
                 given(args, kwargs, owner)
             started[key] = (clock(), checksum, sig)
             if nan.on:
@@ -199,6 +199,8 @@ class ModelHooks:
         owners = self.owners[key]
         manual = [w.manual for w in owners if w.manual is not None]
         point = f"{key}/{sub}"  # no module name holds a slash
+        follow, given = loaders.LOG, loaders.given
+        owner = owners[0].index if owners else 0
         params = self._tensor_ids(key)
 
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -214,8 +216,8 @@ class ModelHooks:
                 if want_checksum
                 else (None, [])
             )
-            if loaders.LOG.labels and owners:
-                loaders.given(args, kwargs, owners[0].index)
+            if follow.drawn:
+                given(args, kwargs, owner)
             started[point] = (time.perf_counter(), checksum, sig)
             if nan.on:
                 nan.before_forward(key, args, kwargs, sub)

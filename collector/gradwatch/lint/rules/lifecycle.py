@@ -238,7 +238,7 @@ def _wiped(
     # the passes whose gradients the step applies: a clear inside a loop wipes micro-batches
     # only if that loop's passes reach the step (not when the gradients are cleared again
     # after it, as a GAN clears the generator's after the critic's loop)
-    fed = feeding(st, zeros, backwards, ev)
+    fed = {id(b) for b in feeding(st, zeros, backwards, ev)}
     for z in zeros:
         if z.managed or z.closure:
             continue
@@ -259,7 +259,7 @@ def _wiped(
                     "backward(): it wipes the accumulated micro-batches right before each step."
                 )
         elif len(z.loops) > len(st.loops) and any(
-            b.loops[: len(z.loops)] == z.loops and any(b is f for f in fed) for b in backwards
+            b.loops[: len(z.loops)] == z.loops and id(b) in fed for b in backwards
         ):
             message = (
                 "zero_grad() runs inside the micro-step loop that calls backward(), while "
