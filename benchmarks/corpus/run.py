@@ -126,7 +126,7 @@ def record(
         "seeds": seeds,
         "outputs_identical": identical,
         "digests": [{"seed": s, "without": a.digest[:16], "with": b.digest[:16]}
-                    for s, (a, b) in zip(seeds, pairs, strict=True)],
+                    for s, (a, b) in zip(seeds[: len(pairs)], pairs, strict=True)],
         "seconds": {
             "without": round(sum(a.seconds for a, _ in pairs), 1),
             "with": round(sum(b.seconds for _, b in pairs), 1),
@@ -196,6 +196,30 @@ def group_evidence(run_dirs: list[Path]) -> dict[str, Any]:
     return out
 
 
+def positional_evidence(per_seed: list[list[Path]], dirs: list[Path]) -> dict[str, Any]:
+    """The group evidence of a replicate launch. A program that builds a new optimizer
+    several times in one process (a pruning round, a federated client, a pass over the
+    data) makes several runs per process, and runs of one process are never replicates of
+    each other: when every seed made the same number of runs, the k-th runs of the seeds
+    are a group, for each k (``formed`` when each of them is; ``positions``: how many;
+    the invariants added up). Otherwise all runs as one group."""
+    counts = {len(r) for r in per_seed}
+    if not dirs:
+        return {"formed": False}
+    if len(per_seed) < 2 or len(counts) != 1 or counts == {1}:
+        return group_evidence(dirs)
+    groups = [group_evidence([r[k] for r in per_seed]) for k in range(counts.pop())]
+    out: dict[str, Any] = {
+        "formed": all(g["formed"] for g in groups),
+        "statuses": [s for g in groups for s in g["statuses"]],
+        "positions": len(groups),
+    }
+    if out["formed"]:
+        keys = ("grads_always", "grads_never", "lifecycles", "states")
+        out["invariants"] = {k: sum(g["invariants"][k] for g in groups) for k in keys}
+    return out
+
+
 def run_replicates(
     program: Program,
     seeds: list[int],
@@ -224,7 +248,8 @@ def run_replicates(
             if not done.ok:
                 runs[-1]["stderr_tail"] = _tail(done.stderr, 600)
         findings = [f for d in dirs for f in read_run_findings(data, d)]
-        evidence = group_evidence(dirs) if dirs else {"formed": False}
+        by_name = {d.name: d for d in dirs}
+        evidence = positional_evidence([[by_name[r] for r in x["runs"]] for x in runs], dirs)
         alarmed = any(f.get("severity") in ALARM for f in findings)
         if keep is not None and alarmed:
             shutil.copytree(data, keep, dirs_exist_ok=True)

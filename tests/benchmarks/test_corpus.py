@@ -279,6 +279,36 @@ def test_replicates_report_what_breaks_the_groups_invariants(tmp_path: Path, fro
         assert broken[0]["run"] == reps["launches"][2]["runs"][0]
 
 
+ROUNDS = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Linear(3, 1)
+for round in range(2):  # a new optimizer per round (pruning rounds, federated clients)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for step in range(20):
+        opt.zero_grad()
+        model(torch.randn(8, 3)).pow(2).mean().backward()
+        opt.step()
+"""
+
+
+@pytest.mark.slow  # three processes under gradwatch, two runs each
+def test_replicates_of_a_program_with_several_runs_per_process_group_by_position(
+    tmp_path: Path,
+) -> None:
+    """Runs of one process are never replicates of each other: the k-th runs of the seeds
+    are one group, for each k."""
+    (tmp_path / "train.py").write_text(ROUNDS)
+    p = spec.Program("me/rounds", COMMIT, "train.py")
+    reps = runner.run_replicates(p, [0, 1, 2], tmp_path / "cache", tree=tmp_path)
+    assert [len(x["runs"]) for x in reps["launches"]] == [2, 2, 2]
+    assert reps["group"]["formed"] and reps["group"]["positions"] == 2, reps["group"]
+    assert reps["group"]["invariants"]["grads_always"] == 4  # 2 tensors in each position
+    assert reps["group_findings"] == []
+
+
 def test_prune_drops_the_records_of_programs_no_longer_listed(tmp_path: Path) -> None:
     listed = spec.all_programs()[0].name
     out = tmp_path / "corpus.json"
