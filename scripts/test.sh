@@ -9,4 +9,6 @@ source scripts/setup_test_env.sh
 trap gw_cleanup EXIT
 gw_setup_test_env || exit 1
 make lint typecheck
-.venv/bin/python -m pytest "$@"
+# Two workers (GW_TEST_WORKERS to change; 0 runs in this process), each test file kept on
+# one worker so its module fixtures are built once.
+.venv/bin/python -m pytest -n "${GW_TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -135,7 +135,19 @@ class LossKind:
 class _Losses:
     rows: int = 0
     recent: deque[float | None] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    #: each closed run of CHUNK losses of ``recent``: its mean, or None where one of them
+    #: is missing or not finite (the window cannot hold while it is in the window)
+    chunks: deque[float | None] = field(default_factory=lambda: deque(maxlen=WINDOW // CHUNK))
     since: int | None = None  # first step of the window that held
+
+
+def _chunk_mean(recent: deque[float | None]) -> float | None:
+    """The mean of the last ``CHUNK`` losses of ``recent`` (summed in order, as a window's
+    chunk is), None when one of them is missing or not finite."""
+    chunk = [recent[i] for i in range(len(recent) - CHUNK, len(recent))]
+    if any(x is None or not math.isfinite(x) for x in chunk):
+        return None
+    return sum(chunk) / CHUNK  # type: ignore[arg-type]
 
 
 class LossAtChance:
@@ -158,18 +170,21 @@ class LossAtChance:
         for step, loss, moved in zip(steps, losses, updated, strict=True):
             state.rows += 1
             state.recent.append(loss if moved and loss is not None else None)
-            if state.rows >= WARMUP + WINDOW and state.rows % CHUNK == 0:
-                self._judge(o, step, chance, state)
+            if state.rows % CHUNK == 0:
+                state.chunks.append(_chunk_mean(state.recent))
+                if state.rows >= WARMUP + WINDOW:
+                    self._judge(o, step, chance, state)
         self.sink.flush()
 
     def _judge(self, o: int, step: int, chance: float, state: _Losses) -> None:
-        values = list(state.recent)
-        holds = all(x is not None and math.isfinite(x) for x in values)
-        worst = 0.0
+        # the chunk means decide first: a run that learns has one well below ln C, and
+        # the whole window is read only while every chunk stays near or above it
+        means = state.chunks
+        holds = None not in means
+        worst = max(0.0, *(chance - m for m in means)) if holds else 0.0  # type: ignore[operator]
+        holds = holds and worst < BAND * chance
+        values = list(state.recent) if holds else []
         if holds:
-            for i in range(0, len(values), CHUNK):
-                chunk = [x for x in values[i : i + CHUNK] if x is not None]
-                worst = max(worst, chance - sum(chunk) / len(chunk))  # below ln C: learning
             half = len(values) // 2
             first, last = (
                 sum(h) / len(h)  # type: ignore[arg-type]

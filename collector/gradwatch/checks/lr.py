@@ -38,8 +38,11 @@ if TYPE_CHECKING:
     from gradwatch.checks.view import StepView, WatchedOptimizer
 
 JUMP_FACTOR = 10.0
-#: a first update this many times the weights it changed, then a diverging loss: the rate
-FIRST_UPDATE = 10.0
+#: a first update at least as large as the weights it changed (update-ratio's own level for
+#: an update that rewrites the weights instead of training them), then a diverging loss...
+FIRST_UPDATE_RATIO = 1.0
+#: ...made by a step this many times the gradient: the rate amplified an ordinary gradient
+FIRST_UPDATE_MULTIPLIER = 10.0
 #: rows with a positive LR before a rise counts as a jump: a ramp from a tiny base
 #: (CyclicLR, LinearLR from 1e-3) multiplies it many times over in its first step or two
 JUMP_MIN_STEPS = 5
@@ -155,17 +158,18 @@ class LrChecks:
 
     def _first_update_too_large(self, o: int, step: int, how: str) -> None:
         """The loss of optimizer ``o`` diverged, and its very first update was
-        ``FIRST_UPDATE`` times the weights it changed or more *and* as many times the
-        gradient that made it: the rate multiplied an ordinary gradient into a step that
-        rewrote the weights (a huge first gradient, as an AMP loss scale applied to an
-        unscaled step makes, is not the rate's doing; an optimizer that
+        at least as large as the weights it changed (``FIRST_UPDATE_RATIO``: the level at
+        which ``update-ratio`` calls an update a rewrite) *and* ``FIRST_UPDATE_MULTIPLIER``
+        times the gradient that made it or more: the rate multiplied an ordinary gradient
+        into a step that rewrote the weights (a huge first gradient, as an AMP loss scale
+        applied to an unscaled step makes, is not the rate's doing; an optimizer that
         ``lr-too-large`` does not judge by the rate alone: SGD, whose step a clipped
         gradient bounds, DP-SGD). Once per optimizer."""
         first = self.first_update(o) if self.first_update is not None else None
         if first is None or o in self._first_told:
             return
         ratio, name, multiplier, lr = first
-        if ratio < FIRST_UPDATE or multiplier is None or multiplier < FIRST_UPDATE:
+        if ratio < FIRST_UPDATE_RATIO or multiplier is None or multiplier < FIRST_UPDATE_MULTIPLIER:
             return  # a small step, or a huge gradient (an unscaled AMP loss), not the rate
         self._first_told.add(o)
         rate = f" ({num(lr)})" if math.isfinite(lr) else ""

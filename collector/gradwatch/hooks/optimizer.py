@@ -90,6 +90,12 @@ class OptimizerWatch:
         self._followed: list[int] = []
         self._looked: dict[int, tuple[bool, int]] = {}
         self._before_pass: Callable[[], None] | None = None
+        #: after a step that left its gradients uncleared (as far as versions tell), a look
+        #: right before the next pass at whether they are all zero: cleared through ``.data``
+        #: (``p.grad.data.zero_()``, torch 0.3's idiom), which moves no version counter
+        #: (see _look_for_silent_clear); installed at the first such step
+        self._silent_look: Callable[[], None] | None = None
+        self._silently_cleared = False
         #: the other watched optimizers that hold some of these tensors, with their indices
         #: here (see stepped_by_others; found at the first look)
         self._shared: list[tuple[OptimizerWatch, list[int]]] | None = None
@@ -180,9 +186,10 @@ class OptimizerWatch:
         for handle in self.handles:
             handle.remove()
         self.handles.clear()
-        if self._before_pass is not None:
-            backward_tap.unwatch_before(self._before_pass)
-            self._before_pass = None
+        for look in (self._before_pass, self._silent_look):
+            if look is not None:
+                backward_tap.unwatch_before(look)
+        self._before_pass = self._silent_look = None
         if self.optimizer.__dict__.get("zero_grad") is self._zero_grad:
             del self.optimizer.__dict__["zero_grad"]
         self.stats.release()
@@ -251,6 +258,27 @@ class OptimizerWatch:
         sharpness-aware first pass perturbs the weights with them, a manual update steps)."""
         return (self.params[0]._version, self.params[-1]._version) if self.params else (0, 0)
 
+    def _look_for_silent_clear(self) -> None:
+        """Right before a backward pass, while every gradient held was applied by a step
+        and no clear was seen since (``since_clear`` > 0, no pass since the step): whether
+        they are all exactly zero. Then they were cleared where versions cannot tell —
+        through ``.data`` (``p.grad.data.zero_()``, ``.fill_(0)``) — and the pass starts a
+        fresh sum, not a stale one. Nothing to do in a run that clears as torch counts
+        (``zero_grad``, ``p.grad = None``, ``zero_()``) or accumulates before its step; in
+        one that forgot to clear, the first non-zero gradient ends the look. On an
+        accelerator the answer is one transfer (a check about to act before ``step``)."""
+        self._silently_cleared = False
+        if not self.since_clear or self.unapplied:
+            return
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if not grads or any(g.is_sparse for g in grads):
+            return
+        device = grads[0].device
+        if device.type != "cpu" and all(g.device == device for g in grads):
+            self._silently_cleared = not bool(torch.stack([g.any() for g in grads]).any())
+        else:
+            self._silently_cleared = not any(bool(g.any()) for g in grads)
+
     def _follow(self, i: int) -> None:
         """From now on, look at tensor ``i``'s gradient right before each pass (a few
         attribute reads per followed tensor; nothing while none is followed)."""
@@ -301,6 +329,9 @@ class OptimizerWatch:
         """Called by the run after every backward pass, reached or not; returns how many of
         this optimizer's tensors the pass reached."""
         reached, by_hand = 0, ""
+        if self._silently_cleared:
+            self._silently_cleared = False
+            by_hand = "by hand (in place, through .data)"
         grads, ref = self._grads, weakref.ref
         for i, p in enumerate(self.params):
             g = p.grad
@@ -482,6 +513,11 @@ class OptimizerWatch:
         self.checker.post_step(values)
         self.pending = Pending()
         self._refresh_grads()
+        if self.since_clear and self._silent_look is None:
+            self._silent_look = self.run.guard(
+                self._look_for_silent_clear, "gradient look before a pass"
+            )
+            backward_tap.watch_before(self._silent_look)
         self._t_last = end
         self.run.after_step(self)
         if self.run.nan_origin.on:

@@ -54,6 +54,25 @@ def test_stale_grad_zero_grad_forgotten_after_a_refactor_is_found_at_that_step()
     assert first(run, "stale-grad").step == 11
 
 
+@pytest.mark.parametrize("cleared", ["none", "one tensor"])
+def test_stale_grad_when_a_clear_through_data_leaves_gradients(cleared: str) -> None:
+    """Gradients cleared through ``.data`` move no version counter, so gradwatch looks at
+    their values before the next pass (the quiet twins are in test_quiet.py): a loop that
+    clears only one tensor that way, or none, still sums stale gradients into the others."""
+
+    def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+        first_grad = next(iter(model.parameters())).grad
+        if cleared == "one tensor" and first_grad is not None:
+            first_grad.data.zero_()
+        mse(model(x), y).backward()
+        opt.step()
+
+    model = mlp()
+    run = train(model, sgd(model), 10, step)
+    f = first(run, "stale-grad")
+    assert (f.step, f.severity) == (2, "error")
+
+
 def test_stale_grad_with_declared_accumulation_and_no_zero_grad() -> None:
     def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
         (mse(model(x), y) / K).backward()

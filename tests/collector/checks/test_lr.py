@@ -108,6 +108,58 @@ def test_lr_too_large_sgd_whose_first_update_rewrote_the_weights_and_the_loss_di
     assert f.step == first(run, "loss-diverging").step
 
 
+def _bn_cnn() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(16, 4),
+    )
+
+
+def _images(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1000 + i % 20)
+    x = torch.randn(32, 3, 8, 8, generator=g)
+    return x, (x.mean(dim=(1, 2, 3)) > 0).long() + 2 * (x[:, 0].mean(dim=(1, 2)) > 0).long()
+
+
+def _classify(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+
+
+@pytest.mark.parametrize(("lr", "diverges"), [(20.0, True), (12.0, False)])
+def test_sgd_first_update_larger_than_the_weights_names_the_rate_only_if_the_loss_diverges(
+    lr: float, diverges: bool
+) -> None:
+    """A BatchNorm CNN under SGD (momentum 0.9) at a rate a thousand times too large: its first
+    update is several times the head's weights (between 1x and 10x: batch norm keeps the loss
+    finite for a while) and 20x the gradient; the loss diverges some 80 steps later. An update
+    as large as the weights rewrites them (update-ratio's own level), so with the divergence
+    that is the rate's error. At 12 the first update is still five times the
+    weights and 12x the gradient, but the loss does not diverge: no finding."""
+    model = _bn_cnn()
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
+    run = train(model, opt, 120, _classify, data=_images)
+    first_update = run.context.checks.numerics.first_update(0)
+    assert first_update is not None and 1 <= first_update[0] < 10, first_update  # the case at hand
+    assert first_update[2] is not None and first_update[2] >= 10
+    if not diverges:
+        assert of(run, "lr-too-large") == [] and of(run, "loss-diverging") == []
+        return
+    f = first(run, "lr-too-large")
+    assert f.severity == "error"
+    assert f.message.startswith(f"the learning rate ({lr:g}) is far too large for these weights")
+    assert f.step == first(run, "loss-diverging").step
+
+
 def test_a_first_update_far_larger_than_small_initial_weights_without_divergence_is_quiet() -> None:
     """A head initialised near zero (std 1e-4, as policy heads are) under a usual SGD rate:
     its first update is many times its tiny weights, but the loss falls: no finding."""

@@ -102,8 +102,12 @@ def clear_by_hand(how: str, where: str) -> Callable[..., None]:
         for p in model.parameters():
             if how == "None":
                 p.grad = None
-            elif p.grad is not None:
+            elif p.grad is not None and how == "zero_":
                 p.grad.zero_()
+            elif p.grad is not None and how == "data.zero_":
+                p.grad.data.zero_()  # torch 0.3's idiom: no version counter moves
+            elif p.grad is not None:
+                p.grad.data.fill_(0)
 
     def step(i: int, model: nn.Module, opt: Any, x: torch.Tensor, y: torch.Tensor) -> None:
         if where == "top":
@@ -117,7 +121,11 @@ def clear_by_hand(how: str, where: str) -> Callable[..., None]:
 
 
 @pytest.mark.parametrize("where", ["top", "after step"])
-@pytest.mark.parametrize("how", ["None", "zero_"], ids=["p.grad = None", "p.grad.zero_()"])
+@pytest.mark.parametrize(
+    "how",
+    ["None", "zero_", "data.zero_", "data.fill_"],
+    ids=["p.grad = None", "p.grad.zero_()", "p.grad.data.zero_()", "p.grad.data.fill_(0)"],
+)
 def test_clearing_gradients_by_hand(how: str, where: str) -> None:
     model = mlp()
     assert_quiet(train(model, sgd(model), STEPS, clear_by_hand(how, where)))

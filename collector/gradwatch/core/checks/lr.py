@@ -59,9 +59,10 @@ FAMILY: Final = Family(
            "Adadelta sizes its steps itself and its rate multiplies them (natural value 1): above "
            "1 each update outgrows the ones before, so its rate is compared with 1. Under any "
            "other optimizer (SGD, whose step a clipped gradient bounds; DP-SGD) the rate is "
-           "named when the loss diverges after an optimizer whose very first update was "
-           "10× the weights it changed or more and as many times the gradient that made it: "
-           "the rate amplified an ordinary gradient into a step that rewrote the weights (an "
+           "named when the loss diverges after an optimizer whose very first update was at "
+           "least as large as the weights it changed (the size at which `update-ratio` calls an "
+           "update a rewrite) and 10× the gradient that made it or more: the rate amplified an "
+           "ordinary gradient into a step that rewrote the weights (an "
            "error, the incident's cause; a first step made huge by its gradient, as an "
            "AMP-scaled loss stepped without its scaler, is not the rate's).",
            "rate > {lrscale.FACTOR:g}× the median RMS, before the first update, of the group's "
