@@ -33,7 +33,9 @@ FAMILY: Final = Family(
            "finding per optimizer and run (the loop's code does not change: a return is the same "
            "bug)",
            "gradient accumulation declared with `accumulation_steps` / `--accumulation-steps`; "
-           "closures (LBFGS)",
+           "closures (LBFGS); gradients cleared by hand (`p.grad = None`, `p.grad.zero_()`, or "
+           "through `.data`, which moves no version counter: gradients all exactly zero right "
+           "before the next backward pass were cleared)",
            cause=Cause("stale gradients", 60, frozenset({"symptom", "stalled"})),
            confirms=(STALE_GRAD,)),
         Check(GRAD_ZEROED_BEFORE_STEP, "error", "before-update",
