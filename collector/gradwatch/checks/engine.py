@@ -78,6 +78,7 @@ class CheckEngine:
         self.losses = loss_checks.LossChecks(sink)
         self.lr = LrChecks(sink)
         self.coverage.stalled = self.lr.stalled  # a collapsed LR is named before its effect
+        self.lifecycle.by_hand = self._by_hand
         self.losses.diverged = self.lr.diverged  # a divergence makes a too-large LR an error
         self.lr.first_update = self.numerics.first_update  # …or names it, after a huge first step
         #: outlier input batches, named in the symptoms they cause (see checks.batchscale)
@@ -129,6 +130,10 @@ class CheckEngine:
         self.lr.watches = watches
         self.check_coverage(watches, 0)
         self.sink.flush()
+
+    def _by_hand(self, o: int) -> bool:
+        """Whether optimizer ``o`` stands for a loop that updates its parameters by hand."""
+        return any(w.index == o and w.manual is not None for w in self.watches)
 
     def check_coverage(self, watches: Sequence[WatchedOptimizer], step: int) -> None:
         """``param-not-in-optimizer`` over every watched model."""

@@ -10,6 +10,8 @@ every ``n_critic`` steps) is the same bug, not a new one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gradwatch.checks.findings import Action, FindingSink, finding
 from gradwatch.checks.view import Event, StepView
 from gradwatch.core import checkids
@@ -82,6 +84,9 @@ class LifecycleChecks:
         self.declared = accumulation_steps
         self._wiped_streak: dict[int, int] = {}  # optimizer -> steps in a row with wipes
         self._cut: set[int] = set()  # optimizers whose loss is cut from the model now
+        #: whether optimizer ``o`` is the stand-in of a loop that updates by hand (set by
+        #: the check engine): its fix is a clear by hand, there is no optimizer to call
+        self.by_hand: Callable[[int], bool] = lambda _o: False
 
     def pre_step(self, v: StepView) -> list[Action]:
         """Evaluate before the update is applied (one action per id of :data:`IDS`)."""
@@ -115,9 +120,16 @@ class LifecycleChecks:
                     f"but only {v.n_backward} happened since the previous step"
                     + (f" (declared accumulation: {self.declared})" if self.declared else "")
                     + ": gradients are not being cleared.",
-                    "call optimizer.zero_grad() once per optimizer step (before backward, or "
-                    "right after step()); with gradient accumulation pass "
-                    "accumulation_steps=K to watch() (gradwatch run --accumulation-steps K).",
+                    (
+                        "clear the gradients once per update by hand (model.zero_grad(), or "
+                        "p.grad = None for each parameter, before backward or right after the "
+                        "update)"
+                        if self.by_hand(v.optimizer)
+                        else "call optimizer.zero_grad() once per optimizer step (before "
+                        "backward, or right after step())"
+                    )
+                    + "; with gradient accumulation pass accumulation_steps=K to watch() "
+                    "(gradwatch run --accumulation-steps K).",
                     optimizer=v.optimizer,
                     details={
                         "backward_since_clear": v.since_clear,

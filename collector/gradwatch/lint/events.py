@@ -50,6 +50,17 @@ _KNOWN_LIBRARIES = {
     "logging", "tqdm", "itertools", "functools", "collections", "wandb", "pathlib",
 }  # fmt: skip
 _INPLACE_UPDATES = {"add_", "sub_", "copy_", "mul_", "addcdiv_", "addcmul_"}
+#: in-place methods that clear a gradient when their one argument is the constant 0
+_ZEROING = {"fill_", "mul_"}
+
+
+def _zero_arg(c: ast.Call) -> bool:
+    """``c`` has one argument, the constant zero (``fill_(0)``, ``mul_(0.0)``)."""
+    if len(c.args) != 1 or c.keywords:
+        return False
+    arg = c.args[0]
+    return isinstance(arg, ast.Constant) and not isinstance(arg.value, bool) and arg.value == 0
+
 
 Lookup = Callable[[str], Kind | None]
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -306,11 +317,12 @@ class EventCollector:
                 return True
             return False
         grad_of = _grad_owner(recv)
-        if attr == "zero_" and grad_of is not None:  # p.grad.zero_(), p.grad.data.zero_()
+        if grad_of is not None and (attr == "zero_" or (attr in _ZEROING and _zero_arg(c))):
+            # p.grad.zero_(), p.grad.data.zero_(), p.grad.data.fill_(0), p.grad.mul_(0)
             base = grad_of
             out.append(self._ev(ZERO, ctx, c, target=ctx.loopvars.get(base)))
             return True
-        if attr in _INPLACE_UPDATES and _manual(recv, ctx):
+        if attr in _INPLACE_UPDATES and grad_of is None and _manual(recv, ctx):
             out.append(self._ev(UPDATE, ctx, c))
             return True
         return False

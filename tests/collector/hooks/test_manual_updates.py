@@ -57,7 +57,11 @@ def test_a_manual_sgd_loop_is_watched_step_by_step_and_quiet(how: str) -> None:
 def test_a_manual_loop_without_clearing_gradients_is_stale_grad() -> None:
     model = mlp()
     run = loop(model, "no_grad", 10, clear=False)
-    assert first(run, "stale-grad").step == 2
+    found = first(run, "stale-grad")
+    assert found.step == 2
+    # the fix a loop without an optimizer can apply: there is no optimizer.zero_grad()
+    assert found.hint.startswith("clear the gradients once per update by hand")
+    assert "optimizer.zero_grad" not in found.hint
 
 
 def test_an_evaluation_after_the_last_update_is_not_eval_mode_training() -> None:
