@@ -52,6 +52,13 @@ _DECLARED: Final[tuple[Rule, ...]] = (
         "move zero_grad() before backward() or after step()",
     ),
     Rule(
+        checkids.CLIP_BEFORE_BACKWARD,
+        "warning",
+        "gradients are clipped before the backward() whose gradients the step applies",
+        "clip after backward() and before step() (after scaler.unscale_(optimizer) with a "
+        "GradScaler)",
+    ),
+    Rule(
         checkids.ACCUMULATION_WIPED,
         "error",
         "gradient accumulation is undone by a zero_grad() that runs every micro-batch",

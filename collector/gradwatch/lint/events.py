@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from gradwatch.lint.facts import (
     BACKWARD,
     CALL,
+    CLIP,
     EVAL,
     SCHED_STEP,
     STEP,
@@ -50,6 +51,8 @@ _KNOWN_LIBRARIES = {
     "logging", "tqdm", "itertools", "functools", "collections", "wandb", "pathlib",
 }  # fmt: skip
 _INPLACE_UPDATES = {"add_", "sub_", "copy_", "mul_", "addcdiv_", "addcmul_"}
+#: gradient clipping: torch's functions and the methods of Accelerate, Fabric and Lightning
+_CLIPS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients"}
 #: in-place methods that clear a gradient when their one argument is the constant 0
 _ZEROING = {"fill_", "mul_"}
 
@@ -84,6 +87,17 @@ class Ctx:
     loops: tuple[int, ...] = ()
     data_loop: bool = False
     items: dict[str, str] = field(default_factory=dict)  # loop variable -> its collection
+
+    def name_of(self, dotted: str | None) -> str | None:
+        """A dotted name as the analysed code's caller names it (helper parameters
+        renamed; None for a parameter the caller passed no name for)."""
+        if not dotted:
+            return None
+        root, dot, rest = dotted.partition(".")
+        if root in self.subst:
+            mapped = self.subst[root]
+            return None if mapped is None else mapped + dot + rest
+        return dotted
 
     def name(self, node: ast.AST | None) -> str | None:
         """The expression's dotted name, helper parameters renamed to the caller's."""
@@ -233,7 +247,7 @@ class EventCollector:
     # -- calls --------------------------------------------------------------------------------
     def _call(self, c: ast.Call, ctx: Ctx, out: list[Event], scope: Scope) -> None:
         func = c.func
-        if isinstance(func, ast.Attribute) and self._method(c, func, ctx, out):
+        if isinstance(func, ast.Attribute) and self._method(c, func, ctx, out, scope):
             return
         nested = self._local.get(func.id) if isinstance(func, ast.Name) else None
         if nested is not None and id(nested) not in self._active:
@@ -248,7 +262,9 @@ class EventCollector:
             self._inline(helper, c, ctx, out, scope)
             return
         q = self.src.qualname(func)
-        if q == "torch.autograd.backward" and c.args:
+        if q is not None and q.startswith("torch.") and q.rsplit(".", 1)[-1] in _CLIPS:
+            self._clip(c, ctx, out, scope)
+        elif q == "torch.autograd.backward" and c.args:
             out.append(self._ev(BACKWARD, ctx, c, operand=c.args[0]))
         elif q is not None and q.startswith("torch._foreach_") and q.endswith("_"):
             out.append(self._ev(UPDATE, ctx, c))
@@ -260,7 +276,9 @@ class EventCollector:
             tkind = ctx.lookup(target) if target else None
             out.append(self._ev(CALL, ctx, c, target=target, tkind=tkind, args=args))
 
-    def _method(self, c: ast.Call, func: ast.Attribute, ctx: Ctx, out: list[Event]) -> bool:
+    def _method(
+        self, c: ast.Call, func: ast.Attribute, ctx: Ctx, out: list[Event], scope: Scope
+    ) -> bool:
         attr, recv = func.attr, func.value
         target = ctx.name(recv)
         kind = ctx.lookup(target) if target else None
@@ -316,6 +334,9 @@ class EventCollector:
                 out.append(self._ev(mode, ctx, c, target=target, tkind=kind))
                 return True
             return False
+        if attr in _CLIPS:
+            self._clip(c, ctx, out, scope)
+            return True
         grad_of = _grad_owner(recv)
         if grad_of is not None and (attr == "zero_" or (attr in _ZEROING and _zero_arg(c))):
             # p.grad.zero_(), p.grad.data.zero_(), p.grad.data.fill_(0), p.grad.mul_(0)
@@ -326,6 +347,30 @@ class EventCollector:
             out.append(self._ev(UPDATE, ctx, c))
             return True
         return False
+
+    def _clip(self, c: ast.Call, ctx: Ctx, out: list[Event], scope: Scope) -> None:
+        """A gradient clipping call: its ``args`` name what it clips, as the caller names
+        it: the modules whose ``.parameters()`` it is given and every name in its first
+        argument (a parameter list, a module, an optimizer's ``param_groups``)."""
+        given = c.args[0] if c.args else None
+        for k in c.keywords:
+            if k.arg in ("parameters", "module", "optimizer"):
+                given = given or k.value
+        if given is None:
+            return
+        roots, _ = scope.param_roots(given)
+        names: list[str | None] = [*(roots or ())]
+        for a in c.args[:2]:  # a parameter list, a module (Fabric), an optimizer (Lightning)
+            if isinstance(a, ast.Name | ast.Attribute):
+                names.append(text(a))
+        value = scope.value_before(given.id, c.lineno) if isinstance(given, ast.Name) else None
+        names += [  # opt.param_groups[...]["params"]: the optimizer's own parameters
+            text(n.value)
+            for n in (*ast.walk(given), *(ast.walk(value) if value is not None else ()))
+            if isinstance(n, ast.Attribute) and n.attr == "param_groups"
+        ]
+        args = tuple(dict.fromkeys(n for n in (ctx.name_of(x) for x in names) if n))
+        out.append(self._ev(CLIP, ctx, c, args=args))
 
     def _helper(self, func: ast.expr, ctx: Ctx, scope: Scope) -> Function | None:
         if not ctx.inline:

@@ -11,7 +11,7 @@ from gradwatch.lint.kinds import Kind
 from gradwatch.lint.source import text
 
 BACKWARD, STEP, ZERO, EVAL, TRAIN = "backward", "step", "zero", "eval", "train"
-CALL, SCHED_STEP, UPDATE = "call", "sched_step", "update"
+CALL, SCHED_STEP, UPDATE, CLIP = "call", "sched_step", "update", "clip"
 
 _ACCUM = re.compile(
     r"accum|need_update|should_step|sync_grad|update_grad|do_step|is_update|step_now|micro",

@@ -229,6 +229,8 @@ class Scope:
             return Kind(SCHEDULER, last, line=line)
         if q.startswith("torch.distributed.optim.") and last != "ZeroRedundancyOptimizer":
             return Kind(OTHER, last)
+        if _optimizer_by_name(self.src, func):  # getattr(optim, args.optim)(params, lr=...)
+            return self._optimizer(value, "getattr(torch.optim)", line)
         if self._is_optimizer_ctor(q, last, func):  # schedulefree's AdamWScheduleFree too
             return self._optimizer(value, last, line)
         if "sched" in last.lower():  # WarmupCosineSchedule(...), create_scheduler(...)
@@ -359,6 +361,17 @@ class Scope:
                     roots.append(root)
         filtered = "requires_grad" in ast.unparse(params)
         return (tuple(roots) if roots else None), filtered
+
+
+def _optimizer_by_name(src: Source, func: ast.expr) -> bool:
+    """``func`` is ``getattr(torch.optim, name)``: an optimizer class chosen by a flag."""
+    return (
+        isinstance(func, ast.Call)
+        and isinstance(func.func, ast.Name)
+        and func.func.id == "getattr"
+        and len(func.args) >= 2
+        and src.qualname(func.args[0]) == "torch.optim"
+    )
 
 
 def _renamed(k: Kind | None, subst: dict[str, str | None]) -> Kind | None:

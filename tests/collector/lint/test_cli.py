@@ -172,6 +172,7 @@ def test_ids_shared_with_runtime_checks_name_the_same_bug() -> None:
         "stale-grad",
         "grad-zeroed-before-step",
         "accumulation-wiped",
+        "clip-before-backward",
         "param-not-in-optimizer",
         "eval-mode-training",
     }

@@ -58,13 +58,15 @@ FAMILY: Final = Family(
         Check(CLIP_BEFORE_BACKWARD, "warning", "before-update",
            "`clip_grad_norm_` / `clip_grad_value_` ran on the optimizer's parameters before the "
            "step's `backward()` and not after it: it clips the previous step's gradients (or "
-           "none, after `zero_grad(set_to_none=True)`) and the step applies unclipped ones.",
+           "none, after `zero_grad(set_to_none=True)`) and the step applies unclipped ones. The "
+           "same id as the `gradwatch lint` rule.",
            "every clip of a step before its last backward pass, at {clipping.CLIP_STEPS} steps of "
            "the run; the episode ends at a step that clips after its backward",
            "clipping after `backward()` (also after `GradScaler.unscale_`), after each "
            "micro-batch's backward with gradient accumulation, inside `step(closure)`; clipping "
            "another model's parameters",
-           cause=Cause("clipping before backward()", 90, frozenset({"symptom"}))),
+           cause=Cause("clipping before backward()", 90, frozenset({"symptom"})),
+           confirms=(CLIP_BEFORE_BACKWARD,)),
         Check(ACCUMULATION_WIPED, "error", "before-update",
            "Gradients of backward passes were cleared before any `step()` applied them "
            "(`zero_grad()` every micro-batch, `step()` every k): each step applies only the last "

@@ -12,7 +12,7 @@ import ast
 from gradwatch.core import checkids
 from gradwatch.lint.analysis import Analysis, Unit
 from gradwatch.lint.events import writes_gradients
-from gradwatch.lint.facts import BACKWARD, CALL, STEP, UPDATE, ZERO, Event
+from gradwatch.lint.facts import BACKWARD, CALL, CLIP, STEP, UPDATE, ZERO, Event
 from gradwatch.lint.kinds import OPTIMIZER, Kind, Scope
 from gradwatch.lint.source import text
 
@@ -86,7 +86,21 @@ def check(a: Analysis) -> None:
         for loop in blocks:
             events = a.events(unit, None if loop is unit.node else loop)
             _loop(a, unit, loop, events)
+        if not unit.virtual_loop and not unit.is_module:
+            _clip_order_in_body(a, unit)
         _without_step(a, unit)
+
+
+def _clip_order_in_body(a: Analysis, unit: Unit) -> None:
+    """``clip-before-backward`` for a step in a function's own body (not in a loop there: a
+    ``train_net()`` called once per episode): the order of one call is evidence enough."""
+    ev = a.events(unit, None)
+    steps = [e for e in ev if e.kind == STEP and e.depth == 0 and e.target and not e.closure]
+    backwards = [e for e in ev if e.kind == BACKWARD]
+    zeros = [e for e in ev if e.kind == ZERO]
+    for st in steps:
+        mine = [z for z in zeros if covers(z, st, unit.scope)]
+        _clip_first(a, unit, unit.node, st, mine, backwards, ev, len(steps) == 1)
 
 
 def _loop(a: Analysis, unit: Unit, loop: ast.AST, ev: list[Event]) -> None:
@@ -105,6 +119,8 @@ def _loop(a: Analysis, unit: Unit, loop: ast.AST, ev: list[Event]) -> None:
             _zero_between(a, unit, loop, st, mine, backwards, ev)
         if not st.managed:
             _wiped(a, unit, loop, st, mine, backwards, ev)
+        if not st.closure:
+            _clip_first(a, unit, loop, st, mine, backwards, ev, len({t.target for t in steps}) == 1)
     _unscaled(a, unit, loop, steps, backwards, [z for z in zeros], ev)
 
 
@@ -125,6 +141,55 @@ def _stale(a: Analysis, unit: Unit, loop: ast.AST, st: Event, ev: list[Event]) -
         unit,
         severity="warning" if hidden or (st.tkind and st.tkind.guessed) else None,
         confidence="medium" if hidden else "high",
+        loop=loop,
+    )
+
+
+def clips_for(clip: Event, st: Event, only: bool) -> bool:
+    """Whether ``clip`` clips gradients that ``st`` applies: it names the optimizer, or a
+    module its parameters come from; or, where the optimizer's parameters are not visible
+    (``model.configure_optimizers()``), ``st`` steps the ``only`` optimizer of the code:
+    clipping there is for it. Otherwise no: another model's clipping (a GAN's
+    discriminator) is not this step's."""
+    if st.target and st.target in clip.args:
+        return True
+    roots = st.tkind.roots if st.tkind is not None else None
+    if roots is None:
+        return only
+    return any(related(arg, r) for arg in clip.args for r in roots)
+
+
+def _clip_first(
+    a: Analysis,
+    unit: Unit,
+    loop: ast.AST,
+    st: Event,
+    zeros: list[Event],
+    backwards: list[Event],
+    ev: list[Event],
+    only: bool,
+) -> None:
+    """``clip-before-backward``: the loop clips the step's gradients, but never between the
+    last backward() that feeds the step and the step itself: every clip acts on gradients
+    the step does not apply (the previous step's, or none after zero_grad)."""
+    at = {id(e): i for i, e in enumerate(ev)}
+    s = at[id(st)]
+    clips = [e for e in ev if e.kind == CLIP and not e.exclusive(st) and clips_for(e, st, only)]
+    fed = [at[id(b)] for b in feeding(st, zeros, backwards, ev) if at[id(b)] < s]
+    if not clips or not fed:
+        return
+    last = max(fed)
+    if any(last < at[id(c)] < s for c in clips):
+        return
+    c = clips[0]
+    b = ev[last]
+    a.emit(
+        checkids.CLIP_BEFORE_BACKWARD,
+        c.node,
+        f"gradients are clipped at line {c.line}, but backward() runs after it (line {b.line}) "
+        f"and before {st.target}.step() (line {st.line}): the clipping acts on the previous "
+        "step's gradients (or on none after zero_grad), and the step applies unclipped ones.",
+        unit,
         loop=loop,
     )
 
