@@ -46,6 +46,7 @@ _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 #: a compound duration written as one word (``1s674ms``, ``987ms``, ``2m3s``, ``1D2h``): one
 #: token, so a bar that passes a unit boundary at another batch in the other mode compares
 _DURATION = re.compile(r"\b(?:\d+(?:\.\d+)?(?:ms|D|h|m|s)){1,5}\b")
+_PADDED_MASK = re.compile(r" {2,}#")
 _CLOCK = re.compile(r"\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
@@ -89,6 +90,9 @@ def normalise_stdout(text: str) -> str:
         if _TIMING_LINE.search(line):
             columns = _time_columns(line) or columns
             line = _NUMBER.sub("#", _DURATION.sub("#t", line))
+            # and the padding of a fixed-width field before it (``ms/batch {:5.2f}``
+            # prints `` 9.12`` or ``12.34``): one blank however wide the number was
+            line = _PADDED_MASK.sub(" #", line)
         elif columns and line and _TABLE_ROW.fullmatch(line):
             line = _mask_columns(line, columns)
         else:

@@ -107,6 +107,16 @@ def test_a_duration_written_as_one_word_is_one_token_whatever_its_units() -> Non
     assert lc.normalise_stdout(a) != lc.normalise_stdout(a.replace("Loss", "Lost"))
 
 
+def test_a_fixed_width_timing_field_masks_its_padding_too() -> None:
+    """locuslab/TCN prints ``ms/batch {:5.2f}``: `` 8.37`` in one mode, ``12.34`` in the
+    other at the same batch. Masked, both lines are one (the numbers of a timing line are
+    all masked: the parameters' digest, not this line, tells the two trainings apart)."""
+    line = "| Epoch   1 |   100/  313 batches | lr 0.00050 | ms/batch {} | loss 0.21870000"
+    a, b = line.format(" 8.37"), line.format("12.34")
+    assert lc.normalise_stdout(a) == lc.normalise_stdout(b)
+    assert lc.normalise_stdout(a) != lc.normalise_stdout(a.replace("loss", "lost"))
+
+
 def test_a_time_column_of_a_table_is_masked_in_its_rows() -> None:
     """swa_gaussian prints one row of numbers per epoch under a header that names its
     last column ``time`` (the header alone on the first epoch): that column's numbers are

@@ -68,8 +68,8 @@ class ClipChecks:
             finding(
                 ID,
                 v.step,
-                f"{fn} ran before backward() on {bad} steps: it clips the previous gradients "
-                "(or none), and the step applies unclipped ones.",
+                f"{fn} ran before backward() at {bad} steps so far, this one included: it clips "
+                "the previous gradients (or none), and the step applies unclipped ones.",
                 f"call {fn} after loss.backward() (after scaler.unscale_(optimizer) with a "
                 "GradScaler) and before optimizer.step().",
                 optimizer=v.optimizer,

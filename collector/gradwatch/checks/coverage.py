@@ -670,7 +670,7 @@ class CoverageChecks:
                 checkids.PARAM_MUTATED_OUTSIDE_STEP,
                 v.step,
                 f"{_these(names, verb='changed')} between two optimizer steps without a step "
-                "(an in-place .data edit?).",
+                "(a write through .data, or an in-place op under no_grad?).",
                 "if intended (EMA, manual clipping), add the name to "
                 "watch(allow_mutation=[...]);"
                 " otherwise find the in-place edit.",

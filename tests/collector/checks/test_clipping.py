@@ -32,7 +32,7 @@ def test_clipping_before_backward_is_found_at_the_second_step() -> None:
     run = train(model, sgd(model), 10, clip_first)
     f = first(run, "clip-before-backward")
     assert (f.step, f.severity, f.optimizer) == (CLIP_STEPS, "warning", 0)
-    assert f.message.startswith("clip_grad_norm_ ran before backward() on 2 steps")
+    assert f.message.startswith("clip_grad_norm_ ran before backward() at 2 steps so far")
     assert len(of(run, "clip-before-backward")) == 1  # one finding while it goes on
 
 
