@@ -91,7 +91,7 @@ class Ctx:
     def name_of(self, dotted: str | None) -> str | None:
         """A dotted name as the analysed code's caller names it (helper parameters
         renamed; None for a parameter the caller passed no name for)."""
-        if not dotted:
+        if dotted is None:
             return None
         root, dot, rest = dotted.partition(".")
         if root in self.subst:
@@ -101,14 +101,7 @@ class Ctx:
 
     def name(self, node: ast.AST | None) -> str | None:
         """The expression's dotted name, helper parameters renamed to the caller's."""
-        dotted = text(node)
-        if dotted is None:
-            return None
-        root, dot, rest = dotted.partition(".")
-        if root in self.subst:
-            mapped = self.subst[root]
-            return None if mapped is None else mapped + dot + rest
-        return dotted
+        return self.name_of(text(node))
 
 
 class EventCollector:
