@@ -127,6 +127,7 @@ def test_lint_rules_are_confirmed_by_the_checks_that_say_so() -> None:
         "stale-grad": ("stale-grad",),
         "grad-zeroed-before-step": ("grad-zeroed-before-step",),
         "accumulation-wiped": ("accumulation-wiped",),
+        "clip-before-backward": ("clip-before-backward",),
         "param-not-in-optimizer": ("param-not-in-optimizer",),
         "eval-mode-training": ("eval-mode-training",),
         "loss-detached": ("param-no-grad",),

@@ -38,6 +38,12 @@ def main() -> None:
     p.add_argument("--name")
     p.add_argument("--rss", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no step lines (nobody reads them)")
+    p.add_argument(
+        "--close-timeout",
+        type=float,
+        default=30.0,
+        help="seconds close() waits for the sender (what it has not sent by then stays spooled)",
+    )
     args = p.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -67,7 +73,7 @@ def main() -> None:
             time.sleep(args.pause)
         if args.stop_file and os.path.exists(args.stop_file):
             break
-    run.close(timeout=30.0)
+    run.close(timeout=args.close_timeout)
     print(f"done {step}", flush=True)
     print("stats " + json.dumps(run.context.io.stats.__dict__), flush=True)
 
