@@ -195,17 +195,23 @@ def build() -> str:
     return commit + ("+dirty" if dirty else "")
 
 
+def at_step(program: Any) -> int:
+    """The backward pass a mutation takes effect at: ``mutate.AT_STEP``, or a third of a
+    short program's steps (at least 5)."""
+    return min(mutate.AT_STEP, max(5, program.steps // 3))
+
+
 def run_case(program: Any, bug_class: str, base_tree: Path) -> dict[str, Any]:
     import launch as launcher
 
     m = mutate.MUTATIONS[bug_class]
-    at_step = min(mutate.AT_STEP, max(5, program.steps // 3))
+    at = at_step(program)
     row: dict[str, Any] = {"program": program.name, "bug_class": bug_class,
                            "expected": list(m.expected), "gradwatch": build()}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="gw-inject-") as tmp:
         tree = Path(tmp) / "tree"
         shutil.copytree(base_tree, tree, symlinks=True)
-        changed = mutate_tree(tree, program.program, bug_class, at_step, program.workdir)
+        changed = mutate_tree(tree, program.program, bug_class, at, program.workdir)
         if changed is None:
             return {**row, "applicable": False}
         data = Path(tmp) / "gw"
@@ -239,7 +245,7 @@ def run_case(program: Any, bug_class: str, base_tree: Path) -> dict[str, Any]:
         "applicable": True,
         "file": str(changed.relative_to(tree)),
         "mutation": m.description,
-        "at_step": 1 if m.replicate else at_step,
+        "at_step": 1 if m.replicate else at,
         **verdict,
         "returncode": run.returncode,
         "error": error_line(run.stderr) if failed else None,

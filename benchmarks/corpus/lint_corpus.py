@@ -37,25 +37,11 @@ ALARM = ("warning", "error")
 
 def extract(git_dir: Path, commit: str, dest: Path) -> int:
     """Every ``.py`` file of ``commit`` into ``dest``; how many."""
-    listed = subprocess.run(
-        ["git", "--git-dir", str(git_dir), "ls-tree", "-r", "--name-only", commit],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()
-    n = 0
-    for name in listed:
-        if not name.endswith(".py"):
-            continue
-        blob = subprocess.run(
-            ["git", "--git-dir", str(git_dir), "show", f"{commit}:{name}"], capture_output=True
-        )
-        if blob.returncode == 0:
-            path = dest / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(blob.stdout)
-            n += 1
-    return n
+    from materialize import extract_blobs
+
+    dest.mkdir(parents=True, exist_ok=True)
+    extract_blobs(git_dir, commit, dest, keep=lambda path: path.endswith(".py"))
+    return sum(1 for _ in dest.rglob("*.py"))
 
 
 def lint_files(root: Path) -> dict[str, list[list[Any]]]:
@@ -85,10 +71,13 @@ def lint_mutants(
     expected = set(mutate.MUTATIONS[bug_class].expected)
     rows = []
     for prog in programs:
+        source = trees.get(prog.project + "@" + prog.commit)
+        if source is None:  # no mirror: left out of the lint too
+            continue
         with tempfile.TemporaryDirectory(prefix="gw-lint-") as tmp:
             tree = Path(tmp) / "tree"
-            shutil.copytree(trees[prog.project + "@" + prog.commit], tree, symlinks=True)
-            at = min(mutate.AT_STEP, max(5, prog.steps // 3))
+            shutil.copytree(source, tree, symlinks=True)
+            at = inject.at_step(prog)
             changed = inject.mutate_tree(tree, prog.program, bug_class, at, prog.workdir)
             if changed is None:
                 continue

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from spec import SHIMS, Program
@@ -83,9 +84,12 @@ def _archive(git_dir: Path, commit: str, into: Path) -> bool:
     return archive.wait() == 0 and untar.returncode == 0
 
 
-def _extract_blobs(git_dir: Path, commit: str, into: Path) -> list[str]:
+def extract_blobs(
+    git_dir: Path, commit: str, into: Path, keep: Callable[[str], bool] | None = None
+) -> list[str]:
     """Write every file of ``commit`` that the git dir holds into ``into`` (symlinks as
-    links, executables executable; submodules skipped); return the paths it lacks."""
+    links, executables executable; submodules skipped; with ``keep``, only the paths it
+    accepts); return the paths it lacks."""
     git = ["git", "--git-dir", str(git_dir)]
     listing = subprocess.run(
         [*git, "ls-tree", "-r", "-z", "--full-tree", commit], capture_output=True, check=True
@@ -94,7 +98,7 @@ def _extract_blobs(git_dir: Path, commit: str, into: Path) -> list[str]:
     for item in filter(None, listing.split("\0")):
         meta, path = item.split("\t", 1)
         mode, kind, sha = meta.split()
-        if kind == "blob":
+        if kind == "blob" and (keep is None or keep(path)):
             entries.append((mode, sha, path))
     batch = subprocess.Popen(
         [*git, "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -153,7 +157,7 @@ def materialize(
         if not _archive(git_dir, program.commit, part):
             shutil.rmtree(part)
             part.mkdir()
-            missing = _extract_blobs(git_dir, program.commit, part)
+            missing = extract_blobs(git_dir, program.commit, part)
             if missing:  # a mirror without its largest files: name what is absent
                 (part / MISSING_MARK).write_text("".join(f"{m}\n" for m in missing))
         (part / SOURCE_MARK).write_text(want)

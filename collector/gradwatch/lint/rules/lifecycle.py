@@ -98,9 +98,10 @@ def _clip_order_in_body(a: Analysis, unit: Unit) -> None:
     steps = [e for e in ev if e.kind == STEP and e.depth == 0 and e.target and not e.closure]
     backwards = [e for e in ev if e.kind == BACKWARD]
     zeros = [e for e in ev if e.kind == ZERO]
+    only = len({st.target for st in steps}) == 1
     for st in steps:
         mine = [z for z in zeros if covers(z, st, unit.scope)]
-        _clip_first(a, unit, unit.node, st, mine, backwards, ev, len(steps) == 1)
+        _clip_first(a, unit, unit.node, st, mine, backwards, ev, only)
 
 
 def _loop(a: Analysis, unit: Unit, loop: ast.AST, ev: list[Event]) -> None:
@@ -109,6 +110,7 @@ def _loop(a: Analysis, unit: Unit, loop: ast.AST, ev: list[Event]) -> None:
     if not steps or not backwards:
         return
     zeros = [e for e in ev if e.kind == ZERO]
+    only = len({st.target for st in steps}) == 1  # one optimizer steps here
     seen: set[str] = set()
     for st in steps:
         mine = [z for z in zeros if covers(z, st, unit.scope)]
@@ -120,7 +122,7 @@ def _loop(a: Analysis, unit: Unit, loop: ast.AST, ev: list[Event]) -> None:
         if not st.managed:
             _wiped(a, unit, loop, st, mine, backwards, ev)
         if not st.closure:
-            _clip_first(a, unit, loop, st, mine, backwards, ev, len({t.target for t in steps}) == 1)
+            _clip_first(a, unit, loop, st, mine, backwards, ev, only)
     _unscaled(a, unit, loop, steps, backwards, [z for z in zeros], ev)
 
 
